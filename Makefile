@@ -1,0 +1,117 @@
+# s3cached — build, run, test, bench.
+#   make            build/s3cached (-Wall -Wextra -Werror)
+#   make run        install missing packages, build, serve ./var/store on 127.0.0.1:9000
+#   make test       install, build, run every unit and end-to-end test
+#   make test-asan  the whole suite under ASan + UBSan (build-asan/)
+#   make bench      benchmarks against nginx, as ratios
+#   make lint       module confinement and banned functions
+
+BUILD    ?= build
+CC       ?= cc
+OPT      ?= -O2 -g
+SAN      ?=
+CFLAGS   += -std=gnu11 $(OPT) $(SAN) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+            -fno-strict-aliasing -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -MMD -MP \
+            -pthread
+LDFLAGS  += $(SAN) -pthread
+PKGS     := libmicrohttpd libcurl openssl lmdb zlib
+LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmicrohttpd -lcurl -lssl -lcrypto -llmdb -lz)
+TESTLIBS := $(LIBS) -lcmocka
+
+SRCS     := $(wildcard gateway/*.c cache/*.c backends/*.c)
+MAIN     := gateway/main.c
+LIBSRCS  := $(filter-out $(MAIN),$(SRCS))
+OBJS     := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIBSRCS))
+UNITSRCS := $(wildcard tests/unit/test_*.c)
+UNITBINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNITSRCS))
+UNITHELP := $(filter-out $(UNITSRCS),$(wildcard tests/unit/*.c))
+UNITHOBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(UNITHELP))
+
+# Debian packages: build libraries, then the clients the end-to-end tests drive.
+DEB_BUILD := build-essential pkg-config libmicrohttpd-dev liblmdb-dev libcmocka-dev \
+             libcurl4-openssl-dev libssl-dev zlib1g-dev
+DEB_TEST  := awscli s3cmd rclone python3-boto3 nodejs npm curl nginx wrk lmdb-utils \
+             xxd procps psmisc netcat-openbsd
+NPM_DIR   := tests/e2e/node_modules
+
+.PHONY: all run test test-unit test-e2e test-asan bench lint clean deps deps-test fuzz format
+all: $(BUILD)/s3cached
+
+$(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/libs3c.a: $(OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(UNITHOBJ) $(BUILD)/libs3c.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(TESTLIBS)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# --- packages -------------------------------------------------------------------------
+# Installs only what is missing; apt-get update runs once, only when something is.
+define apt_install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+endef
+
+deps:
+	$(call apt_install,$(DEB_BUILD))
+
+deps-test: deps
+	$(call apt_install,$(DEB_TEST))
+	@if [ ! -d $(NPM_DIR)/@aws-sdk/client-s3 ]; then \
+	  echo "installing @aws-sdk/client-s3 into $(NPM_DIR)"; \
+	  (cd tests/e2e && npm install --no-audit --no-fund --silent @aws-sdk/client-s3 @aws-sdk/lib-storage); \
+	fi
+
+# --- run ------------------------------------------------------------------------------
+run: deps
+	@$(MAKE) --no-print-directory all
+	@mkdir -p var/store/demo var/cache
+	@[ -e var/store/demo/hello.txt ] || echo "hello from s3cached" > var/store/demo/hello.txt
+	@[ -e var/store/demo/data/numbers.txt ] || { mkdir -p var/store/demo/data && seq 1 1000 > var/store/demo/data/numbers.txt; }
+	exec $(BUILD)/s3cached serve --backend file://$(CURDIR)/var/store --cache-dir $(CURDIR)/var/cache
+
+# --- tests ----------------------------------------------------------------------------
+test: deps-test
+	@$(MAKE) --no-print-directory all unit-bins
+	@$(MAKE) --no-print-directory test-unit test-e2e
+
+unit-bins: $(UNITBINS)
+
+test-unit: $(UNITBINS)
+	@tests/run-unit.sh $(UNITBINS)
+
+test-e2e: $(BUILD)/s3cached
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached tests/e2e/run.sh
+
+test-asan: deps-test
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all unit-bins
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(MAKE) --no-print-directory BUILD=build-asan test-unit test-e2e
+
+bench: deps-test
+	@$(MAKE) --no-print-directory all
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/run.sh
+
+# --- hygiene --------------------------------------------------------------------------
+lint:
+	@tests/lint.sh
+
+format:
+	clang-format -i $(SRCS) $(wildcard include/*.h cache/*.h gateway/*.h backends/*.h) $(UNITSRCS)
+
+clean:
+	rm -rf build build-asan

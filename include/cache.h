@@ -1,0 +1,102 @@
+/*
+ * cache.h: the SSD cache between the S3 front end and the backend. The
+ * gateway's only way to read objects: hits come from local files (sendfile),
+ * misses are fetched once per block by worker threads and streamed to every
+ * waiting reader as the bytes land. cache/ never includes <microhttpd.h>: a
+ * wait is expressed through struct cache_waiter callbacks.
+ *
+ * Lifecycle of a read (one HTTP request):
+ *   cache_obj_get() -> cache_obj_meta() [-EAGAIN: suspended, call again after resume]
+ *   -> cache_obj_open_range() (all present: fd for sendfile)  or
+ *      cache_obj_read() loop (streaming; -EAGAIN: suspended, call again after resume)
+ *   -> cache_obj_release()
+ */
+#ifndef S3C_CACHE_H
+#define S3C_CACHE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "backend.h"
+
+struct conf;
+struct workq;
+struct cache;
+struct cache_obj;
+
+/* The gateway's side of a wait. Rule against lost wake-ups: cache/ calls suspend() under the
+ * lock that guards the awaited state, right before returning -EAGAIN, and calls resume() under
+ * that same lock, only for an armed waiter, exactly once per suspend(). */
+struct cache_waiter {
+    void (*suspend)(void *cls);
+    void (*resume)(void *cls);
+    void *cls;
+    /* private to cache/ */
+    struct cache_waiter *next;
+    int armed;
+};
+
+enum cache_outcome {
+    CACHE_HIT = 0,   /* metadata and bytes from the SSD; the backend was not asked */
+    CACHE_MISS,      /* this request started the backend fetch */
+    CACHE_COALESCED, /* joined a fetch another request started */
+    CACHE_BYPASS,    /* served from the backend without caching (nothing evictable, too big) */
+};
+const char *cache_outcome_name(enum cache_outcome how); /* "hit" "miss" "coalesced" "bypass" */
+
+struct cache_stats {
+    uint64_t capacity_bytes, used_bytes, objects, pinned_objects, pinned_bytes;
+    uint64_t hits, misses, coalesced, bypassed, evictions, revalidations, stale_served;
+    uint64_t fill_bytes; /* bytes written into the cache from the backend */
+    uint64_t dirty_objects, dirty_bytes;
+};
+
+/* Opens (creating) the cache under cf->cache_dir: reclaims orphaned temp files, opens the LMDB
+ * index; does not scan the object files. @be and @wq are borrowed and outlive the cache. */
+int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, struct cache **out,
+               struct errmsg *em);
+/* Fails every fill in flight (waking its waiters with an error), waits for workers' cache
+ * jobs to end, closes the index. */
+void cache_close(struct cache *c);
+
+/* A new reference to the in-memory object for (@bucket, @key); all concurrent requests for one
+ * key share it (that is how misses coalesce). Never blocks, never fails but for -ENOMEM. */
+int cache_obj_get(struct cache *c, const char *bucket, const char *key, struct cache_obj **out);
+/* The object's metadata, known from the index (fresh: hit) or fetched from the backend (HEAD, or
+ * revalidation when older than --revalidate-after; stale-if-error when the backend is down).
+ * 0 with *@meta (valid until release) and *@how; -EAGAIN after @w->suspend(); or the backend's
+ * error (-S3E_NO_SUCH_KEY, -S3E_NO_SUCH_BUCKET, -S3E_SERVICE_UNAVAILABLE, ...). */
+int cache_obj_meta(struct cache_obj *o, struct cache_waiter *w, const struct be_meta **meta,
+                   enum cache_outcome *how);
+/* When every byte of [@off, @off+@len) is on the SSD: 0 and a new O_RDONLY fd (caller owns it;
+ * the bytes stay valid while it is open, even if evicted) positioned nowhere in particular: read
+ * the object at file offset @off. Otherwise -EAGAIN (not suspended) after making sure the missing
+ * blocks are being fetched; the caller then streams with cache_obj_read(). */
+int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *fd);
+/* Copies up to @max bytes of the object at @pos into @buf. Returns >0, 0 at the end of the object,
+ * -EAGAIN after @w->suspend() (bytes not there yet; fetch started, read-ahead too), or an error of
+ * the fill (the response must then be cut short). Non-blocking. */
+ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
+                       struct cache_waiter *w);
+/* Disarms @w if it is still armed on @o (a client went away). Must be called before the waiter's
+ * memory is freed. */
+void cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w);
+void cache_obj_release(struct cache_obj *o);
+
+/* Uploads: a temp file inside the cache directory (same file system as the store, so a finished
+ * upload can be adopted by rename). Creates it O_RDWR|O_CLOEXEC; *@fd and @path are the caller's
+ * until cache_adopt() or unlink. */
+int cache_stage_open(struct cache *c, int *fd, char path[4096]);
+/* After the backend stored (@bucket, @key) with @meta: takes @path (a staged file of exactly
+ * meta->size bytes, fsync'd by the caller) and makes it the cached version, replacing any older
+ * one atomically for new readers (readers already streaming keep theirs). If it cannot be held
+ * (capacity), the file is unlinked and the key only invalidated. Always consumes @path. */
+int cache_adopt(struct cache *c, const char *bucket, const char *key, const char *path,
+                const struct be_meta *meta);
+/* Forget (@bucket, @key) (DELETE, or a write that did not go through cache_adopt). */
+int cache_invalidate(struct cache *c, const char *bucket, const char *key);
+/* Forget every key of @bucket starting with @prefix; *@n the number dropped. */
+int cache_invalidate_prefix(struct cache *c, const char *bucket, const char *prefix, uint64_t *n);
+
+void cache_get_stats(struct cache *c, struct cache_stats *out);
+
+#endif
