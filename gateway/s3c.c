@@ -1,0 +1,71 @@
+/*
+ * s3c.c: the small shared helpers of s3c.h: assertion failure, error detail,
+ * clocks and date formatting. No state.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "s3c.h"
+
+void s3c_assert_fail(const char *expr, const char *file, int line, const char *func)
+{
+    char msg[512];
+    int n = snprintf(msg, sizeof(msg), "s3cached: assertion \"%s\" failed in %s() at %s:%d\n",
+                     expr, func, file, line);
+    if (n > 0)
+        (void)!write(2, msg, (size_t)S3C_MIN(n, (int)sizeof(msg) - 1));
+    abort();
+}
+
+void errmsg_set(struct errmsg *em, const char *fmt, ...)
+{
+    va_list ap;
+    if (!em)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(em->buf, sizeof(em->buf), fmt, ap);
+    va_end(ap);
+}
+
+uint64_t s3c_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int64_t s3c_real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+void s3c_http_date(int64_t t, char out[32])
+{
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char mons[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                     "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    struct tm tm;
+    time_t tt = (time_t)t;
+    gmtime_r(&tt, &tm);
+    char tmp[96];
+    snprintf(tmp, sizeof(tmp), "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday],
+             tm.tm_mday, mons[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    snprintf(out, 32, "%.31s", tmp);
+}
+
+void s3c_iso8601(int64_t t_ns, char out[32])
+{
+    struct tm tm;
+    time_t tt = (time_t)(t_ns / 1000000000ll);
+    gmtime_r(&tt, &tm);
+    char tmp[96];
+    snprintf(tmp, sizeof(tmp), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+             (int)((t_ns % 1000000000ll) / 1000000ll));
+    snprintf(out, 32, "%.31s", tmp);
+}
