@@ -39,6 +39,8 @@ struct be_meta {
     char checksum_algo[8];           /* "", "CRC32", "CRC32C", "SHA1", "SHA256" */
     char checksum[64];               /* base64 full-object checksum of checksum_algo */
     uint32_t parts_count;            /* 0 for objects made by a single PUT */
+    uint64_t part_size;              /* multipart: size of every part but the last when they are
+                                      * all equal (what GET ?partNumber=N needs), else 0 */
 };
 
 /* Where GET bytes go (fill.c provides one). on_meta is called once, before the first byte,

@@ -1,0 +1,193 @@
+/*
+ * gw.h: the gateway's private interfaces (server, router, request state,
+ * responses, auth, uploads, handlers). Nothing outside gateway/ includes it.
+ *
+ * Request lifecycle (one struct req per HTTP request):
+ *   server_access() first call: req_new, route, authenticate, pick handler -> h->begin()
+ *   body calls: h->body() (upload intake; errors latch rq->rc, the rest is discarded)
+ *   final call: h->end(): answers at once, or runs a job on the workq after
+ *               suspending the connection; the job resumes it and h->end() runs again
+ *   server_completed(): access log, accounting, req_free (closes/unlinks what is left)
+ */
+#ifndef S3C_GW_H
+#define S3C_GW_H
+
+#include <microhttpd.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "backend.h"
+#include "buf.h"
+#include "cache.h"
+#include "conf.h"
+#include "s3c.h"
+#include "sigv4.h"
+#include "xml.h"
+
+struct server;
+struct req;
+struct auth;
+struct stats;
+struct stats_client;
+
+/* --- routing -------------------------------------------------------------------------- */
+enum op {
+    OP_NONE = 0,
+    OP_ADMIN,
+    OP_LIST_BUCKETS,
+    OP_BUCKET_CREATE, OP_BUCKET_DELETE, OP_BUCKET_HEAD, OP_BUCKET_LOCATION,
+    OP_BUCKET_VERSIONING, OP_BUCKET_ACL,
+    OP_LIST_OBJECTS, OP_LIST_OBJECTS_V2, OP_LIST_UPLOADS, OP_DELETE_OBJECTS,
+    OP_GET, OP_HEAD, OP_PUT, OP_COPY, OP_DELETE, OP_OBJECT_ACL,
+    OP_MP_CREATE, OP_MP_PART, OP_MP_PART_COPY, OP_MP_COMPLETE, OP_MP_ABORT, OP_MP_LIST_PARTS,
+    OP_OPTIONS,
+};
+const char *op_name(enum op op);
+
+/* --- a request ------------------------------------------------------------------------ */
+typedef int handler_f(struct req *rq);
+
+struct handler {
+    handler_f *begin; /* headers known; may answer at once (rq->answered) */
+    int (*body)(struct req *rq, const char *data, size_t len);
+    handler_f *end;   /* body done (or none): answer, or start a job */
+};
+
+struct upload; /* upload.c */
+
+struct req {
+    unsigned magic;
+#define REQ_MAGIC 0x7e9a11c3
+    struct server *srv;
+    struct MHD_Connection *conn;
+    char id[20];                  /* x-amz-request-id */
+    uint64_t t_start_ns;
+    const char *method;           /* MHD's, valid for the request */
+    enum op op;
+    char *bucket;                 /* decoded, NULL for service-level requests */
+    char *key;                    /* decoded, NULL for bucket-level requests */
+    char *path;                   /* decoded path as signed ("/b/k", or "/k" virtual-hosted) */
+    struct sigv4_kv *query;       /* decoded query parameters */
+    size_t n_query;
+    struct sigv4_kv *headers;     /* pointers into MHD's header storage */
+    size_t n_headers;
+    char access_key[129];         /* authenticated key, "anonymous", or "" */
+    int is_admin;
+    struct sigv4_result auth;
+    const struct handler *h;
+    int rc;                       /* first error; latched */
+    int answered;                 /* a response has been queued */
+    int phase;                    /* handler-private progress */
+    int suspended;                /* connection suspended waiting for a job */
+    uint64_t bytes_in;            /* request body bytes received */
+    uint64_t bytes_out;           /* response body bytes (of the queued response) */
+    uint64_t bytes_out_streamed;  /* counted by stream callbacks so far */
+    int status;
+    int cache_how;                /* enum cache_outcome or -1 */
+    uint64_t tcp_acked_start;     /* TCP_INFO bytes acked at request start */
+    struct stats_client *sc;
+    char addr[64];
+
+    /* handler state */
+    struct upload *up;
+    struct buf body;              /* small XML bodies */
+    struct cache_obj *obj;
+    struct cache_waiter waiter;
+    const struct be_meta *meta;   /* borrowed from obj */
+    uint64_t off, len;            /* range being served */
+    int partial;
+    void *job_state;              /* handler-private result of a job */
+    void (*job_state_free)(void *);
+};
+
+/* Queues fn on the work queue after suspending the connection; the access handler runs again
+ * once fn has returned. fn must not touch MHD. Returns 0 or -errno (nothing suspended). */
+int req_run_job(struct req *rq, void (*fn)(struct req *rq));
+const char *req_header(struct req *rq, const char *name);   /* case-insensitive; NULL */
+const char *req_query(struct req *rq, const char *name);    /* decoded; "" for "?name" */
+int req_has_query(struct req *rq, const char *name);
+
+/* --- responses (respond.c: the only code that builds MHD responses) --------------------- */
+/* All return MHD_YES/MHD_NO for the access handler, and set rq->answered/status/bytes_out. */
+int respond_error(struct req *rq, int rc);
+int respond_error_msg(struct req *rq, int rc, const char *message);
+int respond_xml(struct req *rq, int status, struct buf *xml); /* takes xml's memory */
+int respond_empty(struct req *rq, int status, struct MHD_Response **extra_out);
+int respond_queue_prepared(struct req *rq, int status, struct MHD_Response *r);
+int respond_text(struct req *rq, int status, const char *ctype, const char *body, size_t len);
+/* Object responses: headers from @m; body from @fd (owned; closed even on failure) at
+ * [off, off+len), or streamed from rq->obj when fd < 0. */
+int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, uint64_t off,
+                   uint64_t len);
+/* Adds the standard object headers (ETag, Last-Modified, Content-Type, metadata...). */
+void respond_object_headers(struct req *rq, struct MHD_Response *r, const struct be_meta *m);
+/* XML document prolog into @b. */
+void respond_xml_start(struct buf *b, const char *root);
+
+/* --- auth (auth.c) ----------------------------------------------------------------------- */
+int auth_new(const struct conf *cf, struct auth **out, struct errmsg *em);
+void auth_free(struct auth *a);
+int auth_reload(struct auth *a, struct errmsg *em);       /* SIGHUP: re-read the file */
+/* Authenticates @rq: fills rq->access_key, rq->is_admin, rq->auth. 0 or -S3E_*. */
+int auth_check(struct auth *a, struct req *rq, struct errmsg *em);
+/* Admin endpoints: a signed admin key, the bearer token, or anonymous mode. */
+int auth_is_admin(struct auth *a, struct req *rq);
+/* The generated/first credentials, for the start-up banner. */
+void auth_banner_key(struct auth *a, const char **access_key, const char **secret_key);
+uint64_t auth_rate_limit(struct auth *a, const char *access_key);
+
+/* --- uploads (upload.c) ------------------------------------------------------------------ */
+/* Prepares to receive a PUT/UploadPart body into a staged cache file: payload mode from
+ * rq->auth, Content-Length / x-amz-decoded-content-length limits, Content-MD5 and
+ * x-amz-checksum-* expectations. 0 or -S3E_*. */
+int upload_begin(struct req *rq, uint64_t max_size);
+int upload_write(struct req *rq, const char *data, size_t len);
+/* Checks lengths and digests; on success fills @meta's size/etag/checksum fields. */
+int upload_finish(struct req *rq, struct be_meta *meta);
+int upload_fd(struct req *rq);
+const char *upload_path(struct req *rq);
+/* Hands the staged path over (the caller must adopt or unlink it). */
+void upload_release_path(struct req *rq);
+void upload_free(struct req *rq);
+/* Request headers -> the stored metadata fields (content-type etc, x-amz-meta-*). */
+int meta_from_headers(struct req *rq, struct be_meta *m);
+
+/* --- handlers ------------------------------------------------------------------------------ */
+extern const struct handler h_get, h_head, h_put, h_copy, h_delete, h_object_acl;
+extern const struct handler h_list_buckets, h_bucket_create, h_bucket_delete, h_bucket_head,
+    h_bucket_location, h_bucket_versioning, h_bucket_acl, h_list_objects, h_list_uploads,
+    h_delete_objects;
+extern const struct handler h_mp_create, h_mp_part, h_mp_part_copy, h_mp_complete, h_mp_abort,
+    h_mp_list_parts;
+extern const struct handler h_admin, h_options;
+
+/* Shared by the object and multipart handlers (h_object.c). */
+int copy_source_parse(struct req *rq, char **bucket, char **key);
+int copy_source_conditions(struct req *rq, const struct be_meta *src);
+void acl_document(struct buf *b);
+
+/* --- router (router.c) --------------------------------------------------------------------- */
+/* Decodes the path and query of @rq and picks rq->op, rq->bucket, rq->key. 0 or -S3E_*. */
+int router_route(struct req *rq, const char *url, const char *host);
+const struct handler *router_handler(enum op op);
+/* Percent-decodes @s (len bytes) into a new string; NULL on bad escapes or embedded NUL. */
+char *url_decode(const char *s, size_t len);
+
+/* --- server (server.c) --------------------------------------------------------------------- */
+struct server {
+    unsigned magic;
+#define SERVER_MAGIC 0x5e77e401
+    struct conf *cf;
+    struct MHD_Daemon *daemon;
+    struct backend *be;
+    struct workq *wq;
+    struct cache *cache;
+    struct auth *auth;
+    struct stats *stats;
+    uint64_t start_ns;
+    unsigned long req_seq;
+    unsigned long inflight;       /* requests between req_new and completion */
+};
+int server_run(struct conf *cf);
+
+#endif

@@ -1,0 +1,143 @@
+/*
+ * h_admin.c: the reserved /_/ endpoints: health (no auth), stats (JSON),
+ * metrics (Prometheus), cache invalidation; and OPTIONS, which S3 answers
+ * 400 without a CORS Origin.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw.h"
+#include "s3err.h"
+#include "stats.h"
+
+enum { PH_START = 0, PH_JOB_DONE };
+
+static int admin_stats(struct req *rq, int prometheus)
+{
+    struct server *srv = rq->srv;
+    struct cache_stats cs;
+    struct backend_counters bc;
+    struct buf b;
+    cache_get_stats(srv->cache, &cs);
+    bc.requests = __atomic_load_n(&srv->be->ctr.requests, __ATOMIC_RELAXED);
+    bc.bytes_read = __atomic_load_n(&srv->be->ctr.bytes_read, __ATOMIC_RELAXED);
+    bc.bytes_written = __atomic_load_n(&srv->be->ctr.bytes_written, __ATOMIC_RELAXED);
+    bc.errors = __atomic_load_n(&srv->be->ctr.errors, __ATOMIC_RELAXED);
+    buf_init(&b, 64u << 20);
+    int rc = prometheus ? stats_prometheus(srv->stats, &cs, &bc, &b)
+                        : stats_json(srv->stats, &cs, &bc, &b);
+    if (rc) {
+        buf_free(&b);
+        return respond_error(rq, rc);
+    }
+    size_t len = b.len;
+    int r = respond_text(rq, 200,
+                         prometheus ? "text/plain; version=0.0.4; charset=utf-8"
+                                    : "application/json",
+                         b.p ? b.p : "", len);
+    buf_free(&b);
+    return r;
+}
+
+struct inval_state {
+    char *bucket;
+    char *key;
+    char *prefix;
+    uint64_t n;
+};
+
+static void inval_state_free(void *p)
+{
+    struct inval_state *s = p;
+    if (!s)
+        return;
+    free(s->bucket);
+    free(s->key);
+    free(s->prefix);
+    free(s);
+}
+
+static void inval_job(struct req *rq)
+{
+    struct inval_state *s = rq->job_state;
+    if (s->key) {
+        rq->rc = cache_invalidate(rq->srv->cache, s->bucket, s->key);
+        s->n = rq->rc ? 0 : 1;
+    } else {
+        rq->rc = cache_invalidate_prefix(rq->srv->cache, s->bucket, s->prefix ? s->prefix : "",
+                                         &s->n);
+    }
+}
+
+/* DELETE /_/cache/BUCKET/KEY or /_/cache/BUCKET?prefix=P */
+static int admin_invalidate(struct req *rq, const char *rest)
+{
+    if (rq->phase == PH_JOB_DONE) {
+        struct inval_state *s = rq->job_state;
+        struct buf b;
+        buf_init(&b, 256);
+        buf_printf(&b, "{\"invalidated\":%llu}\n", (unsigned long long)s->n);
+        int r = respond_text(rq, 200, "application/json", b.p, b.len);
+        buf_free(&b);
+        return r;
+    }
+    struct inval_state *s = calloc(1, sizeof(*s));
+    if (!s)
+        return respond_error(rq, -ENOMEM);
+    rq->job_state = s;
+    rq->job_state_free = inval_state_free;
+    size_t bl = strcspn(rest, "/");
+    s->bucket = strndup(rest, bl);
+    if (!s->bucket || backend_check_bucket_name(s->bucket))
+        return respond_error(rq, -S3E_INVALID_BUCKET_NAME);
+    if (rest[bl] == '/' && rest[bl + 1]) {
+        s->key = strdup(rest + bl + 1);
+        if (!s->key || backend_check_key(s->key, strlen(s->key)))
+            return respond_error(rq, -S3E_INVALID_KEY);
+    } else {
+        const char *p = req_query(rq, "prefix");
+        s->prefix = strdup(p ? p : "");
+    }
+    rq->phase = PH_JOB_DONE;
+    int rc = req_run_job(rq, inval_job);
+    return rc ? respond_error(rq, rc) : MHD_YES;
+}
+
+static int h_admin_end(struct req *rq)
+{
+    const char *p = rq->path + 2; /* after "/_" */
+    int get = !strcmp(rq->method, "GET") || !strcmp(rq->method, "HEAD");
+    if (!strcmp(p, "/health") && get)
+        return respond_text(rq, 200, "text/plain", "ok\n", 3);
+    if (!auth_is_admin(rq->srv->auth, rq))
+        return respond_error_msg(rq, -S3E_ACCESS_DENIED, "Admin endpoints need an admin key or the admin token");
+    if (!strcmp(p, "/stats") && get)
+        return admin_stats(rq, 0);
+    if (!strcmp(p, "/metrics") && get)
+        return admin_stats(rq, 1);
+    if (!strncmp(p, "/cache/", 7) && !strcmp(rq->method, "DELETE"))
+        return admin_invalidate(rq, p + 7);
+    if (!strcmp(p, "/warm") || !strncmp(p, "/warm/", 6) || !strcmp(p, "/flush") ||
+        !strcmp(p, "/unpin"))
+        return respond_error_msg(rq, -S3E_NOT_IMPLEMENTED, "not implemented yet");
+    return respond_error_msg(rq, -S3E_NOT_FOUND, "No such admin endpoint");
+}
+
+static int h_admin_body(struct req *rq, const char *data, size_t len)
+{
+    int rc = buf_append(&rq->body, data, len);
+    return rc == -EMSGSIZE ? -S3E_ENTITY_TOO_LARGE : rc;
+}
+
+const struct handler h_admin = {.body = h_admin_body, .end = h_admin_end};
+
+static int h_options_end(struct req *rq)
+{
+    if (!req_header(rq, "Origin"))
+        return respond_error_msg(rq, -S3E_BAD_REQUEST,
+                                 "Insufficient information. Origin request header needed.");
+    return respond_error_msg(rq, -S3E_ACCESS_DENIED, "CORS is not enabled for this bucket.");
+}
+
+const struct handler h_options = {.end = h_options_end};

@@ -1,0 +1,438 @@
+/*
+ * h_multipart.c: CreateMultipartUpload, UploadPart (streamed to a staged file,
+ * then handed to the backend), UploadPartCopy, CompleteMultipartUpload,
+ * AbortMultipartUpload, ListParts and ListMultipartUploads.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "checksum.h"
+#include "gw.h"
+#include "range.h"
+#include "s3err.h"
+
+enum { PH_START = 0, PH_JOB_DONE };
+
+#define OWNER_XML "<Owner><ID>s3cached</ID><DisplayName>s3cached</DisplayName></Owner>"
+#define INITIATOR_XML "<Initiator><ID>s3cached</ID><DisplayName>s3cached</DisplayName></Initiator>"
+
+struct mp_state {
+    struct be_meta meta;
+    char upload_id[BE_UPLOAD_ID_MAX];
+    struct be_part part;
+    struct be_part *parts;
+    size_t n;
+    int truncated;
+    struct be_upload *uploads;
+    char *src_bucket, *src_key;
+    uint64_t src_off, src_len;
+    int has_range;
+};
+
+static void mp_state_free(void *p)
+{
+    struct mp_state *s = p;
+    if (!s)
+        return;
+    free(s->parts);
+    if (s->uploads)
+        be_uploads_free(s->uploads, s->n);
+    free(s->src_bucket);
+    free(s->src_key);
+    free(s);
+}
+
+static struct mp_state *mp_state(struct req *rq)
+{
+    if (!rq->job_state) {
+        rq->job_state = calloc(1, sizeof(struct mp_state));
+        rq->job_state_free = mp_state_free;
+    }
+    return rq->job_state;
+}
+
+static int start_job(struct req *rq, void (*fn)(struct req *))
+{
+    rq->phase = PH_JOB_DONE;
+    int rc = req_run_job(rq, fn);
+    return rc ? respond_error(rq, rc) : MHD_YES;
+}
+
+static const char *upload_id_param(struct req *rq)
+{
+    const char *u = req_query(rq, "uploadId");
+    return u && *u ? u : NULL;
+}
+
+static int part_number_param(struct req *rq, unsigned *out)
+{
+    const char *pn = req_query(rq, "partNumber");
+    char *end;
+    if (!pn || !*pn)
+        return -S3E_INVALID_ARGUMENT;
+    long v = strtol(pn, &end, 10);
+    if (*end || v < 1 || v > BE_MAX_PARTS)
+        return -S3E_INVALID_ARGUMENT;
+    *out = (unsigned)v;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ Create */
+
+static void mp_create_job(struct req *rq)
+{
+    struct mp_state *s = rq->job_state;
+    rq->rc = backend_mp_create(rq->srv->be, rq->bucket, rq->key, &s->meta, s->upload_id);
+}
+
+static int h_mp_create_end(struct req *rq)
+{
+    struct mp_state *s = mp_state(rq);
+    if (!s)
+        return respond_error(rq, -ENOMEM);
+    if (rq->phase == PH_START) {
+        int rc = meta_from_headers(rq, &s->meta);
+        if (rc)
+            return respond_error(rq, rc);
+        const char *algo = req_header(rq, "x-amz-checksum-algorithm");
+        if (algo) {
+            if (cksum_algo_parse(algo) == CKSUM_NONE)
+                return respond_error_msg(rq, -S3E_INVALID_REQUEST,
+                                         "Checksum algorithm provided is unsupported.");
+            snprintf(s->meta.checksum_algo, sizeof(s->meta.checksum_algo), "%s",
+                     cksum_algo_name(cksum_algo_parse(algo)));
+        }
+        return start_job(rq, mp_create_job);
+    }
+    struct buf b;
+    buf_init(&b, 8192);
+    respond_xml_start(&b, "InitiateMultipartUploadResult");
+    buf_xml_elem(&b, "Bucket", rq->bucket);
+    buf_xml_elem(&b, "Key", rq->key);
+    buf_xml_elem(&b, "UploadId", s->upload_id);
+    buf_puts(&b, "</InitiateMultipartUploadResult>");
+    return respond_xml(rq, 200, &b);
+}
+
+/* ------------------------------------------------------------------ UploadPart */
+
+static int h_mp_part_begin(struct req *rq)
+{
+    unsigned pn;
+    if (part_number_param(rq, &pn))
+        return -S3E_INVALID_ARGUMENT;
+    if (!upload_id_param(rq))
+        return -S3E_NO_SUCH_UPLOAD;
+    uint64_t max = rq->srv->cf->max_object_size;
+    if (max > (5ull << 30))
+        max = 5ull << 30; /* S3's largest part */
+    return upload_begin(rq, max);
+}
+
+static int h_mp_part_body(struct req *rq, const char *data, size_t len)
+{
+    return upload_write(rq, data, len);
+}
+
+static void mp_part_job(struct req *rq)
+{
+    struct mp_state *s = rq->job_state;
+    rq->rc = backend_mp_put_part(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq),
+                                 upload_fd(rq), &s->part);
+}
+
+static int h_mp_part_end(struct req *rq)
+{
+    struct mp_state *s = mp_state(rq);
+    if (!s)
+        return respond_error(rq, -ENOMEM);
+    if (rq->phase == PH_START) {
+        int rc = upload_finish(rq, &s->meta);
+        if (rc)
+            return respond_error(rq, rc);
+        part_number_param(rq, &s->part.number);
+        s->part.size = s->meta.size;
+        s->part.mtime_ns = s3c_real_ns();
+        snprintf(s->part.etag, sizeof(s->part.etag), "%s", s->meta.etag);
+        snprintf(s->part.checksum_algo, sizeof(s->part.checksum_algo), "%s",
+                 s->meta.checksum_algo);
+        snprintf(s->part.checksum, sizeof(s->part.checksum), "%s", s->meta.checksum);
+        return start_job(rq, mp_part_job);
+    }
+    struct MHD_Response *r;
+    char etag[BE_ETAG_MAX + 2];
+    if (respond_empty(rq, 200, &r) != MHD_YES)
+        return MHD_NO;
+    snprintf(etag, sizeof(etag), "\"%s\"", s->part.etag);
+    MHD_add_response_header(r, "ETag", etag);
+    if (s->part.checksum_algo[0] && s->part.checksum[0]) {
+        char h[40];
+        snprintf(h, sizeof(h), "x-amz-checksum-%s", s->part.checksum_algo);
+        for (char *p = h; *p; p++)
+            if (*p >= 'A' && *p <= 'Z')
+                *p = (char)(*p + 32);
+        MHD_add_response_header(r, h, s->part.checksum);
+    }
+    return respond_queue_prepared(rq, 200, r);
+}
+
+/* ------------------------------------------------------------------ UploadPartCopy */
+
+static void mp_part_copy_job(struct req *rq)
+{
+    struct mp_state *s = rq->job_state;
+    struct be_meta src;
+    rq->rc = backend_head(rq->srv->be, s->src_bucket, s->src_key, &src);
+    if (!rq->rc)
+        rq->rc = copy_source_conditions(rq, &src);
+    if (rq->rc)
+        return;
+    uint64_t off = 0, len = src.size;
+    if (s->has_range) {
+        if (s->src_off >= src.size || s->src_off + s->src_len > src.size) {
+            rq->rc = -S3E_INVALID_RANGE;
+            return;
+        }
+        off = s->src_off;
+        len = s->src_len;
+    }
+    if (len > (5ull << 30)) {
+        rq->rc = -S3E_ENTITY_TOO_LARGE;
+        return;
+    }
+    rq->rc = backend_mp_copy_part(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq),
+                                  s->part.number, s->src_bucket, s->src_key, off, len, &s->part);
+}
+
+static int h_mp_part_copy_end(struct req *rq)
+{
+    struct mp_state *s = mp_state(rq);
+    if (!s)
+        return respond_error(rq, -ENOMEM);
+    if (rq->phase == PH_START) {
+        if (part_number_param(rq, &s->part.number))
+            return respond_error(rq, -S3E_INVALID_ARGUMENT);
+        if (!upload_id_param(rq))
+            return respond_error(rq, -S3E_NO_SUCH_UPLOAD);
+        int rc = copy_source_parse(rq, &s->src_bucket, &s->src_key);
+        if (rc)
+            return respond_error(rq, rc);
+        const char *range = req_header(rq, "x-amz-copy-source-range");
+        if (range) {
+            unsigned long long a, b;
+            char tail;
+            if (sscanf(range, "bytes=%llu-%llu%c", &a, &b, &tail) != 2 || b < a)
+                return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
+                                         "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy");
+            s->has_range = 1;
+            s->src_off = a;
+            s->src_len = b - a + 1;
+        }
+        return start_job(rq, mp_part_copy_job);
+    }
+    struct buf b;
+    char ts[32];
+    buf_init(&b, 4096);
+    respond_xml_start(&b, "CopyPartResult");
+    s3c_iso8601(s->part.mtime_ns ? s->part.mtime_ns : s3c_real_ns(), ts);
+    buf_xml_elem(&b, "LastModified", ts);
+    buf_printf(&b, "<ETag>&quot;%s&quot;</ETag></CopyPartResult>", s->part.etag);
+    return respond_xml(rq, 200, &b);
+}
+
+/* ------------------------------------------------------------------ Complete */
+
+static int body_collect(struct req *rq, const char *data, size_t len)
+{
+    int rc = buf_append(&rq->body, data, len);
+    return rc == -EMSGSIZE ? -S3E_MALFORMED_XML : rc;
+}
+
+static void mp_complete_job(struct req *rq)
+{
+    struct mp_state *s = rq->job_state;
+    rq->rc = backend_mp_complete(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq), s->parts,
+                                 s->n, &s->meta);
+    if (!rq->rc && s->meta.size > rq->srv->cf->max_object_size)
+        rq->rc = -S3E_ENTITY_TOO_LARGE;
+    cache_invalidate(rq->srv->cache, rq->bucket, rq->key);
+}
+
+static int h_mp_complete_end(struct req *rq)
+{
+    struct mp_state *s = mp_state(rq);
+    struct errmsg em = {{0}};
+    if (!s)
+        return respond_error(rq, -ENOMEM);
+    if (rq->phase == PH_START) {
+        if (!upload_id_param(rq))
+            return respond_error(rq, -S3E_NO_SUCH_UPLOAD);
+        if (!rq->body.len)
+            return respond_error(rq, -S3E_MALFORMED_XML);
+        int rc = xml_parse_complete(rq->body.p, rq->body.len, &s->parts, &s->n, &em);
+        if (rc)
+            return respond_error_msg(rq, rc, em.buf[0] ? em.buf : NULL);
+        return start_job(rq, mp_complete_job);
+    }
+    struct buf b;
+    char loc[1024];
+    buf_init(&b, 8192);
+    respond_xml_start(&b, "CompleteMultipartUploadResult");
+    snprintf(loc, sizeof(loc), "/%s/%s", rq->bucket, rq->key);
+    buf_xml_elem(&b, "Location", loc);
+    buf_xml_elem(&b, "Bucket", rq->bucket);
+    buf_xml_elem(&b, "Key", rq->key);
+    buf_printf(&b, "<ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>", s->meta.etag);
+    return respond_xml(rq, 200, &b);
+}
+
+/* ------------------------------------------------------------------ Abort */
+
+static void mp_abort_job(struct req *rq)
+{
+    rq->rc = backend_mp_abort(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq));
+}
+
+static int h_mp_abort_end(struct req *rq)
+{
+    if (rq->phase == PH_START)
+        return start_job(rq, mp_abort_job);
+    return respond_empty(rq, 204, NULL);
+}
+
+/* ------------------------------------------------------------------ ListParts */
+
+static unsigned uint_param(struct req *rq, const char *name, unsigned dflt, unsigned max, int *bad)
+{
+    const char *v = req_query(rq, name);
+    char *end;
+    if (!v || !*v)
+        return dflt;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 0) {
+        *bad = 1;
+        return dflt;
+    }
+    return n > (long)max ? max : (unsigned)n;
+}
+
+static void mp_list_parts_job(struct req *rq)
+{
+    struct mp_state *s = rq->job_state;
+    int bad = 0;
+    unsigned marker = uint_param(rq, "part-number-marker", 0, BE_MAX_PARTS, &bad);
+    unsigned max = uint_param(rq, "max-parts", 1000, 1000, &bad);
+    rq->rc = backend_mp_list_parts(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq), marker,
+                                   max, &s->parts, &s->n, &s->truncated);
+}
+
+static int h_mp_list_parts_end(struct req *rq)
+{
+    struct mp_state *s = mp_state(rq);
+    if (!s)
+        return respond_error(rq, -ENOMEM);
+    int bad = 0;
+    unsigned marker = uint_param(rq, "part-number-marker", 0, BE_MAX_PARTS, &bad);
+    unsigned max = uint_param(rq, "max-parts", 1000, 1000, &bad);
+    if (rq->phase == PH_START) {
+        if (bad)
+            return respond_error(rq, -S3E_INVALID_ARGUMENT);
+        return start_job(rq, mp_list_parts_job);
+    }
+    struct buf b;
+    char ts[32];
+    buf_init(&b, 8u << 20);
+    respond_xml_start(&b, "ListPartsResult");
+    buf_xml_elem(&b, "Bucket", rq->bucket);
+    buf_xml_elem(&b, "Key", rq->key);
+    buf_xml_elem(&b, "UploadId", upload_id_param(rq));
+    buf_puts(&b, INITIATOR_XML OWNER_XML "<StorageClass>STANDARD</StorageClass>");
+    buf_printf(&b, "<PartNumberMarker>%u</PartNumberMarker>", marker);
+    if (s->n)
+        buf_printf(&b, "<NextPartNumberMarker>%u</NextPartNumberMarker>",
+                   s->parts[s->n - 1].number);
+    buf_printf(&b, "<MaxParts>%u</MaxParts><IsTruncated>%s</IsTruncated>", max,
+               s->truncated ? "true" : "false");
+    for (size_t i = 0; i < s->n; i++) {
+        const struct be_part *p = &s->parts[i];
+        s3c_iso8601(p->mtime_ns, ts);
+        buf_printf(&b, "<Part><PartNumber>%u</PartNumber><LastModified>%s</LastModified>"
+                       "<ETag>&quot;%s&quot;</ETag><Size>%llu</Size>",
+                   p->number, ts, p->etag, (unsigned long long)p->size);
+        if (p->checksum_algo[0] && p->checksum[0])
+            buf_printf(&b, "<Checksum%s>%s</Checksum%s>", p->checksum_algo, p->checksum,
+                       p->checksum_algo);
+        buf_puts(&b, "</Part>");
+    }
+    buf_puts(&b, "</ListPartsResult>");
+    return respond_xml(rq, 200, &b);
+}
+
+/* ------------------------------------------------------------------ ListMultipartUploads */
+
+static void mp_list_uploads_job(struct req *rq)
+{
+    struct mp_state *s = rq->job_state;
+    int bad = 0;
+    unsigned max = uint_param(rq, "max-uploads", 1000, 1000, &bad);
+    rq->rc = backend_mp_list_uploads(rq->srv->be, rq->bucket, req_query(rq, "prefix"),
+                                     req_query(rq, "key-marker"),
+                                     req_query(rq, "upload-id-marker"), max, &s->uploads, &s->n,
+                                     &s->truncated);
+}
+
+static int h_list_uploads_end(struct req *rq)
+{
+    struct mp_state *s = mp_state(rq);
+    if (!s)
+        return respond_error(rq, -ENOMEM);
+    int bad = 0;
+    unsigned max = uint_param(rq, "max-uploads", 1000, 1000, &bad);
+    if (rq->phase == PH_START) {
+        if (bad)
+            return respond_error(rq, -S3E_INVALID_ARGUMENT);
+        return start_job(rq, mp_list_uploads_job);
+    }
+    const char *km = req_query(rq, "key-marker");
+    const char *um = req_query(rq, "upload-id-marker");
+    const char *prefix = req_query(rq, "prefix");
+    struct buf b;
+    char ts[32];
+    buf_init(&b, 16u << 20);
+    respond_xml_start(&b, "ListMultipartUploadsResult");
+    buf_xml_elem(&b, "Bucket", rq->bucket);
+    buf_xml_elem(&b, "KeyMarker", km ? km : "");
+    buf_xml_elem(&b, "UploadIdMarker", um ? um : "");
+    if (s->truncated && s->n) {
+        buf_xml_elem(&b, "NextKeyMarker", s->uploads[s->n - 1].key);
+        buf_xml_elem(&b, "NextUploadIdMarker", s->uploads[s->n - 1].upload_id);
+    }
+    if (prefix)
+        buf_xml_elem(&b, "Prefix", prefix);
+    buf_printf(&b, "<MaxUploads>%u</MaxUploads><IsTruncated>%s</IsTruncated>", max,
+               s->truncated ? "true" : "false");
+    for (size_t i = 0; i < s->n; i++) {
+        buf_puts(&b, "<Upload>");
+        buf_xml_elem(&b, "Key", s->uploads[i].key);
+        buf_xml_elem(&b, "UploadId", s->uploads[i].upload_id);
+        buf_puts(&b, INITIATOR_XML OWNER_XML "<StorageClass>STANDARD</StorageClass>");
+        s3c_iso8601(s->uploads[i].initiated_ns, ts);
+        buf_xml_elem(&b, "Initiated", ts);
+        buf_puts(&b, "</Upload>");
+    }
+    buf_puts(&b, "</ListMultipartUploadsResult>");
+    return respond_xml(rq, 200, &b);
+}
+
+const struct handler h_mp_create = {.end = h_mp_create_end};
+const struct handler h_mp_part = {.begin = h_mp_part_begin, .body = h_mp_part_body,
+                                  .end = h_mp_part_end};
+const struct handler h_mp_part_copy = {.end = h_mp_part_copy_end};
+const struct handler h_mp_complete = {.body = body_collect, .end = h_mp_complete_end};
+const struct handler h_mp_abort = {.end = h_mp_abort_end};
+const struct handler h_mp_list_parts = {.end = h_mp_list_parts_end};
+const struct handler h_list_uploads = {.end = h_list_uploads_end};

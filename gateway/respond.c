@@ -1,0 +1,281 @@
+/*
+ * respond.c: the only code that builds libmicrohttpd responses: S3 error XML,
+ * XML documents, empty answers, and object bodies (zero-copy from a cache
+ * file, or streamed from a fill with suspend/resume).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gw.h"
+#include "log.h"
+#include "s3err.h"
+#include "stats.h"
+
+#define STREAM_BLOCK (256 * 1024)
+
+static void respond_common(struct req *rq, struct MHD_Response *r)
+{
+    MHD_add_response_header(r, "x-amz-request-id", rq->id);
+    MHD_add_response_header(r, "x-amz-id-2", rq->id);
+    MHD_add_response_header(r, "Server", "s3cached");
+}
+
+static int respond_queue(struct req *rq, int status, struct MHD_Response *r)
+{
+    respond_common(rq, r);
+    rq->status = status;
+    rq->answered = 1;
+    enum MHD_Result ret = MHD_queue_response(rq->conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret == MHD_YES ? MHD_YES : MHD_NO;
+}
+
+void respond_xml_start(struct buf *b, const char *root)
+{
+    buf_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<%s xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">",
+               root);
+}
+
+int respond_error_msg(struct req *rq, int rc, const char *message)
+{
+    int is_bucket = rq->key == NULL;
+    const struct s3err_info *e = s3err_lookup(rc, is_bucket);
+    if (e->status == 304) {
+        /* Not an error document: 304 has no body. */
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+        if (!r)
+            return MHD_NO;
+        if (rq->meta)
+            respond_object_headers(rq, r, rq->meta);
+        return respond_queue(rq, 304, r);
+    }
+    if (e->status >= 500 && rc != -S3E_SLOW_DOWN)
+        log_warn("%s %s %s: %s%s%s", rq->id, rq->method, rq->path ? rq->path : "-",
+                 s3c_strerror(rc), message ? ": " : "", message ? message : "");
+    struct buf b;
+    buf_init(&b, 16384);
+    buf_puts(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>");
+    buf_xml_elem(&b, "Code", e->code);
+    buf_xml_elem(&b, "Message", message && *message ? message : e->message);
+    if (rq->key)
+        buf_xml_elem(&b, "Key", rq->key);
+    if (rq->bucket)
+        buf_xml_elem(&b, "BucketName", rq->bucket);
+    if (rq->path)
+        buf_xml_elem(&b, "Resource", rq->path);
+    buf_xml_elem(&b, "RequestId", rq->id);
+    buf_xml_elem(&b, "HostId", rq->id);
+    buf_puts(&b, "</Error>");
+    size_t len = b.len;
+    char *body = buf_take(&b);
+    int is_head = !strcmp(rq->method, "HEAD");
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(is_head ? 0 : len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    if (is_head)
+        free(body), body = NULL;
+    MHD_add_response_header(r, "Content-Type", "application/xml");
+    if (rc == -S3E_SLOW_DOWN || e->status == 503)
+        MHD_add_response_header(r, "Retry-After", "1");
+    rq->bytes_out = is_head ? 0 : len;
+    return respond_queue(rq, e->status, r);
+}
+
+int respond_error(struct req *rq, int rc)
+{
+    return respond_error_msg(rq, rc, NULL);
+}
+
+int respond_xml(struct req *rq, int status, struct buf *xml)
+{
+    size_t len = xml->len;
+    char *body = buf_take(xml);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/xml");
+    rq->bytes_out = len;
+    return respond_queue(rq, status, r);
+}
+
+int respond_text(struct req *rq, int status, const char *ctype, const char *body, size_t len)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    if (ctype)
+        MHD_add_response_header(r, "Content-Type", ctype);
+    rq->bytes_out = len;
+    return respond_queue(rq, status, r);
+}
+
+/* Queues an empty response; with @extra_out, hands the response back unqueued for the caller
+ * to add headers and pass to respond_queue through respond_empty_queue(). */
+int respond_empty(struct req *rq, int status, struct MHD_Response **extra_out)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    if (extra_out) {
+        *extra_out = r;
+        return MHD_YES;
+    }
+    return respond_queue(rq, status, r);
+}
+
+int respond_queue_prepared(struct req *rq, int status, struct MHD_Response *r)
+{
+    return respond_queue(rq, status, r);
+}
+
+static void add_if(struct MHD_Response *r, const char *name, const char *value)
+{
+    if (value && *value)
+        MHD_add_response_header(r, name, value);
+}
+
+static const char *override(struct req *rq, const char *param, const char *stored)
+{
+    const char *v = req_query(rq, param);
+    return v && *v ? v : stored;
+}
+
+void respond_object_headers(struct req *rq, struct MHD_Response *r, const struct be_meta *m)
+{
+    char etag[BE_ETAG_MAX + 2], date[32];
+    snprintf(etag, sizeof(etag), "\"%s\"", m->etag);
+    MHD_add_response_header(r, "ETag", etag);
+    s3c_http_date(m->mtime_ns / 1000000000ll, date);
+    MHD_add_response_header(r, "Last-Modified", date);
+    MHD_add_response_header(r, "Accept-Ranges", "bytes");
+    const char *ct = override(rq, "response-content-type", m->content_type);
+    MHD_add_response_header(r, "Content-Type", ct && *ct ? ct : "binary/octet-stream");
+    add_if(r, "Cache-Control", override(rq, "response-cache-control", m->cache_control));
+    add_if(r, "Content-Disposition",
+           override(rq, "response-content-disposition", m->content_disposition));
+    add_if(r, "Content-Encoding", override(rq, "response-content-encoding", m->content_encoding));
+    add_if(r, "Content-Language", override(rq, "response-content-language", m->content_language));
+    add_if(r, "Expires", override(rq, "response-expires", m->expires));
+    if (m->parts_count) {
+        char n[16];
+        snprintf(n, sizeof(n), "%u", m->parts_count);
+        MHD_add_response_header(r, "x-amz-mp-parts-count", n);
+    }
+    if (m->checksum_algo[0] && m->checksum[0] && !rq->partial) {
+        char h[40];
+        snprintf(h, sizeof(h), "x-amz-checksum-%s", m->checksum_algo);
+        for (char *p = h; *p; p++)
+            if (*p >= 'A' && *p <= 'Z')
+                *p = (char)(*p + 32);
+        MHD_add_response_header(r, h, m->checksum);
+    }
+    /* x-amz-meta-*: "name:value\n" lines */
+    const char *p = m->usermeta;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t ll = nl ? (size_t)(nl - p) : strlen(p);
+        const char *colon = memchr(p, ':', ll);
+        if (colon) {
+            char name[300], value[BE_USERMETA_MAX];
+            snprintf(name, sizeof(name), "x-amz-meta-%.*s", (int)(colon - p), p);
+            snprintf(value, sizeof(value), "%.*s", (int)(ll - (size_t)(colon - p) - 1), colon + 1);
+            MHD_add_response_header(r, name, value);
+        }
+        p += ll + (nl ? 1 : 0);
+    }
+    if (rq->cache_how >= 0)
+        MHD_add_response_header(r, "x-cache", cache_outcome_name(rq->cache_how));
+}
+
+/* ---------------------------------------------------------------- streaming */
+
+struct stream {
+    unsigned magic;
+#define STREAM_MAGIC 0x5e7a11f3
+    struct req *rq;
+    uint64_t off; /* object offset of response byte 0 */
+    uint64_t len;
+};
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct stream *st;
+    CAST_OBJ_NOTNULL(st, cls, STREAM_MAGIC);
+    struct req *rq = st->rq;
+    if (pos >= st->len)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (max > st->len - pos)
+        max = (size_t)(st->len - pos);
+    ssize_t n = cache_obj_read(rq->obj, st->off + pos, buf, max, &rq->waiter);
+    if (n > 0) {
+        rq->bytes_out_streamed += (uint64_t)n;
+        if (rq->sc)
+            stats_client_sent(rq->sc, (uint64_t)n);
+        return n;
+    }
+    if (n == -EAGAIN)
+        return 0; /* cache_obj_read suspended the connection; the fill resumes it */
+    if (n == 0)
+        log_warn("%s: %s/%s ended at %llu of %llu bytes", rq->id, rq->bucket, rq->key,
+                 (unsigned long long)(st->off + pos), (unsigned long long)(st->off + st->len));
+    else
+        log_warn("%s: %s/%s: fill failed at byte %llu: %s", rq->id, rq->bucket, rq->key,
+                 (unsigned long long)(st->off + pos), s3c_strerror((int)n));
+    return MHD_CONTENT_READER_END_WITH_ERROR; /* short body: the client sees an error */
+}
+
+static void stream_free(void *cls)
+{
+    struct stream *st;
+    CAST_OBJ_NOTNULL(st, cls, STREAM_MAGIC);
+    st->magic = 0;
+    free(st);
+}
+
+int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, uint64_t off,
+                   uint64_t len)
+{
+    struct MHD_Response *r;
+    int is_head = !strcmp(rq->method, "HEAD");
+    if (fd >= 0 && !is_head) {
+        r = MHD_create_response_from_fd_at_offset64(len, fd, off);
+        if (!r) {
+            close(fd);
+            return respond_error(rq, -ENOMEM);
+        }
+        fd = -1; /* MHD owns it now */
+    } else {
+        if (fd >= 0)
+            close(fd);
+        struct stream *st = calloc(1, sizeof(*st));
+        if (!st)
+            return respond_error(rq, -ENOMEM);
+        st->magic = STREAM_MAGIC;
+        st->rq = rq;
+        st->off = off;
+        st->len = len;
+        r = MHD_create_response_from_callback(len, STREAM_BLOCK, stream_read, st, stream_free);
+        if (!r) {
+            free(st);
+            return respond_error(rq, -ENOMEM);
+        }
+    }
+    respond_object_headers(rq, r, m);
+    if (status == 206) {
+        char cr[96];
+        snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)off,
+                 (unsigned long long)(off + len - 1), (unsigned long long)m->size);
+        MHD_add_response_header(r, "Content-Range", cr);
+    }
+    rq->bytes_out = is_head ? 0 : len;
+    return respond_queue(rq, status, r);
+}

@@ -1,0 +1,580 @@
+/*
+ * server.c: the libmicrohttpd daemon (epoll, a thread pool sized to the cores,
+ * suspend/resume for everything that waits), signals, the per-request entry
+ * point and completion callback, and the job hand-off to the work queue.
+ * Owns the server's long-lived objects: backend, work queue, cache, auth, stats.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_acked */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gw.h"
+#include "log.h"
+#include "s3err.h"
+#include "stats.h"
+#include "workq.h"
+
+static unsigned server_ncpu(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+/* ---------------------------------------------------------------------- requests */
+
+static void req_waiter_suspend(void *cls)
+{
+    struct req *rq;
+    CAST_OBJ_NOTNULL(rq, cls, REQ_MAGIC);
+    rq->suspended = 1;
+    MHD_suspend_connection(rq->conn);
+}
+
+static void req_waiter_resume(void *cls)
+{
+    struct req *rq;
+    CAST_OBJ_NOTNULL(rq, cls, REQ_MAGIC);
+    rq->suspended = 0;
+    MHD_resume_connection(rq->conn);
+}
+
+static uint64_t tcp_bytes_acked(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct tcp_info ti;
+    socklen_t sl = sizeof(ti);
+    if (!ci || getsockopt(ci->connect_fd, IPPROTO_TCP, TCP_INFO, &ti, &sl) != 0)
+        return 0;
+    return ti.tcpi_bytes_acked;
+}
+
+static struct req *req_new(struct server *srv, struct MHD_Connection *conn, const char *method)
+{
+    struct req *rq = calloc(1, sizeof(*rq));
+    if (!rq)
+        return NULL;
+    rq->magic = REQ_MAGIC;
+    rq->srv = srv;
+    rq->conn = conn;
+    rq->method = method;
+    rq->t_start_ns = s3c_mono_ns();
+    rq->cache_how = -1;
+    unsigned long seq = __atomic_add_fetch(&srv->req_seq, 1, __ATOMIC_RELAXED);
+    snprintf(rq->id, sizeof(rq->id), "%08X%08lX", (unsigned)(srv->start_ns & 0xffffffffu),
+             seq & 0xffffffffUL);
+    rq->waiter.suspend = req_waiter_suspend;
+    rq->waiter.resume = req_waiter_resume;
+    rq->waiter.cls = rq;
+    buf_init(&rq->body, XML_BODY_MAX);
+    __atomic_add_fetch(&srv->inflight, 1, __ATOMIC_RELAXED);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, rq->addr,
+                      sizeof(rq->addr));
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, rq->addr,
+                      sizeof(rq->addr));
+    }
+    if (!rq->addr[0])
+        snprintf(rq->addr, sizeof(rq->addr), "-");
+    rq->tcp_acked_start = tcp_bytes_acked(conn);
+    return rq;
+}
+
+static void req_free(struct req *rq)
+{
+    if (!rq)
+        return;
+    if (rq->obj) {
+        cache_obj_cancel_wait(rq->obj, &rq->waiter);
+        cache_obj_release(rq->obj);
+    }
+    upload_free(rq);
+    buf_free(&rq->body);
+    if (rq->job_state_free)
+        rq->job_state_free(rq->job_state);
+    if (rq->sc)
+        stats_client_release(rq->srv->stats, rq->sc);
+    for (size_t i = 0; i < rq->n_query; i++) {
+        free((char *)rq->query[i].name);
+        free((char *)rq->query[i].value);
+    }
+    free(rq->query);
+    free(rq->headers);
+    free(rq->bucket);
+    free(rq->key);
+    free(rq->path);
+    rq->magic = 0;
+    free(rq);
+}
+
+struct req_job {
+    struct req *rq;
+    void (*fn)(struct req *rq);
+};
+
+static void req_job_main(void *arg)
+{
+    struct req_job *j = arg;
+    struct req *rq = j->rq;
+    j->fn(rq);
+    free(j);
+    rq->suspended = 0;
+    MHD_resume_connection(rq->conn);
+}
+
+int req_run_job(struct req *rq, void (*fn)(struct req *rq))
+{
+    struct req_job *j = malloc(sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    j->rq = rq;
+    j->fn = fn;
+    rq->suspended = 1;
+    MHD_suspend_connection(rq->conn);
+    int rc = workq_submit(rq->srv->wq, WORKQ_HIGH, req_job_main, j);
+    if (rc) {
+        free(j);
+        rq->suspended = 0;
+        MHD_resume_connection(rq->conn);
+    }
+    return rc;
+}
+
+const char *req_header(struct req *rq, const char *name)
+{
+    return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
+}
+
+const char *req_query(struct req *rq, const char *name)
+{
+    for (size_t i = 0; i < rq->n_query; i++)
+        if (!strcmp(rq->query[i].name, name))
+            return rq->query[i].value ? rq->query[i].value : "";
+    return NULL;
+}
+
+int req_has_query(struct req *rq, const char *name)
+{
+    return req_query(rq, name) != NULL;
+}
+
+static enum MHD_Result req_collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                          const char *value)
+{
+    struct req *rq = cls;
+    struct sigv4_kv *h = realloc(rq->headers, (rq->n_headers + 1) * sizeof(*h));
+    if (!h)
+        return MHD_NO;
+    rq->headers = h;
+    h[rq->n_headers].name = key;
+    h[rq->n_headers].value = value ? value : "";
+    rq->n_headers++;
+    return MHD_YES;
+}
+
+/* Decides how to answer an early error when the client may already be sending a body: with
+ * "Expect: 100-continue" (or no body) answer now; with a small body, swallow it and answer at
+ * the end so the client reads the error instead of a reset. */
+static int req_fail_early(struct req *rq, int rc)
+{
+    const char *expect = req_header(rq, "Expect");
+    const char *cl = req_header(rq, "Content-Length");
+    const char *te = req_header(rq, "Transfer-Encoding");
+    unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
+    rq->rc = rc;
+    if ((expect && !strcasecmp(expect, "100-continue")) || (!te && n == 0) || n > (16u << 20))
+        return respond_error(rq, rc);
+    return MHD_YES;
+}
+
+static int req_start(struct req *rq, const char *url)
+{
+    struct server *srv = rq->srv;
+    struct errmsg em = {{0}};
+    MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, req_collect_header, rq);
+    int rc = router_route(rq, url, req_header(rq, "Host"));
+    if (rc)
+        return req_fail_early(rq, rc);
+    if (rq->op != OP_ADMIN || strncmp(rq->path, "/_/health", 9)) {
+        rc = auth_check(srv->auth, rq, &em);
+        if (rc) {
+            if (em.buf[0])
+                log_debug("auth %s %s: %s: %s", rq->method, rq->path, s3c_strerror(rc), em.buf);
+            rq->sc = stats_client_ref(srv->stats, rq->access_key[0] ? rq->access_key : "unknown",
+                                      rq->addr);
+            return req_fail_early(rq, rc);
+        }
+    }
+    rq->sc = stats_client_ref(srv->stats, rq->access_key[0] ? rq->access_key : "anonymous",
+                              rq->addr);
+    rq->h = router_handler(rq->op);
+    if (!rq->h)
+        return req_fail_early(rq, -S3E_NOT_IMPLEMENTED);
+    if (rq->h->begin) {
+        rc = rq->h->begin(rq);
+        if (rq->answered)
+            return MHD_YES;
+        if (rc)
+            return req_fail_early(rq, rc);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result server_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                     const char *method, const char *version,
+                                     const char *upload_data, size_t *upload_data_size,
+                                     void **con_cls)
+{
+    struct server *srv;
+    CAST_OBJ_NOTNULL(srv, cls, SERVER_MAGIC);
+    struct req *rq = *con_cls;
+    if (!rq) {
+        rq = req_new(srv, conn, method);
+        if (!rq)
+            return MHD_NO;
+        *con_cls = rq;
+        return req_start(rq, url) == MHD_YES ? MHD_YES : MHD_NO;
+    }
+    CHECK_OBJ_NOTNULL(rq, REQ_MAGIC);
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        rq->bytes_in += n;
+        if (rq->sc)
+            stats_client_received(rq->sc, n);
+        if (!rq->rc && !rq->answered) {
+            if (rq->h && rq->h->body)
+                rq->rc = rq->h->body(rq, upload_data, n);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (rq->answered)
+        return MHD_YES;
+    if (rq->rc)
+        return respond_error(rq, rq->rc) == MHD_YES ? MHD_YES : MHD_NO;
+    if (!rq->h || !rq->h->end)
+        return respond_error(rq, -S3E_NOT_IMPLEMENTED) == MHD_YES ? MHD_YES : MHD_NO;
+    int r = rq->h->end(rq);
+    return r == MHD_YES ? MHD_YES : MHD_NO;
+}
+
+static void server_access_log(struct req *rq, enum MHD_RequestTerminationCode toe, uint64_t ms_x10)
+{
+    if (!log_enabled(S3C_LOG_INFO))
+        return;
+    struct buf b;
+    char ts[32];
+    buf_init(&b, 8192);
+    s3c_iso8601(s3c_real_ns(), ts);
+    const char *how = rq->cache_how >= 0 ? cache_outcome_name(rq->cache_how) : "-";
+    if (log_is_json()) {
+        buf_printf(&b, "{\"time\":\"%s\",\"id\":\"%s\",\"client\":", ts, rq->id);
+        buf_json_str(&b, rq->access_key[0] ? rq->access_key : "-");
+        buf_printf(&b, ",\"addr\":\"%s\",\"method\":\"%s\",\"op\":\"%s\",\"bucket\":", rq->addr,
+                   rq->method, op_name(rq->op));
+        buf_json_str(&b, rq->bucket ? rq->bucket : "");
+        buf_puts(&b, ",\"key\":");
+        buf_json_str(&b, rq->key ? rq->key : "");
+        buf_printf(&b,
+                   ",\"status\":%d,\"bytes_in\":%llu,\"bytes_out\":%llu,\"cache\":\"%s\","
+                   "\"ms\":%.1f,\"complete\":%s}",
+                   rq->status, (unsigned long long)rq->bytes_in,
+                   (unsigned long long)rq->bytes_out, how, (double)ms_x10 / 10.0,
+                   toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "true" : "false");
+    } else {
+        buf_printf(&b, "%s access %s %s %s %s %s /%s%s%s %d in=%llu out=%llu cache=%s %.1fms%s",
+                   ts, rq->id, rq->access_key[0] ? rq->access_key : "-", rq->addr, rq->method,
+                   op_name(rq->op), rq->bucket ? rq->bucket : "", rq->key ? "/" : "",
+                   rq->key ? rq->key : "", rq->status, (unsigned long long)rq->bytes_in,
+                   (unsigned long long)rq->bytes_out, how, (double)ms_x10 / 10.0,
+                   toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted");
+    }
+    if (b.p)
+        log_line(b.p, b.len);
+    buf_free(&b);
+}
+
+static enum stats_op server_stats_op(enum op op)
+{
+    switch (op) {
+    case OP_GET: return STATS_OP_GET;
+    case OP_HEAD: return STATS_OP_HEAD;
+    case OP_PUT: return STATS_OP_PUT;
+    case OP_COPY: return STATS_OP_COPY;
+    case OP_DELETE:
+    case OP_DELETE_OBJECTS: return STATS_OP_DELETE;
+    case OP_LIST_OBJECTS:
+    case OP_LIST_OBJECTS_V2:
+    case OP_LIST_BUCKETS:
+    case OP_LIST_UPLOADS: return STATS_OP_LIST;
+    case OP_MP_CREATE:
+    case OP_MP_PART:
+    case OP_MP_PART_COPY:
+    case OP_MP_COMPLETE:
+    case OP_MP_ABORT:
+    case OP_MP_LIST_PARTS: return STATS_OP_MULTIPART;
+    case OP_BUCKET_CREATE:
+    case OP_BUCKET_DELETE:
+    case OP_BUCKET_HEAD:
+    case OP_BUCKET_LOCATION:
+    case OP_BUCKET_VERSIONING:
+    case OP_BUCKET_ACL: return STATS_OP_BUCKET;
+    case OP_ADMIN: return STATS_OP_ADMIN;
+    default: return STATS_OP_OTHER;
+    }
+}
+
+static void server_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                             enum MHD_RequestTerminationCode toe)
+{
+    struct server *srv;
+    CAST_OBJ_NOTNULL(srv, cls, SERVER_MAGIC);
+    struct req *rq = *con_cls;
+    if (!rq)
+        return;
+    CHECK_OBJ_NOTNULL(rq, REQ_MAGIC);
+    *con_cls = NULL;
+    /* Body bytes that really went out: all of them when the response completed; otherwise
+     * what TCP saw acknowledged (less the response header, roughly), capped by the body. */
+    uint64_t sent = rq->bytes_out;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+        uint64_t acked = tcp_bytes_acked(conn);
+        uint64_t delta = acked > rq->tcp_acked_start ? acked - rq->tcp_acked_start : 0;
+        delta = delta > 512 ? delta - 512 : 0;
+        if (delta < sent)
+            sent = delta;
+        if (rq->bytes_out_streamed > sent)
+            sent = rq->bytes_out_streamed;
+        rq->bytes_out = sent;
+    }
+    uint64_t now = s3c_mono_ns();
+    if (rq->sc) {
+        if (sent > rq->bytes_out_streamed)
+            stats_client_sent(rq->sc, sent - rq->bytes_out_streamed);
+        stats_request_done(srv->stats, rq->sc, rq->bucket, server_stats_op(rq->op),
+                           rq->status ? rq->status : 499, rq->cache_how, now - rq->t_start_ns,
+                           sent, rq->bytes_in);
+    }
+    if (rq->op != OP_ADMIN || rq->status >= 400 || log_enabled(S3C_LOG_DEBUG))
+        server_access_log(rq, toe, (now - rq->t_start_ns) / 100000);
+    req_free(rq);
+    __atomic_sub_fetch(&srv->inflight, 1, __ATOMIC_RELAXED);
+}
+
+static void server_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    log_debug("http: %s", msg);
+}
+
+/* Raw paths and query values: we decode them ourselves (SigV4 needs the raw forms). */
+static size_t server_no_unescape(void *cls, struct MHD_Connection *c, char *uri)
+{
+    return strlen(uri);
+}
+
+/* ---------------------------------------------------------------------- listening */
+
+static int server_listen_socket(const struct conf *cf, int *fd_out, int *v6, struct errmsg *em)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, cf->listen_host, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)cf->listen_port);
+        sl = sizeof(*s4);
+        *v6 = 0;
+    } else if (inet_pton(AF_INET6, cf->listen_host, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)cf->listen_port);
+        sl = sizeof(*s6);
+        *v6 = 1;
+    } else {
+        errmsg_set(em, "--listen \"%s\": not a numeric IPv4 or IPv6 address", cf->listen);
+        return -EINVAL;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        errmsg_set(em, "socket: %s", strerror(errno));
+        return -errno;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (*v6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 4096) != 0) {
+        int e = errno;
+        errmsg_set(em, "cannot listen on %s: %s", cf->listen, strerror(e));
+        close(fd);
+        return -e;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+static int server_prepare_dirs(struct conf *cf, struct errmsg *em)
+{
+    if (mkdir(cf->cache_dir, 0755) != 0 && errno != EEXIST) {
+        errmsg_set(em, "--cache-dir \"%s\": %s", cf->cache_dir, strerror(errno));
+        return -errno;
+    }
+    if (access(cf->cache_dir, R_OK | W_OK | X_OK) != 0) {
+        errmsg_set(em, "--cache-dir \"%s\": %s", cf->cache_dir, strerror(errno));
+        return -errno;
+    }
+    return 0;
+}
+
+int server_run(struct conf *cf)
+{
+    struct server srv;
+    struct errmsg em = {{0}};
+    int rc, lfd = -1, v6 = 0;
+    memset(&srv, 0, sizeof(srv));
+    srv.magic = SERVER_MAGIC;
+    srv.cf = cf;
+    srv.start_ns = (uint64_t)s3c_real_ns();
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread started below inherits it */
+    signal(SIGPIPE, SIG_IGN);
+
+    if ((rc = server_prepare_dirs(cf, &em)) ||
+        (rc = backend_open(cf, cf->backend, &srv.be, &em)))
+        goto fail;
+    unsigned ncpu = server_ncpu();
+    unsigned nworkers = cf->workers > 0 ? (unsigned)cf->workers : 4 * ncpu + 4;
+    if ((rc = workq_new(nworkers, &srv.wq))) {
+        errmsg_set(&em, "cannot start worker threads: %s", strerror(-rc));
+        goto fail;
+    }
+    if ((rc = cache_open(cf, srv.be, srv.wq, &srv.cache, &em)))
+        goto fail;
+    if ((rc = auth_new(cf, &srv.auth, &em)))
+        goto fail;
+    if ((rc = stats_new(&srv.stats)) || (rc = stats_start_ticker(srv.stats))) {
+        errmsg_set(&em, "cannot start statistics: %s", strerror(-rc));
+        goto fail;
+    }
+    if ((rc = server_listen_socket(cf, &lfd, &v6, &em)))
+        goto fail;
+
+    unsigned nthreads = cf->threads > 0 ? (unsigned)cf->threads : ncpu;
+    size_t mem = (size_t)cf->max_header_size * 2;
+    if (mem < 256 * 1024)
+        mem = 256 * 1024;
+    unsigned timeout_s = (unsigned)((cf->idle_timeout + 999) / 1000);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+    srv.daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, (MHD_AccessHandlerCallback)server_access, &srv,
+        MHD_OPTION_EXTERNAL_LOGGER, server_mhd_log, &srv,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
+        MHD_OPTION_THREAD_POOL_SIZE, nthreads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cf->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, mem,
+        MHD_OPTION_UNESCAPE_CALLBACK, server_no_unescape, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, server_completed, &srv,
+        MHD_OPTION_END);
+    if (!srv.daemon) {
+        errmsg_set(&em, "cannot start the HTTP server on %s", cf->listen);
+        rc = -EIO;
+        goto fail;
+    }
+    const char *ak = NULL, *sk = NULL;
+    auth_banner_key(srv.auth, &ak, &sk);
+    log_info("s3cached %s serving http://%s on %s (backend %s, cache %s, %llu bytes, "
+             "%u HTTP threads, %u workers)",
+             S3C_VERSION, cf->listen, cf->listen, cf->backend, cf->cache_dir,
+             (unsigned long long)cf->cache_size, nthreads, nworkers);
+    if (ak && sk) {
+        char host[80];
+        snprintf(host, sizeof(host), "%s%s%s:%d", v6 ? "[" : "", cf->listen_host, v6 ? "]" : "",
+                 cf->listen_port);
+        printf("endpoint:    http://%s\n"
+               "access key:  %s\n"
+               "secret key:  %s\n"
+               "try:         AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s "
+               "aws --endpoint-url http://%s s3 ls\n",
+               host, ak, sk, ak, sk, host);
+        fflush(stdout);
+    } else if (cf->anonymous) {
+        printf("endpoint:    http://%s:%d (anonymous access)\n", cf->listen_host, cf->listen_port);
+        fflush(stdout);
+    }
+
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&sigs, &sig) != 0)
+            continue;
+        if (sig == SIGHUP) {
+            struct errmsg hm = {{0}};
+            int hr = auth_reload(srv.auth, &hm);
+            if (hr)
+                log_err("SIGHUP: credentials not reloaded: %s", hm.buf);
+            else
+                log_info("SIGHUP: credentials reloaded");
+            continue;
+        }
+        log_info("signal %d: stopping (in-flight requests get up to %lld ms)", sig,
+                 (long long)cf->shutdown_timeout);
+        break;
+    }
+    MHD_socket qfd = MHD_quiesce_daemon(srv.daemon);
+    uint64_t deadline = s3c_mono_ns() + (uint64_t)cf->shutdown_timeout * 1000000ull;
+    /* Requests in flight (and so their jobs) get until the deadline; idle keep-alive
+     * connections are simply closed by MHD_stop_daemon. */
+    while (__atomic_load_n(&srv.inflight, __ATOMIC_RELAXED) > 0 && s3c_mono_ns() < deadline)
+        usleep(20 * 1000);
+    MHD_stop_daemon(srv.daemon);
+    workq_free(srv.wq); /* background fills finish; nothing resumes connections any more */
+    srv.wq = NULL;
+    if (qfd != MHD_INVALID_SOCKET)
+        close(qfd);
+    cache_close(srv.cache);
+    stats_free(srv.stats);
+    auth_free(srv.auth);
+    backend_close(srv.be);
+    log_info("stopped");
+    return 0;
+
+fail:
+    log_err("%s", em.buf[0] ? em.buf : s3c_strerror(rc));
+    if (lfd >= 0)
+        close(lfd);
+    if (srv.stats)
+        stats_free(srv.stats);
+    auth_free(srv.auth);
+    if (srv.cache)
+        cache_close(srv.cache);
+    if (srv.wq)
+        workq_free(srv.wq);
+    if (srv.be)
+        backend_close(srv.be);
+    return rc ? rc : -EIO;
+}
