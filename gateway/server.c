@@ -213,8 +213,8 @@ static int req_start(struct req *rq, const char *url)
         if (rc) {
             if (em.buf[0])
                 log_debug("auth %s %s: %s: %s", rq->method, rq->path, s3c_strerror(rc), em.buf);
-            rq->sc = stats_client_ref(srv->stats, rq->access_key[0] ? rq->access_key : "unknown",
-                                      rq->addr);
+            /* Failed logins share one row: many addresses must not crowd real clients out. */
+            rq->sc = stats_client_ref(srv->stats, "unauthenticated", NULL);
             return req_fail_early(rq, rc);
         }
     }
@@ -445,11 +445,57 @@ static int server_prepare_dirs(struct conf *cf, struct errmsg *em)
     return 0;
 }
 
+/* Reads a whole small PEM file (certificate or key) into a new NUL-terminated string. */
+static int read_pem(const char *path, const char *what, char **out, struct errmsg *em)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        errmsg_set(em, "%s \"%s\": %s", what, path, strerror(errno));
+        return -errno;
+    }
+    struct buf b;
+    char chunk[4096];
+    size_t n;
+    int rc = 0;
+    buf_init(&b, 1u << 20);
+    while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        rc = buf_append(&b, chunk, n);
+    fclose(f);
+    if (!rc && (!b.p || !strstr(b.p, "-----BEGIN"))) {
+        errmsg_set(em, "%s \"%s\": not a PEM file", what, path);
+        rc = -EINVAL;
+    } else if (rc) {
+        errmsg_set(em, "%s \"%s\": %s", what, path, strerror(-rc));
+    }
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    *out = buf_take(&b);
+    return 0;
+}
+
+static int server_read_tls(const struct conf *cf, char **cert, char **key, struct errmsg *em)
+{
+    int have_cert = cf->tls_cert && *cf->tls_cert, have_key = cf->tls_key && *cf->tls_key;
+    if (!have_cert && !have_key)
+        return 0;
+    if (have_cert != have_key) {
+        errmsg_set(em, "--tls-cert and --tls-key go together");
+        return -EINVAL;
+    }
+    int rc = read_pem(cf->tls_cert, "--tls-cert", cert, em);
+    if (!rc)
+        rc = read_pem(cf->tls_key, "--tls-key", key, em);
+    return rc;
+}
+
 int server_run(struct conf *cf)
 {
     struct server srv;
     struct errmsg em = {{0}};
     int rc, lfd = -1, v6 = 0;
+    char *tls_cert = NULL, *tls_key = NULL;
     memset(&srv, 0, sizeof(srv));
     srv.magic = SERVER_MAGIC;
     srv.cf = cf;
@@ -480,6 +526,8 @@ int server_run(struct conf *cf)
         errmsg_set(&em, "cannot start statistics: %s", strerror(-rc));
         goto fail;
     }
+    if ((rc = server_read_tls(cf, &tls_cert, &tls_key, &em)))
+        goto fail;
     if ((rc = server_listen_socket(cf, &lfd, &v6, &em)))
         goto fail;
 
@@ -490,38 +538,49 @@ int server_run(struct conf *cf)
     unsigned timeout_s = (unsigned)((cf->idle_timeout + 999) / 1000);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
-    srv.daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, (MHD_AccessHandlerCallback)server_access, &srv,
-        MHD_OPTION_EXTERNAL_LOGGER, server_mhd_log, &srv,
-        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
-        MHD_OPTION_THREAD_POOL_SIZE, nthreads,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cf->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, mem,
-        MHD_OPTION_UNESCAPE_CALLBACK, server_no_unescape, NULL,
-        MHD_OPTION_NOTIFY_COMPLETED, server_completed, &srv,
-        MHD_OPTION_END);
+    struct MHD_OptionItem opts[16];
+    size_t no = 0;
+#define OPT(o, v, p) (opts[no++] = (struct MHD_OptionItem){(o), (intptr_t)(v), (p)})
+    OPT(MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)server_mhd_log, &srv); /* first: logs the rest */
+    OPT(MHD_OPTION_LISTEN_SOCKET, lfd, NULL);
+    OPT(MHD_OPTION_THREAD_POOL_SIZE, nthreads, NULL);
+    OPT(MHD_OPTION_CONNECTION_LIMIT, cf->max_connections, NULL);
+    OPT(MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, NULL);
+    OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, mem, NULL);
+    OPT(MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)server_no_unescape, NULL);
+    OPT(MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)server_completed, &srv);
+    if (tls_cert) {
+        flags |= MHD_USE_TLS;
+        OPT(MHD_OPTION_HTTPS_MEM_CERT, 0, tls_cert);
+        OPT(MHD_OPTION_HTTPS_MEM_KEY, 0, tls_key);
+    }
+    OPT(MHD_OPTION_END, 0, NULL);
+#undef OPT
+    srv.daemon = MHD_start_daemon(flags, 0, NULL, NULL,
+                                  (MHD_AccessHandlerCallback)server_access, &srv,
+                                  MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     if (!srv.daemon) {
-        errmsg_set(&em, "cannot start the HTTP server on %s", cf->listen);
+        errmsg_set(&em, "cannot start the HTTP server on %s%s", cf->listen,
+                   tls_cert ? " (check that the TLS key matches the certificate)" : "");
         rc = -EIO;
         goto fail;
     }
     const char *ak = NULL, *sk = NULL;
     auth_banner_key(srv.auth, &ak, &sk);
-    log_info("s3cached %s serving http://%s on %s (backend %s, cache %s, %llu bytes, "
+    log_info("s3cached %s serving %s://%s (backend %s, cache %s, %llu bytes, "
              "%u HTTP threads, %u workers)",
-             S3C_VERSION, cf->listen, cf->listen, cf->backend, cf->cache_dir,
+             S3C_VERSION, tls_cert ? "https" : "http", cf->listen, cf->backend, cf->cache_dir,
              (unsigned long long)cf->cache_size, nthreads, nworkers);
     if (ak && sk) {
         char host[80];
         snprintf(host, sizeof(host), "%s%s%s:%d", v6 ? "[" : "", cf->listen_host, v6 ? "]" : "",
                  cf->listen_port);
-        printf("endpoint:    http://%s\n"
+        printf("endpoint:    %s://%s\n"
                "access key:  %s\n"
                "secret key:  %s\n"
                "try:         AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s "
-               "aws --endpoint-url http://%s s3 ls\n",
-               host, ak, sk, ak, sk, host);
+               "aws --endpoint-url %s://%s s3 ls\n",
+               tls_cert ? "https" : "http", host, ak, sk, ak, sk, tls_cert ? "https" : "http", host);
         fflush(stdout);
     } else if (cf->anonymous) {
         printf("endpoint:    http://%s:%d (anonymous access)\n", cf->listen_host, cf->listen_port);
@@ -560,11 +619,15 @@ int server_run(struct conf *cf)
     stats_free(srv.stats);
     auth_free(srv.auth);
     backend_close(srv.be);
+    free(tls_cert);
+    free(tls_key);
     log_info("stopped");
     return 0;
 
 fail:
     log_err("%s", em.buf[0] ? em.buf : s3c_strerror(rc));
+    free(tls_cert);
+    free(tls_key);
     if (lfd >= 0)
         close(lfd);
     if (srv.stats)
