@@ -1,0 +1,449 @@
+/*
+ * test_xml.c: the XML reader against the bodies real clients send (CLIENTS.md),
+ * malformed documents, entity decoding and the 1000-object DeleteObjects limit.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "s3c.h"
+#include "s3err.h"
+#include "buf.h"
+#include "xml.h"
+
+#define E1 "0cc175b9c0f1b6a831c399e269772661"
+#define E2 "92eb5ffee6ae2fec3ad71c777531578f"
+
+struct want_part {
+    unsigned number;
+    const char *etag;
+    const char *algo, *sum;
+};
+
+static void check_complete(const char *body, const struct want_part *want, size_t nwant)
+{
+    struct be_part *parts = NULL;
+    size_t n = 99;
+    struct errmsg em = { "" };
+    int rc = xml_parse_complete(body, strlen(body), &parts, &n, &em);
+    if (rc != 0)
+        fail_msg("rc %d (%s) for %s", rc, em.buf, body);
+    assert_int_equal(n, nwant);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(parts[i].number, want[i].number);
+        assert_string_equal(parts[i].etag, want[i].etag);
+        assert_string_equal(parts[i].checksum_algo, want[i].algo ? want[i].algo : "");
+        assert_string_equal(parts[i].checksum, want[i].sum ? want[i].sum : "");
+    }
+    free(parts);
+}
+
+static void test_xml_complete_clients(void **state)
+{
+    static const struct want_part two[] = { { 1, E1, NULL, NULL }, { 2, E2, NULL, NULL } };
+    (void)state;
+    /* awscli 2: xmlns, quoted ETag first, no prolog */
+    check_complete("<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+                   "<Part><ETag>\"" E1 "\"</ETag><PartNumber>1</PartNumber></Part>"
+                   "<Part><ETag>\"" E2 "\"</ETag><PartNumber>2</PartNumber></Part>"
+                   "</CompleteMultipartUpload>",
+                   two, 2);
+    /* s3cmd: unquoted ETags, no xmlns, whitespace */
+    check_complete("<CompleteMultipartUpload>\n"
+                   "  <Part><PartNumber>1</PartNumber><ETag>" E1 "</ETag></Part>\n"
+                   "  <Part><PartNumber>2</PartNumber><ETag>" E2 "</ETag></Part>\n"
+                   "</CompleteMultipartUpload>\n",
+                   two, 2);
+    /* JS SDK v3: prolog, &quot;, checksums */
+    {
+        static const struct want_part w[] = { { 1, E1, "CRC32", "AAAAAA==" },
+                                              { 2, E2, "CRC32", "i9aeUg==" } };
+        check_complete("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+                       "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+                       "<Part><ChecksumCRC32>AAAAAA==</ChecksumCRC32><ETag>&quot;" E1
+                       "&quot;</ETag><PartNumber>1</PartNumber></Part>"
+                       "<Part><ChecksumCRC32>i9aeUg==</ChecksumCRC32><ETag>&quot;" E2
+                       "&quot;</ETag><PartNumber>2</PartNumber></Part>"
+                       "</CompleteMultipartUpload>",
+                       w, 2);
+    }
+    /* rclone: &#34; and varying order */
+    check_complete("<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+                   "<Part><ETag>&#34;" E1 "&#34;</ETag><PartNumber>1</PartNumber></Part>"
+                   "<Part><PartNumber>2</PartNumber><ETag>&#34;" E2 "&#34;</ETag></Part>"
+                   "</CompleteMultipartUpload>",
+                   two, 2);
+    /* multipart ETag, other checksums, prefixes, comments, CDATA, BOM, unknown elements */
+    {
+        static const struct want_part w[] = { { 3, E1 "-2", "SHA256", "x/y+z=" },
+                                              { 7, E2, "CRC32C", "abc=" },
+                                              { 9, E2, "SHA1", "q==" } };
+        check_complete("\xef\xbb\xbf<?xml version='1.0'?>\r\n<!-- hi -->"
+                       "<s3:CompleteMultipartUpload xmlns:s3='http://s3.amazonaws.com/doc/2006-03-01/'>"
+                       "<s3:Part><s3:PartNumber> 3 </s3:PartNumber>"
+                       "<s3:ETag>&#x22;" E1 "-2&#x22;</s3:ETag>"
+                       "<s3:ChecksumSHA256>x/y+z=</s3:ChecksumSHA256></s3:Part>"
+                       "<Part><!-- c --><PartNumber>007</PartNumber><ETag><![CDATA[\"" E2
+                       "\"]]></ETag><ChecksumCRC32C>abc=</ChecksumCRC32C>"
+                       "<Size>5</Size><Future><a><b/></a></Future></Part>"
+                       "<Part><PartNumber>9</PartNumber><ETag>" E2 "</ETag>"
+                       "<ChecksumSHA1>q==</ChecksumSHA1><ChecksumCRC64NVME>zz</ChecksumCRC64NVME></Part>"
+                       "<Extra/>"
+                       "</s3:CompleteMultipartUpload><!-- bye -->  \n",
+                       w, 3);
+    }
+}
+
+static void test_xml_complete_malformed(void **state)
+{
+    static const struct {
+        const char *body;
+        int rc;
+        const char *detail; /* substring of the errmsg */
+    } cases[] = {
+        { "", -S3E_MALFORMED_XML, "empty document" },
+        { "   \n", -S3E_MALFORMED_XML, "empty document" },
+        { "hello", -S3E_MALFORMED_XML, "expected <CompleteMultipartUpload>" },
+        { "<Delete></Delete>", -S3E_MALFORMED_XML, "root element is <Delete>" },
+        { "<CompleteMultipartUpload></CompleteMultipartUpload>", -S3E_MALFORMED_XML, "no <Part>" },
+        { "<CompleteMultipartUpload/>", -S3E_MALFORMED_XML, "no <Part>" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part>",
+          -S3E_MALFORMED_XML, "unterminated <CompleteMultipartUpload>" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</Etag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "mismatched tag" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Parts>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "mismatched tag" },
+        { "<CompleteMultipartUpload>junk<Part><PartNumber>1</PartNumber><ETag>x</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "unexpected text" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part>"
+          "</CompleteMultipartUpload>trailing", -S3E_MALFORMED_XML, "after the root" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part>"
+          "</CompleteMultipartUpload><CompleteMultipartUpload/>", -S3E_MALFORMED_XML,
+          "after the root" },
+        { "<CompleteMultipartUpload><Part><ETag>x</ETag></Part></CompleteMultipartUpload>",
+          -S3E_MALFORMED_XML, "without <PartNumber>" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "without <ETag>" },
+        { "<CompleteMultipartUpload><Part/></CompleteMultipartUpload>", -S3E_MALFORMED_XML,
+          "without <PartNumber>" },
+        { "<CompleteMultipartUpload><Part><PartNumber>one</PartNumber><ETag>x</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "not a number" },
+        { "<CompleteMultipartUpload><Part><PartNumber>-1</PartNumber><ETag>x</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "not a number" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1 2</PartNumber><ETag>x</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "not a number" },
+        { "<CompleteMultipartUpload><Part><PartNumber></PartNumber><ETag>x</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "empty <PartNumber>" },
+        { "<CompleteMultipartUpload><Part><PartNumber>0</PartNumber><ETag>x</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_INVALID_PART, "outside" },
+        { "<CompleteMultipartUpload><Part><PartNumber>10001</PartNumber><ETag>x</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_INVALID_PART, "outside" },
+        { "<CompleteMultipartUpload><Part><PartNumber>99999999999999999999999</PartNumber>"
+          "<ETag>x</ETag></Part></CompleteMultipartUpload>", -S3E_INVALID_PART, "outside" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><PartNumber>2</PartNumber>"
+          "<ETag>x</ETag></Part></CompleteMultipartUpload>", -S3E_MALFORMED_XML, "duplicate" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"\"</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "empty <ETag>" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag><b>x</b></ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "unexpected element inside <ETag>" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&bogus;</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "unknown entity" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a & b</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "bad entity" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&#0;</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "out of range" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&#xD800;</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "out of range" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&#x110000;</ETag>"
+          "</Part></CompleteMultipartUpload>", -S3E_MALFORMED_XML, "out of range" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&#12a;</ETag></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "bad character reference" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag>"
+          "<ChecksumCRC32>a</ChecksumCRC32><ChecksumSHA1>b</ChecksumSHA1></Part>"
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "more than one checksum" },
+        { "<!DOCTYPE x [<!ENTITY a \"b\">]><CompleteMultipartUpload/>", -S3E_MALFORMED_XML,
+          "DOCTYPE" },
+        { "<?xml version=\"1.0\"<CompleteMultipartUpload/>", -S3E_MALFORMED_XML,
+          "unterminated XML declaration" },
+        { "<CompleteMultipartUpload><!-- x </CompleteMultipartUpload>", -S3E_MALFORMED_XML,
+          "unterminated comment" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag><![CDATA[x</ETag>"
+          "</Part></CompleteMultipartUpload>", -S3E_MALFORMED_XML, "unterminated CDATA" },
+        { "<CompleteMultipartUpload a=b><Part/></CompleteMultipartUpload>", -S3E_MALFORMED_XML,
+          "unquoted attribute" },
+        { "<CompleteMultipartUpload a><Part/></CompleteMultipartUpload>", -S3E_MALFORMED_XML,
+          "without a value" },
+        { "<CompleteMultipartUpload a=\"x\"b=\"y\"/>", -S3E_MALFORMED_XML, "bad character" },
+        { "<CompleteMultipartUpload a=\"x", -S3E_MALFORMED_XML, "unterminated attribute" },
+        { "<CompleteMultipartUpload", -S3E_MALFORMED_XML, "unterminated start tag" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></",
+          -S3E_MALFORMED_XML, "expected a name" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part>"
+          "</CompleteMultipartUpload", -S3E_MALFORMED_XML, "unterminated end tag" },
+        { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x",
+          -S3E_MALFORMED_XML, "unterminated <ETag>" },
+        { "<CompleteMultipartUpload><X><Y></X></Y></CompleteMultipartUpload>",
+          -S3E_MALFORMED_XML, "mismatched tag" },
+        { "<CompleteMultipartUpload><X><Y>", -S3E_MALFORMED_XML, "unterminated <Y>" },
+        { "<CompleteMultipartUpload><?pi x?></CompleteMultipartUpload>", -S3E_MALFORMED_XML,
+          "unexpected markup" },
+        { "<1CompleteMultipartUpload/>", -S3E_MALFORMED_XML, "expected a name" },
+        { "<x:/>", -S3E_MALFORMED_XML, "empty local name" },
+    };
+    (void)state;
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct be_part *parts = (struct be_part *)0x1;
+        size_t n = 99;
+        struct errmsg em = { "" };
+        int rc = xml_parse_complete(cases[i].body, strlen(cases[i].body), &parts, &n, &em);
+        if (rc != cases[i].rc || !strstr(em.buf, cases[i].detail))
+            fail_msg("case %zu %s: rc %d \"%s\", want %d \"%s\"", i, cases[i].body, rc, em.buf,
+                     cases[i].rc, cases[i].detail);
+        assert_null(parts);
+        assert_int_equal(n, 0);
+    }
+}
+
+static void test_xml_complete_nul_and_len(void **state)
+{
+    static const char body[] = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
+                               "<ETag>a\0b</ETag></Part></CompleteMultipartUpload>";
+    struct be_part *parts;
+    size_t n;
+    struct errmsg em;
+    (void)state;
+    assert_int_equal(xml_parse_complete(body, sizeof(body) - 1, &parts, &n, &em),
+                     -S3E_MALFORMED_XML);
+    assert_non_null(strstr(em.buf, "NUL"));
+    /* @len bounds the document: a prefix is unterminated */
+    assert_int_equal(xml_parse_complete(body, 40, &parts, &n, &em), -S3E_MALFORMED_XML);
+    assert_int_equal(xml_parse_complete(NULL, 0, &parts, &n, &em), -S3E_MALFORMED_XML);
+    /* over the cap */
+    size_t big = XML_BODY_MAX + 1;
+    char *p = malloc(big);
+    assert_non_null(p);
+    memset(p, ' ', big);
+    assert_int_equal(xml_parse_complete(p, big, &parts, &n, &em), -S3E_MALFORMED_XML);
+    assert_non_null(strstr(em.buf, "larger"));
+    free(p);
+}
+
+static void test_xml_complete_deep(void **state)
+{
+    struct buf b;
+    struct be_part *parts;
+    size_t n;
+    struct errmsg em;
+    (void)state;
+    buf_init(&b, 1 << 20);
+    buf_puts(&b, "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part>");
+    for (int i = 0; i < 100000; i++)
+        buf_puts(&b, "<a>");
+    assert_int_equal(xml_parse_complete(b.p, b.len, &parts, &n, &em), -S3E_MALFORMED_XML);
+    assert_non_null(strstr(em.buf, "nested too deep"));
+    buf_free(&b);
+}
+
+static void test_xml_complete_many(void **state)
+{
+    struct buf b;
+    struct be_part *parts;
+    size_t n;
+    struct errmsg em;
+    (void)state;
+    buf_init(&b, XML_BODY_MAX);
+    buf_puts(&b, "<CompleteMultipartUpload>");
+    for (int i = 1; i <= BE_MAX_PARTS; i++)
+        buf_printf(&b, "<Part><PartNumber>%d</PartNumber><ETag>\"%032x\"</ETag></Part>", i, i);
+    size_t mark = b.len;
+    buf_puts(&b, "</CompleteMultipartUpload>");
+    assert_int_equal(xml_parse_complete(b.p, b.len, &parts, &n, &em), 0);
+    assert_int_equal(n, BE_MAX_PARTS);
+    assert_int_equal(parts[9999].number, 10000);
+    assert_string_equal(parts[9999].etag, "00000000000000000000000000002710");
+    free(parts);
+    b.len = mark;
+    buf_puts(&b, "<Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>");
+    assert_int_equal(xml_parse_complete(b.p, b.len, &parts, &n, &em), -S3E_MALFORMED_XML);
+    assert_non_null(strstr(em.buf, "more than 10000 parts"));
+    buf_free(&b);
+}
+
+static void check_delete(const char *body, int want_quiet, const char *const *keys, size_t nk)
+{
+    struct xml_delete_obj *objs = NULL;
+    size_t n = 99;
+    int quiet = 7;
+    struct errmsg em = { "" };
+    int rc = xml_parse_delete(body, strlen(body), &quiet, &objs, &n, &em);
+    if (rc)
+        fail_msg("rc %d (%s) for %s", rc, em.buf, body);
+    assert_int_equal(quiet, want_quiet);
+    assert_int_equal(n, nk);
+    for (size_t i = 0; i < nk; i++)
+        assert_string_equal(objs[i].key, keys[i]);
+    xml_delete_free(objs, n);
+}
+
+static void test_xml_delete_forms(void **state)
+{
+    (void)state;
+    {
+        static const char *const k[] = { "a.txt", "dir/b.txt" };
+        /* boto3 / awscli */
+        check_delete("<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+                     "<Object><Key>a.txt</Key></Object><Object><Key>dir/b.txt</Key></Object>"
+                     "<Quiet>true</Quiet></Delete>",
+                     1, k, 2);
+        /* JS SDK: prolog, Quiet first, VersionId */
+        check_delete("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Delete><Quiet>false</Quiet>"
+                     "<Object><Key>a.txt</Key><VersionId>null</VersionId></Object>"
+                     "<Object><VersionId/><Key>dir/b.txt</Key></Object></Delete>",
+                     0, k, 2);
+        /* whitespace, no Quiet, extra children of Object (newer SDKs) */
+        check_delete("<Delete>\n  <Object>\n    <Key>a.txt</Key>\n"
+                     "    <ETag>\"x\"</ETag><Size>3</Size>\n  </Object>\n"
+                     "  <Object><Key>dir/b.txt</Key></Object>\n</Delete>\n",
+                     0, k, 2);
+        check_delete("<Delete><Quiet> TRUE </Quiet><Object><Key>a.txt</Key></Object>"
+                     "<Object><Key>dir/b.txt</Key></Object></Delete>",
+                     1, k, 2);
+    }
+    {
+        static const char *const k[] = { "a&b<c>d\"e'f", "line1\nline2\t\r", " spaced key ",
+                                         "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+                                         "<raw]]>&amp;" };
+        check_delete("<Delete><Object><Key>a&amp;b&lt;c&gt;d&quot;e&apos;f</Key></Object>"
+                     "<Object><Key>line1&#10;line2&#x9;&#13;</Key></Object>"
+                     "<Object><Key> spaced key </Key></Object>"
+                     "<Object><Key>caf&#233; &#x20AC; &#128512;</Key></Object>"
+                     "<Object><Key><![CDATA[<raw]]>]]&gt;<![CDATA[&amp;]]></Key></Object>"
+                     "</Delete>",
+                     0, k, 5);
+    }
+}
+
+static void test_xml_delete_malformed(void **state)
+{
+    static const struct {
+        const char *body;
+        const char *detail;
+    } cases[] = {
+        { "<Delete></Delete>", "no <Object>" },
+        { "<Delete><Quiet>true</Quiet></Delete>", "no <Object>" },
+        { "<Delete/>", "no <Object>" },
+        { "<Delete><Quiet>maybe</Quiet><Object><Key>a</Key></Object></Delete>",
+          "<Quiet> is not true or false" },
+        { "<Delete><Quiet>true</Quiet><Quiet>true</Quiet><Object><Key>a</Key></Object></Delete>",
+          "duplicate <Quiet>" },
+        { "<Delete><Object></Object></Delete>", "without <Key>" },
+        { "<Delete><Object/></Delete>", "without <Key>" },
+        { "<Delete><Object><VersionId>1</VersionId></Object></Delete>", "without <Key>" },
+        { "<Delete><Object><Key></Key></Object></Delete>", "empty <Key>" },
+        { "<Delete><Object><Key/></Object></Delete>", "empty <Key>" },
+        { "<Delete><Object><Key>a</Key><Key>b</Key></Object></Delete>", "duplicate <Key>" },
+        { "<Delete><Object><Key>a</Key></Object>", "unterminated <Delete>" },
+        { "<Delete><Object><Key>a</Object></Key></Delete>", "mismatched tag" },
+        { "<Delete><Object><Key>a&#0;</Key></Object></Delete>", "out of range" },
+        { "<CompleteMultipartUpload/>", "root element" },
+        { "<Delete><Object><Key>a</Key></Object>x</Delete>", "unexpected text" },
+        { "<Delete><Object>x<Key>a</Key></Object></Delete>", "unexpected text" },
+    };
+    (void)state;
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct xml_delete_obj *objs = (struct xml_delete_obj *)0x1;
+        size_t n = 99;
+        int quiet = 1;
+        struct errmsg em = { "" };
+        int rc = xml_parse_delete(cases[i].body, strlen(cases[i].body), &quiet, &objs, &n, &em);
+        if (rc != -S3E_MALFORMED_XML || !strstr(em.buf, cases[i].detail))
+            fail_msg("case %zu %s: rc %d \"%s\", want \"%s\"", i, cases[i].body, rc, em.buf,
+                     cases[i].detail);
+        assert_null(objs);
+        assert_int_equal(n, 0);
+        assert_int_equal(quiet, 0);
+    }
+}
+
+static int build_delete(struct buf *b, int nobj)
+{
+    buf_reset(b);
+    buf_puts(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>");
+    for (int i = 0; i < nobj; i++)
+        buf_printf(b, "<Object><Key>dir/key-%04d&amp;x</Key></Object>", i);
+    return buf_puts(b, "</Delete>");
+}
+
+static void test_xml_delete_limits(void **state)
+{
+    struct buf b;
+    struct xml_delete_obj *objs;
+    size_t n;
+    int quiet;
+    struct errmsg em;
+    (void)state;
+    buf_init(&b, XML_BODY_MAX);
+    assert_int_equal(build_delete(&b, 1000), 0);
+    assert_int_equal(xml_parse_delete(b.p, b.len, &quiet, &objs, &n, &em), 0);
+    assert_int_equal(n, 1000);
+    assert_int_equal(quiet, 1);
+    assert_string_equal(objs[0].key, "dir/key-0000&x");
+    assert_string_equal(objs[999].key, "dir/key-0999&x");
+    xml_delete_free(objs, n);
+    assert_int_equal(build_delete(&b, 1001), 0);
+    assert_int_equal(xml_parse_delete(b.p, b.len, &quiet, &objs, &n, &em), -S3E_MALFORMED_XML);
+    assert_non_null(strstr(em.buf, "more than 1000 objects"));
+    assert_null(objs);
+    buf_free(&b);
+    xml_delete_free(NULL, 0);
+}
+
+/* Every prefix of a valid document must fail cleanly (no over-read; run under valgrind). */
+static void test_xml_truncations(void **state)
+{
+    static const char cbody[] =
+        "<?xml version=\"1.0\"?><CompleteMultipartUpload xmlns=\"x\"><!-- c --><Part>"
+        "<PartNumber>1</PartNumber><ETag>&quot;ab&#34;</ETag><ChecksumCRC32>x</ChecksumCRC32>"
+        "<Foo><Bar a='1'/><![CDATA[z]]></Foo></Part></CompleteMultipartUpload>";
+    static const char dbody[] = "<Delete><Quiet>true</Quiet><Object><Key>a&lt;<![CDATA[<]]>"
+                                "</Key><VersionId>v</VersionId></Object></Delete>";
+    (void)state;
+    for (size_t len = 0; len < sizeof(cbody) - 1; len++) {
+        char *p = malloc(len ? len : 1);
+        memcpy(p, cbody, len);
+        struct be_part *parts;
+        size_t n;
+        assert_int_equal(xml_parse_complete(p, len, &parts, &n, NULL), -S3E_MALFORMED_XML);
+        free(p);
+    }
+    for (size_t len = 0; len < sizeof(dbody) - 1; len++) {
+        char *p = malloc(len ? len : 1);
+        memcpy(p, dbody, len);
+        struct xml_delete_obj *objs;
+        size_t n;
+        int quiet;
+        assert_int_equal(xml_parse_delete(p, len, &quiet, &objs, &n, NULL), -S3E_MALFORMED_XML);
+        free(p);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_xml_complete_clients),
+        cmocka_unit_test(test_xml_complete_malformed),
+        cmocka_unit_test(test_xml_complete_nul_and_len),
+        cmocka_unit_test(test_xml_complete_deep),
+        cmocka_unit_test(test_xml_complete_many),
+        cmocka_unit_test(test_xml_delete_forms),
+        cmocka_unit_test(test_xml_delete_malformed),
+        cmocka_unit_test(test_xml_delete_limits),
+        cmocka_unit_test(test_xml_truncations),
+    };
+    return cmocka_run_group_tests_name("xml", tests, NULL, NULL);
+}
