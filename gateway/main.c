@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "conf.h"
 #include "gw.h"
 #include "log.h"
@@ -14,9 +15,12 @@ static void usage(FILE *f)
 {
     fprintf(f, "s3cached %s: an S3-compatible caching gateway for training data\n\n"
                "usage: s3cached serve [options]       run the gateway (options below)\n"
-               "       s3cached stats --endpoint URL [--watch]\n"
-               "       s3cached warm --endpoint URL s3://BUCKET/PREFIX | --keys FILE\n"
+               "       s3cached stats --endpoint URL [--watch] [--interval S]\n"
+               "       s3cached warm --endpoint URL [--pin] [--fit] s3://BUCKET/PREFIX\n"
+               "                     | --keys FILE s3://BUCKET | --manifest s3://BUCKET/KEY\n"
                "       s3cached flush --endpoint URL [s3://BUCKET/PREFIX]\n"
+               "       (admin auth: --admin-token T or S3CACHED_ADMIN_TOKEN; or SigV4 with\n"
+               "        --access-key/--secret-key or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)\n"
                "       s3cached version | help\n\n"
                "serve options (also S3CACHED_<OPTION> in the environment, or key = value lines\n"
                "in --config FILE; precedence flag > environment > file > default):\n",
@@ -52,6 +56,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "serve"))
         return cmd_serve(argc - 2, argv + 2);
+    if (!strcmp(cmd, "stats") || !strcmp(cmd, "warm") || !strcmp(cmd, "flush"))
+        return cli_main(cmd, argc - 2, argv + 2);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("s3cached %s\n", S3C_VERSION);
         return 0;
