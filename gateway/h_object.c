@@ -159,11 +159,14 @@ static void put_job(struct req *rq)
         cache_invalidate(srv->cache, rq->bucket, rq->key);
         return;
     }
-    /* The backend's own view (Last-Modified) is what later revalidation compares with. */
+    /* The backend's own view (Last-Modified, and the ETag an S3 upstream gives a large PUT it
+     * split into parts) is what later revalidation compares with, and what we answer. */
     struct be_meta stored;
     if (backend_head(srv->be, rq->bucket, rq->key, &stored) == 0 &&
-        !strcmp(stored.etag, ps->meta.etag))
+        stored.size == ps->meta.size) {
         ps->meta.mtime_ns = stored.mtime_ns;
+        memcpy(ps->meta.etag, stored.etag, sizeof(ps->meta.etag));
+    }
     const char *path = upload_path(rq);
     if (path) {
         cache_adopt(srv->cache, rq->bucket, rq->key, path, &ps->meta);
