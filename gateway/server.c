@@ -578,9 +578,10 @@ int server_run(struct conf *cf)
         printf("endpoint:    %s://%s\n"
                "access key:  %s\n"
                "secret key:  %s\n"
-               "try:         AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s "
+               "try:         AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s AWS_DEFAULT_REGION=%s "
                "aws --endpoint-url %s://%s s3 ls\n",
-               tls_cert ? "https" : "http", host, ak, sk, ak, sk, tls_cert ? "https" : "http", host);
+               tls_cert ? "https" : "http", host, ak, sk, ak, sk, cf->region,
+               tls_cert ? "https" : "http", host);
         fflush(stdout);
     } else if (cf->anonymous) {
         printf("endpoint:    http://%s:%d (anonymous access)\n", cf->listen_host, cf->listen_port);

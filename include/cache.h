@@ -81,6 +81,15 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
  * memory is freed. */
 void cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w);
 void cache_obj_release(struct cache_obj *o);
+/* The outcome so far, refined after cache_obj_meta(): cache_obj_open_range() finding every
+ * byte present makes a guessed miss a hit; starting or joining a block fetch makes it a miss
+ * or coalesced; bytes served from memory without caching make it a bypass. Counted in the
+ * stats at release. */
+enum cache_outcome cache_obj_outcome(struct cache_obj *o);
+/* Pins (@on) or unpins the cached version of (@bucket, @key): a pinned entry is never evicted.
+ * -ENOENT when nothing is cached for the key (warm: cache_obj_meta() first, then pin, then
+ * read). May block briefly on one index write: call it from a worker. */
+int cache_pin(struct cache *c, const char *bucket, const char *key, int on);
 
 /* Uploads: a temp file inside the cache directory (same file system as the store, so a finished
  * upload can be adopted by rename). Creates it O_RDWR|O_CLOEXEC; *@fd and @path are the caller's
@@ -98,5 +107,8 @@ int cache_invalidate(struct cache *c, const char *bucket, const char *key);
 int cache_invalidate_prefix(struct cache *c, const char *bucket, const char *prefix, uint64_t *n);
 
 void cache_get_stats(struct cache *c, struct cache_stats *out);
+/* Cache jobs queued or running on the workq (fills, lookups, background flushes): 0 when the
+ * cache is idle. For tests and shutdown diagnostics. */
+unsigned cache_busy(struct cache *c);
 
 #endif
