@@ -1,0 +1,2574 @@
+/*
+ * be_file.c: the POSIX directory backend, file:///abs/dir. Each subdirectory of the
+ * root is a bucket, key "a/b/c" is the file ROOT/bucket/a/b/c and a key ending in '/'
+ * is the marker file "dir/.s3cached-dir". Metadata rides in the "user.s3cached" xattr
+ * of the object file. Internal state lives in ROOT/.s3cached/ (never a bucket):
+ *   tmp/        temp files of writes in progress; rename()d into place when complete
+ *   uploads/ID/ multipart uploads: "info" plus part.NNNNN files (be_part in an xattr)
+ *   completed/ID  records of completed uploads, so that a repeated Complete succeeds
+ * Listing keeps a bounded LRU cache of sorted directory entries, validated by the
+ * directory's inode and mtime, so a page of a huge directory is a binary search.
+ *
+ * Symlinks: objects are written only through real directories (O_NOFOLLOW on every
+ * component), so a symlink in the store never lets a write escape the root. Reads follow
+ * symlinks other tools placed; listing shows symlinks to files but never walks symlinked
+ * directories.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "backend.h"
+#include "s3err.h"
+
+#define BEF_MAGIC 0xbef11e5u
+#define BEF_XATTR "user.s3cached"
+#define BEF_PART_XATTR "user.s3cached.part"
+#define BEF_MARKER ".s3cached-dir"
+#define BEF_INTERNAL ".s3cached"
+#define BEF_CHUNK (256u * 1024)
+#define BEF_KEY_MAX 1024
+#define BEF_PATH_MAX 1400                 /* bucket + '/' + key + marker suffix */
+#define BEF_REC_MAX 8192                  /* encoded metadata record */
+#define BEF_DC_CAP_BYTES (256ull << 20)   /* directory cache memory */
+#define BEF_DC_CAP_DIRS 200000u
+#define BEF_DC_NBUCKETS 16384u
+#define BEF_DC_STABLE_NS (200LL * 1000000) /* trust a dir mtime only this far in the past */
+#define BEF_COMPLETED_TTL_NS (3600LL * 1000000000)
+#define BEF_SWEEP_EVERY_NS (600LL * 1000000000)
+#define BEF_TMP_TTL_NS (3600LL * 1000000000)
+#define BEF_PLACE_RETRIES 32
+
+/* ------------------------------------------------------------------------------------ */
+/* Directory cache                                                                       */
+
+enum { DE_FILE = 1, DE_DIR = 2, DE_MARKER = 3 };
+
+/* One directory entry by its "virtual name": a file's name, a directory's name + "/",
+ * "" for the marker file. Sorting virtual names bytewise gives S3 key order. */
+struct dent {
+    uint32_t off; /* into the arena */
+    uint16_t len;
+    uint8_t type;
+};
+
+struct dcent {
+    struct dcent *hnext, *prev, *next; /* hash chain, LRU list */
+    char *path;
+    uint64_t hash;
+    dev_t dev;
+    ino_t ino;
+    struct timespec mtim;
+    size_t n;
+    struct dent *ents;
+    char *arena;
+    size_t bytes;
+    unsigned refs; /* the table holds one while the entry is in it */
+    int in_table;
+};
+
+struct dircache {
+    pthread_mutex_t mu;
+    struct dcent **tab;
+    struct dcent lru; /* sentinel: lru.next is the most recent */
+    size_t bytes;
+    size_t count;
+};
+
+struct bef {
+    unsigned magic;
+    struct backend be;
+    char *root;
+    int rootfd, tmpfd, upfd, donefd;
+    struct dircache dc;
+    int64_t last_sweep_ns;
+};
+
+static struct bef *bef_of(struct backend *be)
+{
+    struct bef *b;
+
+    CHECK_OBJ_NOTNULL(be, BACKEND_MAGIC);
+    CAST_OBJ_NOTNULL(b, (struct bef *)be->priv, BEF_MAGIC);
+    return b;
+}
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+    return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static void dcent_free(struct dcent *e)
+{
+    if (!e)
+        return;
+    free(e->path);
+    free(e->ents);
+    free(e->arena);
+    free(e);
+}
+
+static void lru_unlink(struct dcent *e)
+{
+    e->prev->next = e->next;
+    e->next->prev = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void lru_push(struct dircache *dc, struct dcent *e)
+{
+    e->next = dc->lru.next;
+    e->prev = &dc->lru;
+    dc->lru.next->prev = e;
+    dc->lru.next = e;
+}
+
+/* Removes @e from the table under dc->mu; returns non-zero when the caller must free it. */
+static int dc_remove_locked(struct dircache *dc, struct dcent *e)
+{
+    struct dcent **pp = &dc->tab[e->hash % BEF_DC_NBUCKETS];
+
+    while (*pp && *pp != e)
+        pp = &(*pp)->hnext;
+    if (*pp)
+        *pp = e->hnext;
+    e->hnext = NULL;
+    lru_unlink(e);
+    e->in_table = 0;
+    dc->bytes -= e->bytes;
+    dc->count--;
+    return --e->refs == 0;
+}
+
+static void dc_release(struct dircache *dc, struct dcent *e)
+{
+    int dead;
+
+    if (!e)
+        return;
+    pthread_mutex_lock(&dc->mu);
+    dead = --e->refs == 0;
+    pthread_mutex_unlock(&dc->mu);
+    if (dead)
+        dcent_free(e);
+}
+
+static int dc_init(struct dircache *dc)
+{
+    memset(dc, 0, sizeof(*dc));
+    dc->tab = calloc(BEF_DC_NBUCKETS, sizeof(*dc->tab));
+    if (!dc->tab)
+        return -ENOMEM;
+    dc->lru.next = dc->lru.prev = &dc->lru;
+    pthread_mutex_init(&dc->mu, NULL);
+    return 0;
+}
+
+static void dc_destroy(struct dircache *dc)
+{
+    if (!dc->tab)
+        return;
+    while (dc->lru.next != &dc->lru) {
+        struct dcent *e = dc->lru.next;
+        if (dc_remove_locked(dc, e))
+            dcent_free(e);
+    }
+    free(dc->tab);
+    pthread_mutex_destroy(&dc->mu);
+}
+
+static int dent_cmp(const void *a, const void *b, void *arena)
+{
+    const struct dent *x = a, *y = b;
+    const char *ar = arena;
+    size_t n = S3C_MIN(x->len, y->len);
+    int c = memcmp(ar + x->off, ar + y->off, n);
+
+    if (c)
+        return c;
+    return (x->len > y->len) - (x->len < y->len);
+}
+
+/* Classifies a directory entry: DE_* or 0 to skip it. */
+static int classify(int dfd, const struct dirent *d)
+{
+    const char *name = d->d_name;
+    unsigned char t = d->d_type;
+    struct stat st;
+
+    if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
+        return 0;
+    if (strncmp(name, BEF_INTERNAL, sizeof(BEF_INTERNAL) - 1) == 0) {
+        if (strcmp(name, BEF_MARKER) != 0)
+            return 0;
+        if (t == DT_REG)
+            return DE_MARKER;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            return DE_MARKER;
+        return 0;
+    }
+    if (t == DT_REG)
+        return DE_FILE;
+    if (t == DT_DIR)
+        return DE_DIR;
+    if (t == DT_LNK) { /* a symlink to a file is a key; a symlinked directory is not walked */
+        if (fstatat(dfd, name, &st, 0) == 0 && S_ISREG(st.st_mode))
+            return DE_FILE;
+        return 0;
+    }
+    if (t == DT_UNKNOWN && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISREG(st.st_mode))
+            return DE_FILE;
+        if (S_ISDIR(st.st_mode))
+            return DE_DIR;
+        if (S_ISLNK(st.st_mode) && fstatat(dfd, name, &st, 0) == 0 && S_ISREG(st.st_mode))
+            return DE_FILE;
+    }
+    return 0;
+}
+
+/* Reads and sorts directory @fd (taken over, closed) into a new entry. */
+static int dc_load(int fd, const char *path, struct dcent **out)
+{
+    struct dcent *e = calloc(1, sizeof(*e));
+    size_t cap = 0, acap = 0, alen = 0;
+    DIR *d = NULL;
+    struct dirent *de;
+    int rc = 0;
+
+    if (!e) {
+        close(fd);
+        return -ENOMEM;
+    }
+    d = fdopendir(fd);
+    if (!d) {
+        rc = -errno;
+        close(fd);
+        goto fail;
+    }
+    e->path = strdup(path);
+    if (!e->path) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    for (;;) {
+        int type;
+        size_t nl;
+
+        errno = 0;
+        de = readdir(d);
+        if (!de) {
+            if (errno) {
+                rc = -errno;
+                goto fail;
+            }
+            break;
+        }
+        type = classify(dirfd(d), de);
+        if (!type)
+            continue;
+        nl = type == DE_MARKER ? 0 : strlen(de->d_name) + (type == DE_DIR);
+        if (e->n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            struct dent *p = realloc(e->ents, ncap * sizeof(*p));
+            if (!p) {
+                rc = -ENOMEM;
+                goto fail;
+            }
+            e->ents = p;
+            cap = ncap;
+        }
+        if (alen + nl + 1 > acap) {
+            size_t ncap = acap ? acap * 2 : 1024;
+            char *p;
+            while (ncap < alen + nl + 1)
+                ncap *= 2;
+            if (ncap > UINT32_MAX) {
+                rc = -ENOMEM;
+                goto fail;
+            }
+            p = realloc(e->arena, ncap);
+            if (!p) {
+                rc = -ENOMEM;
+                goto fail;
+            }
+            e->arena = p;
+            acap = ncap;
+        }
+        e->ents[e->n].off = (uint32_t)alen;
+        e->ents[e->n].len = (uint16_t)nl;
+        e->ents[e->n].type = (uint8_t)type;
+        if (type != DE_MARKER) {
+            memcpy(e->arena + alen, de->d_name, nl - (type == DE_DIR));
+            if (type == DE_DIR)
+                e->arena[alen + nl - 1] = '/';
+        }
+        alen += nl;
+        e->arena[alen++] = '\0';
+        e->n++;
+    }
+    if (e->n > 1)
+        qsort_r(e->ents, e->n, sizeof(*e->ents), dent_cmp, e->arena);
+    e->bytes = sizeof(*e) + strlen(path) + cap * sizeof(struct dent) + acap;
+    closedir(d);
+    *out = e;
+    return 0;
+fail:
+    if (d)
+        closedir(d);
+    dcent_free(e);
+    return rc;
+}
+
+/* A referenced, sorted listing of directory @path (relative to the root). Release with
+ * dc_release(). -ENOENT/-ENOTDIR when it is not a directory (a symlink is not one). */
+static int dc_get(struct bef *b, const char *path, struct dcent **out)
+{
+    struct dircache *dc = &b->dc;
+    uint64_t h = fnv1a(path);
+    struct dcent *e, *old = NULL;
+    struct stat st;
+    int64_t t0;
+    int fd, rc;
+
+    if (fstatat(b->rootfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -errno;
+    if (!S_ISDIR(st.st_mode))
+        return -ENOTDIR;
+    pthread_mutex_lock(&dc->mu);
+    for (e = dc->tab[h % BEF_DC_NBUCKETS]; e; e = e->hnext)
+        if (e->hash == h && strcmp(e->path, path) == 0)
+            break;
+    if (e && e->dev == st.st_dev && e->ino == st.st_ino &&
+        ts_ns(&e->mtim) == ts_ns(&st.st_mtim)) {
+        e->refs++;
+        lru_unlink(e);
+        lru_push(dc, e);
+        pthread_mutex_unlock(&dc->mu);
+        *out = e;
+        return 0;
+    }
+    pthread_mutex_unlock(&dc->mu);
+
+    /* Miss or stale: read without the lock. */
+    t0 = s3c_real_ns();
+    fd = openat(b->rootfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    rc = dc_load(fd, path, &e);
+    if (rc < 0)
+        return rc;
+    e->hash = h;
+    e->dev = st.st_dev;
+    e->ino = st.st_ino;
+    e->mtim = st.st_mtim;
+    e->refs = 1;
+    /* A change in the same clock tick as our read would leave the mtime unchanged, so only
+     * a directory whose mtime is safely older than the read is cached. */
+    if (ts_ns(&st.st_mtim) < t0 - BEF_DC_STABLE_NS && e->bytes < BEF_DC_CAP_BYTES) {
+        struct dcent *victims = NULL;
+
+        pthread_mutex_lock(&dc->mu);
+        for (old = dc->tab[h % BEF_DC_NBUCKETS]; old; old = old->hnext)
+            if (old->hash == h && strcmp(old->path, path) == 0)
+                break;
+        if (old && dc_remove_locked(dc, old)) {
+            old->hnext = victims;
+            victims = old;
+        }
+        e->hnext = dc->tab[h % BEF_DC_NBUCKETS];
+        dc->tab[h % BEF_DC_NBUCKETS] = e;
+        lru_push(dc, e);
+        e->in_table = 1;
+        e->refs++;
+        dc->bytes += e->bytes;
+        dc->count++;
+        while ((dc->bytes > BEF_DC_CAP_BYTES || dc->count > BEF_DC_CAP_DIRS) &&
+               dc->lru.prev != e) {
+            struct dcent *v = dc->lru.prev;
+            if (dc_remove_locked(dc, v)) {
+                v->hnext = victims;
+                victims = v;
+            }
+        }
+        pthread_mutex_unlock(&dc->mu);
+        while (victims) {
+            struct dcent *v = victims;
+            victims = v->hnext;
+            dcent_free(v);
+        }
+    }
+    *out = e;
+    return 0;
+}
+
+static const char *dent_name(const struct dcent *e, size_t i)
+{
+    return e->arena + e->ents[i].off;
+}
+
+/* First index whose virtual name is >= (@s, @n). */
+static size_t dc_lower(const struct dcent *e, const char *s, size_t n)
+{
+    size_t lo = 0, hi = e->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct dent *d = &e->ents[mid];
+        int c = memcmp(e->arena + d->off, s, S3C_MIN(d->len, n));
+        if (c == 0)
+            c = (d->len > n) - (d->len < n);
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* First index from @lo whose virtual name neither starts with (@s, @n) nor sorts before. */
+static size_t dc_prefix_end(const struct dcent *e, size_t lo, const char *s, size_t n)
+{
+    size_t hi = e->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct dent *d = &e->ents[mid];
+        int c = memcmp(e->arena + d->off, s, S3C_MIN(d->len, n));
+        if (c == 0 && d->len < n)
+            c = -1;
+        if (c <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int dent_eq(const struct dcent *e, size_t i, const char *s, size_t n)
+{
+    return i < e->n && e->ents[i].len == n && memcmp(dent_name(e, i), s, n) == 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Metadata records: "S3C" 0x01, then (tag, u16 length, bytes) fields.                  */
+
+enum {
+    T_SIZE = 1, T_MTIME, T_ETAG, T_CTYPE, T_CC, T_CD, T_CE, T_CL, T_EXPIRES, T_UMETA,
+    T_CKALGO, T_CK, T_PARTS,
+    T_BUCKET = 20, T_KEY, T_INIT, T_PHASH, T_NUMBER,
+};
+
+struct rec {
+    struct be_meta m;
+    int have_size, have_mtime;
+    char bucket[64];
+    char key[BEF_KEY_MAX + 1];
+    int64_t initiated_ns;
+    char phash[33];
+    unsigned number;
+};
+
+struct enc {
+    char buf[BEF_REC_MAX];
+    size_t len;
+    int err;
+};
+
+static void enc_init(struct enc *e)
+{
+    memcpy(e->buf, "S3C\x01", 4);
+    e->len = 4;
+    e->err = 0;
+}
+
+static void enc_bytes(struct enc *e, int tag, const void *p, size_t n)
+{
+    if (n > 0xffff || e->len + 3 + n > sizeof(e->buf)) {
+        e->err = 1;
+        return;
+    }
+    e->buf[e->len] = (char)tag;
+    e->buf[e->len + 1] = (char)(n & 0xff);
+    e->buf[e->len + 2] = (char)(n >> 8);
+    memcpy(e->buf + e->len + 3, p, n);
+    e->len += 3 + n;
+}
+
+static void enc_str(struct enc *e, int tag, const char *s)
+{
+    if (s && *s)
+        enc_bytes(e, tag, s, strlen(s));
+}
+
+static void enc_num(struct enc *e, int tag, int64_t v)
+{
+    char t[24];
+    int n = snprintf(t, sizeof(t), "%" PRId64, v);
+    enc_bytes(e, tag, t, (size_t)n);
+}
+
+/* The headers of @m (everything except size and mtime). */
+static void enc_meta(struct enc *e, const struct be_meta *m)
+{
+    enc_str(e, T_ETAG, m->etag);
+    enc_str(e, T_CTYPE, m->content_type);
+    enc_str(e, T_CC, m->cache_control);
+    enc_str(e, T_CD, m->content_disposition);
+    enc_str(e, T_CE, m->content_encoding);
+    enc_str(e, T_CL, m->content_language);
+    enc_str(e, T_EXPIRES, m->expires);
+    enc_str(e, T_UMETA, m->usermeta);
+    enc_str(e, T_CKALGO, m->checksum_algo);
+    enc_str(e, T_CK, m->checksum);
+    if (m->parts_count)
+        enc_num(e, T_PARTS, m->parts_count);
+}
+
+static int dec_str(char *dst, size_t cap, const char *p, size_t n)
+{
+    if (n >= cap)
+        return -EINVAL;
+    memcpy(dst, p, n);
+    dst[n] = '\0';
+    return 0;
+}
+
+static int dec_num(const char *p, size_t n, int64_t *v)
+{
+    char t[24], *end;
+
+    if (n == 0 || n >= sizeof(t))
+        return -EINVAL;
+    memcpy(t, p, n);
+    t[n] = '\0';
+    errno = 0;
+    *v = strtoll(t, &end, 10);
+    return errno || *end ? -EINVAL : 0;
+}
+
+#define DEC_S(field) rc = dec_str(field, sizeof(field), p, n)
+
+static int rec_decode(const char *buf, size_t len, struct rec *r)
+{
+    size_t pos = 4;
+    int64_t v;
+
+    memset(r, 0, sizeof(*r));
+    if (len < 4 || memcmp(buf, "S3C\x01", 4) != 0)
+        return -EINVAL;
+    while (pos < len) {
+        int tag, rc = 0;
+        size_t n;
+        const char *p;
+
+        if (pos + 3 > len)
+            return -EINVAL;
+        tag = (unsigned char)buf[pos];
+        n = (unsigned char)buf[pos + 1] | (size_t)(unsigned char)buf[pos + 2] << 8;
+        p = buf + pos + 3;
+        if (pos + 3 + n > len)
+            return -EINVAL;
+        switch (tag) {
+        case T_SIZE:
+            if (!(rc = dec_num(p, n, &v)))
+                r->m.size = (uint64_t)v, r->have_size = 1;
+            break;
+        case T_MTIME:
+            if (!(rc = dec_num(p, n, &v)))
+                r->m.mtime_ns = v, r->have_mtime = 1;
+            break;
+        case T_ETAG: DEC_S(r->m.etag); break;
+        case T_CTYPE: DEC_S(r->m.content_type); break;
+        case T_CC: DEC_S(r->m.cache_control); break;
+        case T_CD: DEC_S(r->m.content_disposition); break;
+        case T_CE: DEC_S(r->m.content_encoding); break;
+        case T_CL: DEC_S(r->m.content_language); break;
+        case T_EXPIRES: DEC_S(r->m.expires); break;
+        case T_UMETA: DEC_S(r->m.usermeta); break;
+        case T_CKALGO: DEC_S(r->m.checksum_algo); break;
+        case T_CK: DEC_S(r->m.checksum); break;
+        case T_PARTS:
+            if (!(rc = dec_num(p, n, &v)))
+                r->m.parts_count = (uint32_t)v;
+            break;
+        case T_BUCKET: DEC_S(r->bucket); break;
+        case T_KEY: DEC_S(r->key); break;
+        case T_INIT: rc = dec_num(p, n, &r->initiated_ns); break;
+        case T_PHASH: DEC_S(r->phash); break;
+        case T_NUMBER:
+            if (!(rc = dec_num(p, n, &v)))
+                r->number = (unsigned)v;
+            break;
+        default: break; /* newer field: ignore */
+        }
+        if (rc)
+            return rc;
+        pos += 3 + n;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Small helpers                                                                         */
+
+static int md5_hex_of(const unsigned char *p, size_t n, char out[33])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+
+    if (!EVP_Digest(p, n, md, &mdlen, EVP_md5(), NULL))
+        return -ENOMEM;
+    for (unsigned i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
+/* MD5 of @len bytes of @fd from @off as hex. Runs without any lock held. */
+static int md5_fd(int fd, uint64_t off, uint64_t len, char out[33])
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    char *buf = malloc(BEF_CHUNK);
+    int rc = 0;
+
+    if (!ctx || !buf || !EVP_DigestInit_ex(ctx, EVP_md5(), NULL)) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    while (len > 0) {
+        ssize_t r = pread(fd, buf, (size_t)S3C_MIN(len, (uint64_t)BEF_CHUNK), (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            goto out;
+        }
+        if (r == 0)
+            break;
+        EVP_DigestUpdate(ctx, buf, (size_t)r);
+        off += (uint64_t)r;
+        len -= (uint64_t)r;
+    }
+    EVP_DigestFinal_ex(ctx, md, &mdlen);
+    for (unsigned i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+out:
+    EVP_MD_CTX_free(ctx);
+    free(buf);
+    return rc;
+}
+
+static int hex_val(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static void random_hex(char *out, size_t nbytes)
+{
+    unsigned char r[32];
+    size_t got = 0;
+
+    S3C_ASSERT(nbytes <= sizeof(r));
+    while (got < nbytes) {
+        ssize_t n = getrandom(r + got, nbytes - got, 0);
+        if (n < 0) {
+            S3C_ASSERT(errno == EINTR);
+            continue;
+        }
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < nbytes; i++)
+        snprintf(out + 2 * i, 3, "%02x", r[i]);
+}
+
+static const char *guess_type(const char *key)
+{
+    static const struct { const char *ext, *type; } tab[] = {
+        { "txt", "text/plain" }, { "html", "text/html" }, { "htm", "text/html" },
+        { "css", "text/css" }, { "csv", "text/csv" }, { "md", "text/markdown" },
+        { "js", "application/javascript" }, { "json", "application/json" },
+        { "xml", "application/xml" }, { "pdf", "application/pdf" },
+        { "zip", "application/zip" }, { "gz", "application/gzip" },
+        { "tar", "application/x-tar" }, { "wasm", "application/wasm" },
+        { "png", "image/png" }, { "jpg", "image/jpeg" }, { "jpeg", "image/jpeg" },
+        { "gif", "image/gif" }, { "svg", "image/svg+xml" }, { "webp", "image/webp" },
+        { "mp4", "video/mp4" }, { "mp3", "audio/mpeg" },
+    };
+    const char *slash = strrchr(key, '/');
+    const char *dot = strrchr(slash ? slash + 1 : key, '.');
+
+    if (dot && dot[1])
+        for (size_t i = 0; i < ARRAY_SIZE(tab); i++)
+            if (strcasecmp(dot + 1, tab[i].ext) == 0)
+                return tab[i].type;
+    return "application/octet-stream";
+}
+
+static int check_names(const char *bucket, const char *key)
+{
+    int rc = backend_check_bucket_name(bucket);
+
+    if (rc == 0 && key)
+        rc = backend_check_key(key, strlen(key));
+    return rc;
+}
+
+/* "bucket/key" or "bucket/dir/.s3cached-dir" for a key ending in '/'. */
+static int obj_path(const char *bucket, const char *key, char out[BEF_PATH_MAX])
+{
+    size_t kl = strlen(key);
+    int n = snprintf(out, BEF_PATH_MAX, "%s/%s%s", bucket, key,
+                     kl && key[kl - 1] == '/' ? BEF_MARKER : "");
+    return n > 0 && n < BEF_PATH_MAX ? 0 : -S3E_KEY_TOO_LONG;
+}
+
+static int bucket_exists(struct bef *b, const char *bucket)
+{
+    struct stat st;
+    return fstatat(b->rootfd, bucket, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A missing object: NO_SUCH_BUCKET when the bucket is gone too. */
+static int missing(struct bef *b, const char *bucket)
+{
+    return bucket_exists(b, bucket) ? -S3E_NO_SUCH_KEY : -S3E_NO_SUCH_BUCKET;
+}
+
+/* Copies @len bytes of @in from @off into @out at its current size (appending). */
+static int copy_range(int in, uint64_t off, int out, uint64_t len)
+{
+    loff_t ioff = (loff_t)off;
+    int fallback = 0;
+    char *buf = NULL;
+    struct stat st;
+    loff_t ooff;
+    int rc = 0;
+
+    if (fstat(out, &st) < 0)
+        return -errno;
+    ooff = st.st_size;
+    while (len > 0 && !fallback) {
+        ssize_t n = copy_file_range(in, &ioff, out, &ooff,
+                                    (size_t)S3C_MIN(len, (uint64_t)1 << 30), 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP ||
+                errno == EBADF) {
+                fallback = 1;
+                break;
+            }
+            return -errno;
+        }
+        if (n == 0)
+            return -EIO; /* source shorter than promised */
+        len -= (uint64_t)n;
+    }
+    if (!fallback)
+        return 0;
+    buf = malloc(BEF_CHUNK);
+    if (!buf)
+        return -ENOMEM;
+    while (len > 0) {
+        ssize_t n = pread(in, buf, (size_t)S3C_MIN(len, (uint64_t)BEF_CHUNK), ioff);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -errno : -EIO;
+            break;
+        }
+        for (ssize_t w = 0; w < n;) {
+            ssize_t k = pwrite(out, buf + w, (size_t)(n - w), ooff);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k < 0) {
+                rc = -errno;
+                goto out;
+            }
+            w += k;
+            ooff += k;
+        }
+        ioff += n;
+        len -= (uint64_t)n;
+    }
+out:
+    free(buf);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Temp files and atomic placement                                                       */
+
+struct tmpf {
+    int fd;
+    char name[48];
+};
+
+static int tmp_create(struct bef *b, struct tmpf *t)
+{
+    for (int i = 0; i < 8; i++) {
+        memcpy(t->name, "t.", 2);
+        random_hex(t->name + 2, 12);
+        t->fd = openat(b->tmpfd, t->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (t->fd >= 0)
+            return 0;
+        if (errno != EEXIST)
+            return -errno;
+    }
+    return -EEXIST;
+}
+
+static void tmp_discard(struct bef *b, struct tmpf *t)
+{
+    if (t->fd >= 0) {
+        close(t->fd);
+        unlinkat(b->tmpfd, t->name, 0);
+        t->fd = -1;
+    }
+}
+
+/* Stamps @m (size and mtime from the file) into the temp file's xattr and fsyncs it.
+ * @m->size and @m->mtime_ns are filled in. */
+static int tmp_finish(struct tmpf *t, struct be_meta *m)
+{
+    struct enc e;
+    struct stat st;
+
+    if (fstat(t->fd, &st) < 0)
+        return -errno;
+    m->size = (uint64_t)st.st_size;
+    m->mtime_ns = ts_ns(&st.st_mtim);
+    enc_init(&e);
+    enc_num(&e, T_SIZE, (int64_t)m->size);
+    enc_num(&e, T_MTIME, m->mtime_ns);
+    enc_meta(&e, m);
+    if (e.err)
+        return -S3E_METADATA_TOO_LARGE;
+    if (fsetxattr(t->fd, BEF_XATTR, e.buf, e.len, 0) < 0) {
+        if (errno == E2BIG || errno == ENOSPC || errno == ERANGE)
+            return -S3E_METADATA_TOO_LARGE;
+        if (errno != ENOTSUP) /* no xattrs here: served like a foreign file (MD5 ETag) */
+            return -errno;
+    }
+    if (fsync(t->fd) < 0)
+        return -errno;
+    return 0;
+}
+
+/* Opens (creating when @create) the directory @dirs[0..n) under the bucket directory,
+ * never following a symlink. -S3E_KEY_CONFLICT when a component is not a directory. */
+static int open_parents(struct bef *b, const char *bucket, char *const *dirs, size_t n,
+                        int create, int *out)
+{
+    int dfd = openat(b->rootfd, bucket, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+    if (dfd < 0)
+        return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? -S3E_NO_SUCH_BUCKET
+                                                                      : -errno;
+    for (size_t i = 0; i < n; i++) {
+        int nfd = openat(dfd, dirs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (nfd < 0 && errno == ENOENT && create) {
+            if (mkdirat(dfd, dirs[i], 0755) == 0)
+                fsync(dfd);
+            else if (errno != EEXIST) {
+                int e = errno;
+                close(dfd);
+                return e == ENOENT ? -EAGAIN : -e; /* parent removed under us: retry */
+            }
+            nfd = openat(dfd, dirs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (nfd < 0 && errno == ENOENT) {
+                close(dfd);
+                return -EAGAIN;
+            }
+        }
+        if (nfd < 0) {
+            int e = errno;
+            close(dfd);
+            if (e == ENOTDIR || e == ELOOP)
+                return -S3E_KEY_CONFLICT;
+            return e == ENOENT ? -ENOENT : -e;
+        }
+        close(dfd);
+        dfd = nfd;
+    }
+    *out = dfd;
+    return 0;
+}
+
+/* Splits @key into directory components and the leaf file name (in @buf). */
+static size_t split_key(const char *key, char *buf, char **dirs, const char **leaf)
+{
+    size_t n = 0, kl = strlen(key);
+    char *p = buf, *slash;
+
+    memcpy(buf, key, kl + 1);
+    while ((slash = strchr(p, '/'))) {
+        *slash = '\0';
+        dirs[n++] = p;
+        p = slash + 1;
+    }
+    *leaf = *p ? p : BEF_MARKER;
+    return n;
+}
+
+/* Renames temp file @t into place as @bucket/@key: creates parents, retries when a
+ * concurrent delete removes them, fsyncs the parent. The temp file is consumed on success. */
+static int place(struct bef *b, const char *bucket, const char *key, struct tmpf *t)
+{
+    char buf[BEF_KEY_MAX + 2];
+    char *dirs[BEF_KEY_MAX / 2 + 1];
+    const char *leaf;
+    size_t n = split_key(key, buf, dirs, &leaf);
+    int rc = -EAGAIN;
+
+    for (int attempt = 0; attempt < BEF_PLACE_RETRIES && rc == -EAGAIN; attempt++) {
+        int dfd;
+
+        rc = open_parents(b, bucket, dirs, n, 1, &dfd);
+        if (rc == -ENOENT)
+            rc = -EAGAIN;
+        if (rc < 0)
+            continue;
+        if (renameat(b->tmpfd, t->name, dfd, leaf) < 0) {
+            int e = errno;
+            rc = e == ENOENT ? -EAGAIN
+                 : e == EISDIR || e == ENOTDIR || e == ENOTEMPTY || e == EEXIST
+                     ? -S3E_KEY_CONFLICT
+                     : -e;
+        } else {
+            fsync(dfd);
+            close(t->fd);
+            t->fd = -1;
+            rc = 0;
+        }
+        close(dfd);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Reading objects                                                                       */
+
+/* Metadata of the open object file @fd: the xattr when it still describes the file,
+ * otherwise computed (MD5 ETag, guessed type) and remembered when possible. */
+static int meta_load(int fd, const struct stat *st, const char *key, struct be_meta *m)
+{
+    char buf[BEF_REC_MAX];
+    ssize_t n = fgetxattr(fd, BEF_XATTR, buf, sizeof(buf));
+    struct rec *r = NULL;
+    struct stat st2;
+    int rc;
+
+    if (n > 0) {
+        r = malloc(sizeof(*r));
+        if (!r)
+            return -ENOMEM;
+        if (rec_decode(buf, (size_t)n, r) == 0 && r->have_size && r->have_mtime &&
+            r->m.size == (uint64_t)st->st_size && r->m.mtime_ns == ts_ns(&st->st_mtim) &&
+            r->m.etag[0]) {
+            *m = r->m;
+            free(r);
+            return 0;
+        }
+        free(r);
+    }
+    memset(m, 0, sizeof(*m));
+    m->size = (uint64_t)st->st_size;
+    m->mtime_ns = ts_ns(&st->st_mtim);
+    snprintf(m->content_type, sizeof(m->content_type), "%s", guess_type(key));
+    rc = md5_fd(fd, 0, m->size, m->etag);
+    if (rc < 0)
+        return rc;
+    if (fstat(fd, &st2) == 0 && st2.st_size == st->st_size &&
+        ts_ns(&st2.st_mtim) == ts_ns(&st->st_mtim)) {
+        struct enc *e = malloc(sizeof(*e));
+        if (e) {
+            enc_init(e);
+            enc_num(e, T_SIZE, (int64_t)m->size);
+            enc_num(e, T_MTIME, m->mtime_ns);
+            enc_meta(e, m);
+            if (!e->err)
+                (void)fsetxattr(fd, BEF_XATTR, e->buf, e->len, 0); /* best effort */
+            free(e);
+        }
+    }
+    return 0;
+}
+
+/* Opens object @bucket/@key for reading and loads its metadata. */
+static int obj_open(struct bef *b, const char *bucket, const char *key, int *out,
+                    struct be_meta *m)
+{
+    char path[BEF_PATH_MAX];
+    struct stat st;
+    int fd, rc = check_names(bucket, key);
+
+    if (rc < 0)
+        return rc;
+    rc = obj_path(bucket, key, path);
+    if (rc < 0)
+        return rc;
+    fd = openat(b->rootfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EISDIR)
+            return missing(b, bucket);
+        return -errno;
+    }
+    if (fstat(fd, &st) < 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return -S3E_NO_SUCH_KEY;
+    }
+    (void)fcntl(fd, F_SETFL, 0);
+    rc = meta_load(fd, &st, key, m);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    *out = fd;
+    return 0;
+}
+
+static int be_file_head(struct backend *be, const char *bucket, const char *key,
+                        struct be_meta *out)
+{
+    int fd, rc = obj_open(bef_of(be), bucket, key, &fd, out);
+
+    if (rc == 0)
+        close(fd);
+    return rc;
+}
+
+static int be_file_open_fd(struct backend *be, const char *bucket, const char *key, int *fd,
+                           struct be_meta *out)
+{
+    return obj_open(bef_of(be), bucket, key, fd, out);
+}
+
+static int be_file_get(struct backend *be, const char *bucket, const char *key, uint64_t off,
+                       uint64_t len, const struct be_sink *sink)
+{
+    struct be_meta m;
+    char *buf = NULL;
+    int fd, rc = obj_open(bef_of(be), bucket, key, &fd, &m);
+
+    if (rc < 0)
+        return rc;
+    if (off > m.size || (off == m.size && m.size > 0 && len > 0)) {
+        rc = -S3E_INVALID_RANGE;
+        goto out;
+    }
+    if (len > m.size - off)
+        len = m.size - off;
+    if (sink->on_meta && (rc = sink->on_meta(sink->cls, &m)) != 0)
+        goto out;
+    buf = malloc(BEF_CHUNK);
+    if (!buf) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    while (len > 0) {
+        ssize_t n = pread(fd, buf, (size_t)S3C_MIN(len, (uint64_t)BEF_CHUNK), (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = -errno;
+            goto out;
+        }
+        if (n == 0) { /* truncated under us by another tool */
+            rc = -EIO;
+            goto out;
+        }
+        if ((rc = sink->on_data(sink->cls, buf, (size_t)n)) != 0)
+            goto out;
+        off += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+out:
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Writing objects                                                                       */
+
+static int be_file_put(struct backend *be, const char *bucket, const char *key, int fd,
+                       uint64_t len, const struct be_meta *meta)
+{
+    struct bef *b = bef_of(be);
+    struct tmpf t = { .fd = -1 };
+    struct be_meta *m = NULL;
+    int rc = check_names(bucket, key);
+
+    if (rc < 0)
+        return rc;
+    if (!bucket_exists(b, bucket))
+        return -S3E_NO_SUCH_BUCKET;
+    m = malloc(sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    *m = *meta;
+    rc = tmp_create(b, &t);
+    if (rc < 0)
+        goto out;
+    if (len > 0 && (rc = copy_range(fd, 0, t.fd, len)) < 0) {
+        if (rc == -EIO)
+            rc = -S3E_INCOMPLETE_BODY;
+        goto out;
+    }
+    rc = tmp_finish(&t, m);
+    if (rc == 0)
+        rc = place(b, bucket, key, &t);
+out:
+    tmp_discard(b, &t);
+    free(m);
+    return rc;
+}
+
+static int be_file_copy(struct backend *be, const char *src_bucket, const char *src_key,
+                        const char *dst_bucket, const char *dst_key,
+                        const struct be_meta *replace, struct be_meta *out)
+{
+    struct bef *b = bef_of(be);
+    struct tmpf t = { .fd = -1 };
+    struct be_meta *src = malloc(sizeof(*src));
+    int sfd = -1, rc;
+
+    if (!src)
+        return -ENOMEM;
+    rc = check_names(dst_bucket, dst_key);
+    if (rc < 0)
+        goto out;
+    rc = obj_open(b, src_bucket, src_key, &sfd, src);
+    if (rc < 0)
+        goto out;
+    if (!bucket_exists(b, dst_bucket)) {
+        rc = -S3E_NO_SUCH_BUCKET;
+        goto out;
+    }
+    if (replace) {
+        struct be_meta keep = *src;
+        *src = *replace;
+        memcpy(src->etag, keep.etag, sizeof(src->etag));
+        memcpy(src->checksum_algo, keep.checksum_algo, sizeof(src->checksum_algo));
+        memcpy(src->checksum, keep.checksum, sizeof(src->checksum));
+        src->parts_count = keep.parts_count;
+        src->size = keep.size;
+    }
+    rc = tmp_create(b, &t);
+    if (rc < 0)
+        goto out;
+    if (src->size > 0 && (rc = copy_range(sfd, 0, t.fd, src->size)) < 0)
+        goto out;
+    rc = tmp_finish(&t, src);
+    if (rc == 0)
+        rc = place(b, dst_bucket, dst_key, &t);
+    if (rc == 0 && out)
+        *out = *src;
+out:
+    tmp_discard(b, &t);
+    if (sfd >= 0)
+        close(sfd);
+    free(src);
+    return rc;
+}
+
+static int be_file_del(struct backend *be, const char *bucket, const char *key)
+{
+    struct bef *b = bef_of(be);
+    char buf[BEF_KEY_MAX + 2];
+    char *dirs[BEF_KEY_MAX / 2 + 1];
+    const char *leaf;
+    size_t n;
+    int dfd, rc = check_names(bucket, key);
+
+    if (rc < 0)
+        return rc;
+    n = split_key(key, buf, dirs, &leaf);
+    rc = open_parents(b, bucket, dirs, n, 0, &dfd);
+    if (rc == -ENOENT || rc == -S3E_KEY_CONFLICT)
+        return 0;
+    if (rc < 0)
+        return rc;
+    if (unlinkat(dfd, leaf, 0) < 0) {
+        rc = errno == ENOENT || errno == EISDIR || errno == ENOTDIR || errno == EPERM ? 0
+                                                                                      : -errno;
+        close(dfd);
+        return rc; /* nothing removed (EPERM: the leaf is a directory on Linux) */
+    }
+    fsync(dfd);
+    close(dfd);
+    /* Remove parents that are now empty, deepest first, up to the bucket directory. */
+    while (n > 0) {
+        char path[BEF_PATH_MAX];
+        size_t len = 0;
+        int k = snprintf(path, sizeof(path), "%s", bucket);
+
+        len = (size_t)k;
+        for (size_t i = 0; i < n; i++)
+            len += (size_t)snprintf(path + len, sizeof(path) - len, "/%s", dirs[i]);
+        if (unlinkat(b->rootfd, path, AT_REMOVEDIR) < 0)
+            break;
+        n--;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Listing                                                                               */
+
+enum { LB_NONE = 0, LB_EXCL, LB_PAST };
+
+struct lw {
+    struct bef *b;
+    const char *bucket;
+    const char *P;
+    size_t plen;
+    const char *D;
+    size_t dlen;
+    const char *M;
+    size_t mlen;
+    unsigned max;
+    struct be_list_page *page;
+    size_t cap;
+    char lb[BEF_KEY_MAX + 2];
+    size_t lblen;
+    int lbmode;
+    unsigned gen;
+    int done;
+    int rc;
+    char key[BEF_KEY_MAX + 2]; /* the directory prefix being walked, then the entry */
+};
+
+/* Does the directory @path (relative to root) hold at least one key? Reads with a small
+ * getdents64 buffer: the usual answer is the first regular file of the first read. */
+_Static_assert(sizeof(struct dirent) == sizeof(struct dirent64) &&
+                   offsetof(struct dirent, d_name) == offsetof(struct dirent64, d_name),
+               "struct dirent is not the getdents64 record");
+
+static int dir_has_key(struct bef *b, const char *path, int depth)
+{
+    int fd = openat(b->rootfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    char buf[2048] __attribute__((aligned(8)));
+    int found = 0;
+    ssize_t n;
+
+    if (fd < 0)
+        return 0;
+    while (!found && (n = getdents64(fd, buf, sizeof(buf))) > 0) {
+        for (ssize_t pos = 0; pos < n && !found;) {
+            /* with _FILE_OFFSET_BITS=64, struct dirent is the getdents64 record */
+            const struct dirent *de = (const struct dirent *)(buf + pos);
+            int type = classify(fd, de);
+            pos += de->d_reclen;
+            if (type == DE_FILE || type == DE_MARKER)
+                found = 1;
+            else if (type == DE_DIR && depth < 256) {
+                char sub[PATH_MAX];
+                if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) < (int)sizeof(sub))
+                    found = dir_has_key(b, sub, depth + 1);
+            }
+        }
+    }
+    close(fd);
+    return found;
+}
+
+/* Where to start in directory @e (prefix lw->key[0..dplen)) given the lower bound. */
+static size_t lw_seek(const struct lw *w, const struct dcent *e, size_t dplen)
+{
+    const char *S = w->lb, *rest, *slash;
+    size_t sl = w->lblen, rl, i;
+    int c;
+
+    if (w->lbmode == LB_NONE)
+        return 0;
+    c = memcmp(S, w->key, S3C_MIN(sl, dplen));
+    if (c < 0)
+        return 0;
+    if (c > 0)
+        return e->n;
+    if (sl < dplen) /* S is a proper prefix of this directory's keys */
+        return w->lbmode == LB_PAST ? e->n : 0;
+    rest = S + dplen;
+    rl = sl - dplen;
+    slash = memchr(rest, '/', rl);
+    if (slash) { /* the bound lies inside subdirectory "name/": start there, it re-seeks */
+        size_t cl = (size_t)(slash - rest) + 1;
+        return dc_lower(e, rest, cl);
+    }
+    if (w->lbmode == LB_EXCL) {
+        i = dc_lower(e, rest, rl);
+        return dent_eq(e, i, rest, rl) ? i + 1 : i;
+    }
+    if (rl == 0)
+        return e->n;
+    return dc_prefix_end(e, dc_lower(e, rest, rl), rest, rl);
+}
+
+static int lw_push(struct lw *w, const char *k, size_t klen, int is_prefix)
+{
+    struct be_list_page *pg = w->page;
+    struct be_list_entry *en;
+
+    if (pg->n == w->max) {
+        pg->truncated = 1;
+        w->done = 1;
+        return 0;
+    }
+    if (pg->n == w->cap) {
+        size_t ncap = w->cap ? w->cap * 2 : 64;
+        struct be_list_entry *p = realloc(pg->entries, ncap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        pg->entries = p;
+        w->cap = ncap;
+    }
+    en = &pg->entries[pg->n];
+    memset(en, 0, sizeof(*en));
+    if (!is_prefix) {
+        struct be_meta *m = malloc(sizeof(*m));
+        int fd, rc;
+        char key[BEF_KEY_MAX + 1];
+
+        if (!m)
+            return -ENOMEM;
+        memcpy(key, k, klen);
+        key[klen] = '\0';
+        rc = obj_open(w->b, w->bucket, key, &fd, m);
+        if (rc == -S3E_NO_SUCH_KEY || rc == -S3E_INVALID_KEY || rc == -S3E_KEY_TOO_LONG) {
+            free(m); /* vanished since readdir, or a name no key can have: not listed */
+            return 0;
+        }
+        if (rc < 0) {
+            free(m);
+            return rc;
+        }
+        close(fd);
+        en->size = m->size;
+        en->mtime_ns = m->mtime_ns;
+        memcpy(en->etag, m->etag, sizeof(en->etag));
+        free(m);
+    }
+    en->key = strndup(k, klen);
+    if (!en->key)
+        return -ENOMEM;
+    en->is_prefix = is_prefix;
+    pg->n++;
+    return 0;
+}
+
+static void lw_set_past(struct lw *w, const char *s, size_t n)
+{
+    memcpy(w->lb, s, n);
+    w->lblen = n;
+    w->lbmode = LB_PAST;
+    w->gen++;
+}
+
+/* Common prefix @cp of a key: listed unless it sorts at or before the marker. */
+static int lw_prefix(struct lw *w, const char *cp, size_t cl)
+{
+    int rc = 0;
+    int after = 1;
+
+    if (w->mlen) {
+        int c = memcmp(cp, w->M, S3C_MIN(cl, w->mlen));
+        after = c > 0 || (c == 0 && cl > w->mlen);
+    }
+    if (after)
+        rc = lw_push(w, cp, cl, 1);
+    if (!w->done)
+        lw_set_past(w, cp, cl);
+    return rc;
+}
+
+static int lw_key(struct lw *w, size_t klen)
+{
+    const char *k = w->key;
+
+    if (w->dlen && klen > w->plen) {
+        const char *d = memmem(k + w->plen, klen - w->plen, w->D, w->dlen);
+        if (d)
+            return lw_prefix(w, k, (size_t)(d - k) + w->dlen);
+    }
+    return lw_push(w, k, klen, 0);
+}
+
+static int lw_walk(struct lw *w, size_t dplen, int depth)
+{
+    char path[BEF_PATH_MAX];
+    struct dcent *e = NULL;
+    size_t i, pe, pi = 0;
+    unsigned gen;
+    int rc;
+
+    if (depth > 512)
+        return 0;
+    snprintf(path, sizeof(path), "%s/%.*s", w->bucket, (int)(dplen ? dplen - 1 : 0), w->key);
+    rc = dc_get(w->b, dplen ? path : w->bucket, &e);
+    if (rc < 0)
+        return rc == -ENOENT || rc == -ENOTDIR || rc == -ELOOP ? 0 : rc;
+    pe = e->n;
+    if (w->plen > dplen) { /* only entries on the way to, or inside, the prefix */
+        const char *prest = w->P + dplen;
+        size_t prl = w->plen - dplen;
+        const char *slash = memchr(prest, '/', prl);
+        if (slash) {
+            size_t cl = (size_t)(slash - prest) + 1;
+            pi = dc_lower(e, prest, cl);
+            pe = dent_eq(e, pi, prest, cl) ? pi + 1 : pi;
+        } else {
+            pi = dc_lower(e, prest, prl);
+            pe = dc_prefix_end(e, pi, prest, prl);
+        }
+    }
+    gen = w->gen;
+    i = S3C_MAX(pi, lw_seek(w, e, dplen));
+    for (; i < pe && !w->done; i++) {
+        const struct dent *d;
+        size_t klen;
+
+        if (w->gen != gen) {
+            gen = w->gen;
+            i = S3C_MAX(i, lw_seek(w, e, dplen));
+            if (i >= pe)
+                break;
+        }
+        d = &e->ents[i];
+        klen = dplen + d->len;
+        if (klen > BEF_KEY_MAX)
+            continue;
+        memcpy(w->key + dplen, dent_name(e, i), d->len);
+        if (d->type == DE_DIR) {
+            if (w->dlen == 1 && w->D[0] == '/' && klen > w->plen) {
+                /* Fast path: the whole subdirectory is one common prefix. */
+                int after = 1;
+                if (w->lbmode != LB_NONE) {
+                    int c = memcmp(w->key, w->lb, S3C_MIN(klen, w->lblen));
+                    after = c > 0 || (c == 0 && klen > w->lblen);
+                }
+                if (!after)
+                    continue;
+                snprintf(path, sizeof(path), "%s/%.*s", w->bucket, (int)klen - 1, w->key);
+                if (!dir_has_key(w->b, path, 0))
+                    continue;
+                rc = lw_prefix(w, w->key, klen);
+            } else {
+                rc = lw_walk(w, klen, depth + 1);
+            }
+        } else {
+            rc = lw_key(w, klen);
+        }
+        if (rc < 0)
+            break;
+    }
+    dc_release(&w->b->dc, e);
+    return rc < 0 ? rc : 0;
+}
+
+static int be_file_list(struct backend *be, const struct be_list_req *rq,
+                        struct be_list_page *out)
+{
+    struct bef *b = bef_of(be);
+    struct lw *w;
+    int rc = backend_check_bucket_name(rq->bucket);
+
+    memset(out, 0, sizeof(*out));
+    if (rc < 0)
+        return rc;
+    if (!bucket_exists(b, rq->bucket))
+        return -S3E_NO_SUCH_BUCKET;
+    if (rq->max_keys == 0)
+        return 0;
+    w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->b = b;
+    w->bucket = rq->bucket;
+    w->P = rq->prefix ? rq->prefix : "";
+    w->plen = strlen(w->P);
+    w->D = rq->delimiter ? rq->delimiter : "";
+    w->dlen = strlen(w->D);
+    w->M = rq->marker ? rq->marker : "";
+    w->mlen = strlen(w->M);
+    w->max = rq->max_keys;
+    w->page = out;
+    if (w->plen > BEF_KEY_MAX)
+        goto out; /* no key can match */
+    if (w->mlen) {
+        if (w->mlen > BEF_KEY_MAX) {
+            /* a longer marker sorts after the keys it shares BEF_KEY_MAX bytes with */
+            memcpy(w->lb, w->M, BEF_KEY_MAX);
+            w->lblen = BEF_KEY_MAX;
+            w->lbmode = LB_PAST;
+        } else {
+            memcpy(w->lb, w->M, w->mlen);
+            w->lblen = w->mlen;
+            w->lbmode = LB_EXCL;
+        }
+    }
+    rc = lw_walk(w, 0, 0);
+    if (rc == 0 && out->truncated && out->n) {
+        out->next_marker = strdup(out->entries[out->n - 1].key);
+        if (!out->next_marker)
+            rc = -ENOMEM;
+    }
+out:
+    free(w);
+    if (rc < 0)
+        be_list_page_free(out);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Buckets                                                                               */
+
+static int bucket_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct be_bucket *)a)->name, ((const struct be_bucket *)b)->name);
+}
+
+static int be_file_list_buckets(struct backend *be, struct be_bucket **out, size_t *n)
+{
+    struct bef *b = bef_of(be);
+    struct be_bucket *v = NULL;
+    size_t cnt = 0, cap = 0;
+    struct dirent *de;
+    int fd = openat(b->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d;
+
+    *out = NULL;
+    *n = 0;
+    if (fd < 0)
+        return -errno;
+    d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -errno;
+    }
+    while ((de = readdir(d))) {
+        struct statx sx;
+
+        if (backend_check_bucket_name(de->d_name) < 0)
+            continue;
+        if (statx(fd, de->d_name, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_BTIME | STATX_CTIME,
+                  &sx) < 0 || !S_ISDIR(sx.stx_mode))
+            continue;
+        if (cnt == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct be_bucket *p = realloc(v, ncap * sizeof(*p));
+            if (!p) {
+                free(v);
+                closedir(d);
+                return -ENOMEM;
+            }
+            v = p;
+            cap = ncap;
+        }
+        memcpy(v[cnt].name, de->d_name, strlen(de->d_name) + 1); /* checked: <= 63 */
+        if (sx.stx_mask & STATX_BTIME)
+            v[cnt].ctime_ns = (int64_t)sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec;
+        else
+            v[cnt].ctime_ns = (int64_t)sx.stx_ctime.tv_sec * 1000000000LL + sx.stx_ctime.tv_nsec;
+        cnt++;
+    }
+    closedir(d);
+    if (cnt > 1)
+        qsort(v, cnt, sizeof(*v), bucket_cmp);
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+static int be_file_bucket_create(struct backend *be, const char *bucket)
+{
+    struct bef *b = bef_of(be);
+    int rc = backend_check_bucket_name(bucket);
+
+    if (rc < 0)
+        return rc;
+    if (mkdirat(b->rootfd, bucket, 0755) < 0)
+        return errno == EEXIST ? -S3E_BUCKET_ALREADY_OWNED : -errno;
+    fsync(b->rootfd);
+    return 0;
+}
+
+static int be_file_bucket_head(struct backend *be, const char *bucket)
+{
+    int rc = backend_check_bucket_name(bucket);
+
+    if (rc < 0)
+        return rc;
+    return bucket_exists(bef_of(be), bucket) ? 0 : -S3E_NO_SUCH_BUCKET;
+}
+
+/* Removes the empty directories under @dfd (taken over, closed), deepest first. */
+static void prune_empty(int dfd, int depth)
+{
+    DIR *d = fdopendir(dfd);
+    struct dirent *de;
+
+    if (!d) {
+        close(dfd);
+        return;
+    }
+    while ((de = readdir(d))) {
+        int sub;
+        if (de->d_type != DT_DIR || !strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (depth < 256) {
+            sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0)
+                prune_empty(sub, depth + 1);
+        }
+        (void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
+
+static int be_file_bucket_delete(struct backend *be, const char *bucket)
+{
+    struct bef *b = bef_of(be);
+    int fd, rc = backend_check_bucket_name(bucket);
+
+    if (rc < 0)
+        return rc;
+    if (!bucket_exists(b, bucket))
+        return -S3E_NO_SUCH_BUCKET;
+    if (dir_has_key(b, bucket, 0))
+        return -S3E_BUCKET_NOT_EMPTY;
+    fd = openat(b->rootfd, bucket, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0)
+        prune_empty(fd, 0);
+    if (unlinkat(b->rootfd, bucket, AT_REMOVEDIR) < 0) {
+        if (errno == ENOTEMPTY || errno == EEXIST)
+            return -S3E_BUCKET_NOT_EMPTY;
+        return errno == ENOENT ? -S3E_NO_SUCH_BUCKET : -errno;
+    }
+    fsync(b->rootfd);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Multipart                                                                             */
+
+static int upload_id_ok(const char *id)
+{
+    size_t n = 0;
+
+    if (!id)
+        return 0;
+    for (; id[n]; n++)
+        if (!((id[n] >= '0' && id[n] <= '9') || (id[n] >= 'a' && id[n] <= 'f')))
+            return 0;
+    return n == 32;
+}
+
+/* Removes directory @name under @parent and its plain-file contents. */
+static void rm_flat_dir(int parent, const char *name)
+{
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct dirent *de;
+    DIR *d;
+
+    if (fd < 0)
+        return;
+    d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            (void)unlinkat(dirfd(d), de->d_name, 0);
+    closedir(d);
+    (void)unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+/* Reads a whole small record file @name under @dfd and decodes it. */
+static int rec_read_file(int dfd, const char *name, struct rec *r)
+{
+    char *buf = malloc(BEF_REC_MAX);
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    ssize_t n;
+    int rc;
+
+    if (!buf || fd < 0) {
+        rc = !buf ? -ENOMEM : -errno;
+        if (fd >= 0)
+            close(fd);
+        free(buf);
+        return rc;
+    }
+    n = read(fd, buf, BEF_REC_MAX);
+    rc = n < 0 ? -errno : rec_decode(buf, (size_t)n, r);
+    close(fd);
+    free(buf);
+    return rc;
+}
+
+/* Writes @e atomically as @name under @dfd (temp file, fsync, rename). */
+static int rec_write_file(struct bef *b, const struct enc *e, int dfd, const char *name)
+{
+    struct tmpf t = { .fd = -1 };
+    int rc = tmp_create(b, &t);
+
+    if (rc < 0)
+        return rc;
+    if (write(t.fd, e->buf, e->len) != (ssize_t)e->len)
+        rc = -EIO;
+    else if (fsync(t.fd) < 0)
+        rc = -errno;
+    else if (renameat(b->tmpfd, t.name, dfd, name) < 0)
+        rc = -errno;
+    else {
+        close(t.fd);
+        t.fd = -1;
+        fsync(dfd);
+    }
+    tmp_discard(b, &t);
+    return rc;
+}
+
+/* Opens upload @id of @bucket/@key: its directory fd and its info record. */
+static int upload_open(struct bef *b, const char *bucket, const char *key, const char *id,
+                       int *dfd, struct rec *info)
+{
+    int rc = check_names(bucket, key), fd;
+
+    if (rc < 0)
+        return rc;
+    if (!upload_id_ok(id))
+        return -S3E_NO_SUCH_UPLOAD;
+    fd = openat(b->upfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
+    rc = rec_read_file(fd, "info", info);
+    if (rc < 0 || strcmp(info->bucket, bucket) || strcmp(info->key, key)) {
+        close(fd);
+        return rc == -ENOMEM ? rc : -S3E_NO_SUCH_UPLOAD;
+    }
+    *dfd = fd;
+    return 0;
+}
+
+static int be_file_mp_create(struct backend *be, const char *bucket, const char *key,
+                             const struct be_meta *meta, char upload_id[BE_UPLOAD_ID_MAX])
+{
+    struct bef *b = bef_of(be);
+    char id[33], stage[48];
+    struct enc *e = NULL;
+    int fd = -1, rc = check_names(bucket, key);
+
+    if (rc < 0)
+        return rc;
+    if (!bucket_exists(b, bucket))
+        return -S3E_NO_SUCH_BUCKET;
+    random_hex(id, 16);
+    snprintf(stage, sizeof(stage), "u.%s", id);
+    e = malloc(sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    enc_init(e);
+    enc_str(e, T_BUCKET, bucket);
+    enc_str(e, T_KEY, key);
+    enc_num(e, T_INIT, s3c_real_ns());
+    enc_meta(e, meta);
+    if (e->err) {
+        rc = -S3E_METADATA_TOO_LARGE;
+        goto out;
+    }
+    /* Staged in tmp/ and renamed whole, so an upload directory always has its info. */
+    if (mkdirat(b->tmpfd, stage, 0755) < 0) {
+        rc = -errno;
+        goto out;
+    }
+    fd = openat(b->tmpfd, stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        rc = -errno;
+        goto out;
+    }
+    rc = rec_write_file(b, e, fd, "info");
+    if (rc == 0 && renameat(b->tmpfd, stage, b->upfd, id) < 0)
+        rc = -errno;
+    if (rc == 0) {
+        fsync(b->upfd);
+        snprintf(upload_id, BE_UPLOAD_ID_MAX, "%s", id);
+    } else {
+        rm_flat_dir(b->tmpfd, stage);
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    free(e);
+    return rc;
+}
+
+static int part_stamp(struct tmpf *t, const struct be_part *p)
+{
+    struct enc *e = malloc(sizeof(*e));
+    int rc = 0;
+
+    if (!e)
+        return -ENOMEM;
+    enc_init(e);
+    enc_num(e, T_NUMBER, p->number);
+    enc_str(e, T_ETAG, p->etag);
+    enc_num(e, T_SIZE, (int64_t)p->size);
+    enc_num(e, T_MTIME, p->mtime_ns);
+    enc_str(e, T_CKALGO, p->checksum_algo);
+    enc_str(e, T_CK, p->checksum);
+    if (fsetxattr(t->fd, BEF_PART_XATTR, e->buf, e->len, 0) < 0)
+        rc = -errno;
+    else if (fsync(t->fd) < 0)
+        rc = -errno;
+    free(e);
+    return rc;
+}
+
+/* Moves the finished part temp file into the upload directory. */
+static int part_place(struct bef *b, int udfd, struct tmpf *t, unsigned number)
+{
+    char name[24];
+
+    snprintf(name, sizeof(name), "part.%05u", number);
+    if (renameat(b->tmpfd, t->name, udfd, name) < 0)
+        return errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
+    close(t->fd);
+    t->fd = -1;
+    fsync(udfd);
+    return 0;
+}
+
+static int be_file_mp_put_part(struct backend *be, const char *bucket, const char *key,
+                               const char *upload_id, int fd, const struct be_part *part)
+{
+    struct bef *b = bef_of(be);
+    struct tmpf t = { .fd = -1 };
+    struct rec *info = malloc(sizeof(*info));
+    struct be_part p = *part;
+    struct stat st;
+    int udfd = -1, rc;
+
+    if (!info)
+        return -ENOMEM;
+    if (p.number < 1 || p.number > BE_MAX_PARTS) {
+        rc = -S3E_INVALID_ARGUMENT;
+        goto out;
+    }
+    rc = upload_open(b, bucket, key, upload_id, &udfd, info);
+    if (rc < 0)
+        goto out;
+    rc = tmp_create(b, &t);
+    if (rc < 0)
+        goto out;
+    if (p.size > 0 && (rc = copy_range(fd, 0, t.fd, p.size)) < 0) {
+        if (rc == -EIO)
+            rc = -S3E_INCOMPLETE_BODY;
+        goto out;
+    }
+    if (fstat(t.fd, &st) < 0) {
+        rc = -errno;
+        goto out;
+    }
+    p.mtime_ns = ts_ns(&st.st_mtim);
+    rc = part_stamp(&t, &p);
+    if (rc == 0)
+        rc = part_place(b, udfd, &t, p.number);
+out:
+    tmp_discard(b, &t);
+    if (udfd >= 0)
+        close(udfd);
+    free(info);
+    return rc;
+}
+
+static int be_file_mp_copy_part(struct backend *be, const char *bucket, const char *key,
+                                const char *upload_id, unsigned part_number,
+                                const char *src_bucket, const char *src_key, uint64_t off,
+                                uint64_t len, struct be_part *out)
+{
+    struct bef *b = bef_of(be);
+    struct tmpf t = { .fd = -1 };
+    struct rec *info = malloc(sizeof(*info));
+    struct be_meta *sm = malloc(sizeof(*sm));
+    struct be_part p;
+    struct stat st;
+    int udfd = -1, sfd = -1, rc;
+
+    if (!info || !sm) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if (part_number < 1 || part_number > BE_MAX_PARTS) {
+        rc = -S3E_INVALID_ARGUMENT;
+        goto out;
+    }
+    rc = upload_open(b, bucket, key, upload_id, &udfd, info);
+    if (rc < 0)
+        goto out;
+    rc = obj_open(b, src_bucket, src_key, &sfd, sm);
+    if (rc < 0)
+        goto out;
+    if (len == UINT64_MAX && off <= sm->size)
+        len = sm->size - off;
+    if (off > sm->size || len > sm->size - off) {
+        rc = -S3E_INVALID_RANGE;
+        goto out;
+    }
+    memset(&p, 0, sizeof(p));
+    p.number = part_number;
+    p.size = len;
+    rc = tmp_create(b, &t);
+    if (rc < 0)
+        goto out;
+    if (len > 0 && (rc = copy_range(sfd, off, t.fd, len)) < 0)
+        goto out;
+    rc = md5_fd(t.fd, 0, len, p.etag); /* the copy, so the ETag matches the stored bytes */
+    if (rc < 0)
+        goto out;
+    if (fstat(t.fd, &st) < 0) {
+        rc = -errno;
+        goto out;
+    }
+    p.mtime_ns = ts_ns(&st.st_mtim);
+    rc = part_stamp(&t, &p);
+    if (rc == 0)
+        rc = part_place(b, udfd, &t, p.number);
+    if (rc == 0 && out)
+        *out = p;
+out:
+    tmp_discard(b, &t);
+    if (udfd >= 0)
+        close(udfd);
+    if (sfd >= 0)
+        close(sfd);
+    free(info);
+    free(sm);
+    return rc;
+}
+
+/* Reads part @number of the upload directory @udfd: an fd on it (optional) and its info. */
+static int part_open(int udfd, unsigned number, int *fdp, struct be_part *p)
+{
+    char name[24], buf[1024];
+    struct rec *r;
+    ssize_t n;
+    int fd, rc = 0;
+
+    snprintf(name, sizeof(name), "part.%05u", number);
+    fd = openat(udfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOENT ? -S3E_INVALID_PART : -errno;
+    n = fgetxattr(fd, BEF_PART_XATTR, buf, sizeof(buf));
+    r = malloc(sizeof(*r));
+    if (!r)
+        rc = -ENOMEM;
+    else if (n <= 0 || rec_decode(buf, (size_t)n, r) < 0)
+        rc = -S3E_INVALID_PART;
+    if (rc == 0) {
+        memset(p, 0, sizeof(*p));
+        p->number = number;
+        p->size = r->m.size;
+        p->mtime_ns = r->m.mtime_ns;
+        memcpy(p->etag, r->m.etag, sizeof(p->etag));
+        memcpy(p->checksum_algo, r->m.checksum_algo, sizeof(p->checksum_algo));
+        memcpy(p->checksum, r->m.checksum, sizeof(p->checksum));
+    }
+    free(r);
+    if (rc == 0 && fdp)
+        *fdp = fd;
+    else
+        close(fd);
+    return rc;
+}
+
+/* An ETag as the client sent it: optional quotes, any case. */
+static int etag_match(const char *want, const char *have)
+{
+    size_t n = strlen(want);
+
+    if (n >= 2 && want[0] == '"' && want[n - 1] == '"') {
+        want++;
+        n -= 2;
+    }
+    return n == strlen(have) && strncasecmp(want, have, n) == 0;
+}
+
+static void sweep_completed(struct bef *b)
+{
+    int64_t now = s3c_real_ns();
+    int64_t last = __atomic_load_n(&b->last_sweep_ns, __ATOMIC_RELAXED);
+    struct dirent *de;
+    DIR *d;
+    int fd;
+
+    if (now - last < BEF_SWEEP_EVERY_NS ||
+        !__atomic_compare_exchange_n(&b->last_sweep_ns, &last, now, 0, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED))
+        return;
+    fd = openat(b->donefd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || !(d = fdopendir(fd))) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    while ((de = readdir(d))) {
+        struct stat st;
+        if (de->d_name[0] == '.')
+            continue;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            ts_ns(&st.st_mtim) < now - BEF_COMPLETED_TTL_NS)
+            (void)unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
+
+/* MD5 hex of the part list as the client sent it: identifies a repeated Complete. */
+static int parts_hash(const struct be_part *parts, size_t n, char out[33])
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen;
+
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_md5(), NULL)) {
+        EVP_MD_CTX_free(ctx);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char line[BE_ETAG_MAX + 16];
+        const char *et = parts[i].etag;
+        size_t el = strlen(et);
+        if (el >= 2 && et[0] == '"' && et[el - 1] == '"')
+            et++, el -= 2;
+        int k = snprintf(line, sizeof(line), "%u:%.*s\n", parts[i].number, (int)el, et);
+        for (int j = 0; j < k; j++)
+            if (line[j] >= 'A' && line[j] <= 'F')
+                line[j] = (char)(line[j] - 'A' + 'a');
+        EVP_DigestUpdate(ctx, line, (size_t)k);
+    }
+    EVP_DigestFinal_ex(ctx, md, &mdlen);
+    EVP_MD_CTX_free(ctx);
+    for (unsigned i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
+/* A repeated Complete of an upload that is gone: answer from its completed record. */
+static int complete_again(struct bef *b, const char *bucket, const char *key, const char *id,
+                          const char *phash, struct be_meta *out)
+{
+    struct rec *r = malloc(sizeof(*r));
+    int rc;
+
+    if (!r)
+        return -ENOMEM;
+    rc = rec_read_file(b->donefd, id, r);
+    if (rc < 0 || strcmp(r->bucket, bucket) || strcmp(r->key, key))
+        rc = -S3E_NO_SUCH_UPLOAD;
+    else if (strcmp(r->phash, phash) != 0)
+        rc = -S3E_INVALID_PART;
+    else if (out)
+        *out = r->m;
+    free(r);
+    return rc;
+}
+
+static int be_file_mp_complete(struct backend *be, const char *bucket, const char *key,
+                               const char *upload_id, const struct be_part *parts, size_t n,
+                               struct be_meta *out)
+{
+    struct bef *b = bef_of(be);
+    struct tmpf t = { .fd = -1 };
+    struct rec *info = malloc(sizeof(*info));
+    struct enc *e = malloc(sizeof(*e));
+    unsigned char *md5s = NULL;
+    char phash[33], gone[48];
+    int udfd = -1, rc;
+
+    if (!info || !e) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    sweep_completed(b);
+    if (n == 0 || n > BE_MAX_PARTS) {
+        rc = -S3E_MALFORMED_XML;
+        goto out;
+    }
+    rc = parts_hash(parts, n, phash);
+    if (rc < 0)
+        goto out;
+    rc = upload_open(b, bucket, key, upload_id, &udfd, info);
+    if (rc == -S3E_NO_SUCH_UPLOAD && upload_id_ok(upload_id)) {
+        rc = complete_again(b, bucket, key, upload_id, phash, out);
+        goto out;
+    }
+    if (rc < 0)
+        goto out;
+    for (size_t i = 1; i < n; i++)
+        if (parts[i].number <= parts[i - 1].number) {
+            rc = -S3E_INVALID_PART_ORDER;
+            goto out;
+        }
+    md5s = malloc(16 * n);
+    if (!md5s) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    /* Validate every part before writing anything. */
+    for (size_t i = 0; i < n; i++) {
+        struct be_part p;
+        rc = part_open(udfd, parts[i].number, NULL, &p);
+        if (rc < 0)
+            goto out;
+        if (!etag_match(parts[i].etag, p.etag) || strlen(p.etag) != 32) {
+            rc = -S3E_INVALID_PART;
+            goto out;
+        }
+        for (int j = 0; j < 16; j++)
+            md5s[16 * i + j] = (unsigned char)(hex_val(p.etag[2 * j]) << 4 |
+                                               hex_val(p.etag[2 * j + 1]));
+        if (i + 1 < n && p.size < BE_MIN_PART_SIZE) {
+            rc = -S3E_ENTITY_TOO_SMALL;
+            goto out;
+        }
+    }
+    rc = tmp_create(b, &t);
+    if (rc < 0)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        struct be_part p;
+        int pfd;
+        rc = part_open(udfd, parts[i].number, &pfd, &p);
+        if (rc < 0)
+            goto out;
+        rc = p.size ? copy_range(pfd, 0, t.fd, p.size) : 0;
+        close(pfd);
+        if (rc < 0)
+            goto out;
+    }
+    info->m.parts_count = (uint32_t)n;
+    info->m.checksum_algo[0] = info->m.checksum[0] = '\0';
+    rc = md5_hex_of(md5s, 16 * n, info->m.etag);
+    if (rc < 0)
+        goto out;
+    snprintf(info->m.etag + 32, sizeof(info->m.etag) - 32, "-%zu", n);
+    rc = tmp_finish(&t, &info->m);
+    if (rc == 0)
+        rc = place(b, bucket, key, &t);
+    if (rc < 0)
+        goto out;
+    /* The record for a repeated Complete, then the upload goes away. */
+    enc_init(e);
+    enc_str(e, T_BUCKET, bucket);
+    enc_str(e, T_KEY, key);
+    enc_str(e, T_PHASH, phash);
+    enc_num(e, T_SIZE, (int64_t)info->m.size);
+    enc_num(e, T_MTIME, info->m.mtime_ns);
+    enc_meta(e, &info->m);
+    if (!e->err)
+        (void)rec_write_file(b, e, b->donefd, upload_id);
+    snprintf(gone, sizeof(gone), "x.%s", upload_id);
+    if (renameat(b->upfd, upload_id, b->tmpfd, gone) == 0)
+        rm_flat_dir(b->tmpfd, gone);
+    if (out)
+        *out = info->m;
+out:
+    tmp_discard(b, &t);
+    if (udfd >= 0)
+        close(udfd);
+    free(md5s);
+    free(info);
+    free(e);
+    return rc;
+}
+
+static int be_file_mp_abort(struct backend *be, const char *bucket, const char *key,
+                            const char *upload_id)
+{
+    struct bef *b = bef_of(be);
+    struct rec *info = malloc(sizeof(*info));
+    char gone[48];
+    int udfd = -1, rc;
+
+    if (!info)
+        return -ENOMEM;
+    rc = upload_open(b, bucket, key, upload_id, &udfd, info);
+    free(info);
+    if (rc < 0)
+        return rc;
+    close(udfd);
+    /* Renamed away first: a concurrent UploadPart then fails with NoSuchUpload. */
+    snprintf(gone, sizeof(gone), "x.%s", upload_id);
+    if (renameat(b->upfd, upload_id, b->tmpfd, gone) < 0)
+        return errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
+    rm_flat_dir(b->tmpfd, gone);
+    return 0;
+}
+
+static int uint_cmp(const void *a, const void *b)
+{
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return (x > y) - (x < y);
+}
+
+static int be_file_mp_list_parts(struct backend *be, const char *bucket, const char *key,
+                                 const char *upload_id, unsigned marker, unsigned max,
+                                 struct be_part **out, size_t *n, int *truncated)
+{
+    struct bef *b = bef_of(be);
+    struct rec *info = malloc(sizeof(*info));
+    unsigned *nums = NULL;
+    size_t cnt = 0, cap = 0, k = 0;
+    struct be_part *v = NULL;
+    struct dirent *de;
+    DIR *d = NULL;
+    int udfd = -1, rc;
+
+    *out = NULL;
+    *n = 0;
+    *truncated = 0;
+    if (!info)
+        return -ENOMEM;
+    rc = upload_open(b, bucket, key, upload_id, &udfd, info);
+    if (rc < 0)
+        goto out;
+    d = fdopendir(dup(udfd));
+    if (!d) {
+        rc = -errno;
+        goto out;
+    }
+    while ((de = readdir(d))) {
+        char *end;
+        unsigned long num;
+        if (strncmp(de->d_name, "part.", 5) != 0)
+            continue;
+        num = strtoul(de->d_name + 5, &end, 10);
+        if (*end || num <= marker || num > BE_MAX_PARTS)
+            continue;
+        if (cnt == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            unsigned *p = realloc(nums, ncap * sizeof(*p));
+            if (!p) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            nums = p;
+            cap = ncap;
+        }
+        nums[cnt++] = (unsigned)num;
+    }
+    if (cnt > 1)
+        qsort(nums, cnt, sizeof(*nums), uint_cmp);
+    if (cnt > max) {
+        cnt = max;
+        *truncated = 1;
+    }
+    v = calloc(cnt ? cnt : 1, sizeof(*v));
+    if (!v) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < cnt; i++)
+        if (part_open(udfd, nums[i], NULL, &v[k]) == 0)
+            k++;
+    *out = v;
+    *n = k;
+    v = NULL;
+out:
+    if (d)
+        closedir(d);
+    if (udfd >= 0)
+        close(udfd);
+    free(v);
+    free(nums);
+    free(info);
+    return rc;
+}
+
+static int upload_cmp(const void *a, const void *b)
+{
+    const struct be_upload *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : strcmp(x->upload_id, y->upload_id);
+}
+
+static int be_file_mp_list_uploads(struct backend *be, const char *bucket, const char *prefix,
+                                   const char *key_marker, const char *upload_id_marker,
+                                   unsigned max, struct be_upload **out, size_t *n,
+                                   int *truncated)
+{
+    struct bef *b = bef_of(be);
+    struct rec *r = malloc(sizeof(*r));
+    struct be_upload *v = NULL;
+    size_t cnt = 0, cap = 0, plen = prefix ? strlen(prefix) : 0, k = 0;
+    struct dirent *de;
+    DIR *d = NULL;
+    int fd, rc = backend_check_bucket_name(bucket);
+
+    *out = NULL;
+    *n = 0;
+    *truncated = 0;
+    if (!r)
+        return -ENOMEM;
+    if (rc < 0)
+        goto out;
+    if (!bucket_exists(b, bucket)) {
+        rc = -S3E_NO_SUCH_BUCKET;
+        goto out;
+    }
+    fd = openat(b->upfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || !(d = fdopendir(fd))) {
+        rc = -errno;
+        if (fd >= 0)
+            close(fd);
+        goto out;
+    }
+    while ((de = readdir(d))) {
+        int ufd;
+        if (!upload_id_ok(de->d_name))
+            continue;
+        ufd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (ufd < 0)
+            continue;
+        rc = rec_read_file(ufd, "info", r);
+        close(ufd);
+        if (rc < 0) {
+            rc = 0;
+            continue;
+        }
+        if (strcmp(r->bucket, bucket) || strncmp(r->key, prefix ? prefix : "", plen))
+            continue;
+        if (key_marker && *key_marker) {
+            int c = strcmp(r->key, key_marker);
+            if (c < 0)
+                continue;
+            if (c == 0 && (!upload_id_marker || !*upload_id_marker ||
+                           strcmp(de->d_name, upload_id_marker) <= 0))
+                continue;
+        }
+        if (cnt == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct be_upload *p = realloc(v, ncap * sizeof(*p));
+            if (!p) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            v = p;
+            cap = ncap;
+        }
+        v[cnt].key = strdup(r->key);
+        if (!v[cnt].key) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        memcpy(v[cnt].upload_id, de->d_name, 33); /* checked: 32 hex digits */
+        v[cnt].initiated_ns = r->initiated_ns;
+        cnt++;
+    }
+    if (cnt > 1)
+        qsort(v, cnt, sizeof(*v), upload_cmp);
+    if (cnt > max) {
+        for (k = max; k < cnt; k++)
+            free(v[k].key);
+        cnt = max;
+        *truncated = 1;
+    }
+    *out = v;
+    *n = cnt;
+    v = NULL;
+    cnt = 0;
+out:
+    if (d)
+        closedir(d);
+    be_uploads_free(v, cnt);
+    free(r);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Open and close                                                                        */
+
+/* Removes temp files older than BEF_TMP_TTL_NS (a crash's leftovers). */
+static void sweep_tmp(struct bef *b)
+{
+    int64_t now = s3c_real_ns();
+    int fd = openat(b->tmpfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct dirent *de;
+    DIR *d;
+
+    if (fd < 0 || !(d = fdopendir(fd))) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    while ((de = readdir(d))) {
+        struct stat st;
+        if (de->d_name[0] == '.')
+            continue;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            ts_ns(&st.st_mtim) >= now - BEF_TMP_TTL_NS)
+            continue;
+        if (S_ISDIR(st.st_mode))
+            rm_flat_dir(dirfd(d), de->d_name);
+        else
+            (void)unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
+
+static int open_sub(int dfd, const char *name, int *out)
+{
+    if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    *out = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return *out < 0 ? -errno : 0;
+}
+
+static void be_file_close(struct backend *be)
+{
+    struct bef *b;
+
+    if (!be)
+        return;
+    b = bef_of(be);
+    dc_destroy(&b->dc);
+    if (b->tmpfd >= 0)
+        close(b->tmpfd);
+    if (b->upfd >= 0)
+        close(b->upfd);
+    if (b->donefd >= 0)
+        close(b->donefd);
+    if (b->rootfd >= 0)
+        close(b->rootfd);
+    free(b->root);
+    b->magic = 0;
+    free(b);
+}
+
+static int be_file_open(const struct conf *cf, const char *url, struct backend **out,
+                        struct errmsg *em)
+{
+    const char *path = url;
+    struct bef *b;
+    struct stat st;
+    int ifd = -1, rc;
+
+    (void)cf;
+    *out = NULL;
+    if (strncasecmp(path, "file://", 7) == 0)
+        path += 7;
+    if (path[0] != '/') {
+        errmsg_set(em, "backend \"%s\": want file:///absolute/dir", url);
+        return -EINVAL;
+    }
+    b = calloc(1, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    b->magic = BEF_MAGIC;
+    b->rootfd = b->tmpfd = b->upfd = b->donefd = -1;
+    b->be.magic = BACKEND_MAGIC;
+    b->be.ops = &be_file_ops;
+    b->be.priv = b;
+    b->root = strdup(path);
+    if (!b->root || dc_init(&b->dc) < 0) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    b->rootfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (b->rootfd < 0) {
+        rc = -errno;
+        errmsg_set(em, "backend: open \"%s\": %s", path, strerror(errno));
+        goto fail;
+    }
+    if (fstat(b->rootfd, &st) < 0 || faccessat(b->rootfd, ".", R_OK | W_OK | X_OK, 0) < 0) {
+        rc = -errno;
+        errmsg_set(em, "backend: \"%s\" is not a readable and writable directory: %s", path,
+                   strerror(errno));
+        goto fail;
+    }
+    if ((rc = open_sub(b->rootfd, BEF_INTERNAL, &ifd)) < 0 ||
+        (rc = open_sub(ifd, "tmp", &b->tmpfd)) < 0 ||
+        (rc = open_sub(ifd, "uploads", &b->upfd)) < 0 ||
+        (rc = open_sub(ifd, "completed", &b->donefd)) < 0) {
+        errmsg_set(em, "backend: creating \"%s/%s\": %s", path, BEF_INTERNAL, strerror(-rc));
+        goto fail;
+    }
+    close(ifd);
+    sweep_tmp(b);
+    *out = &b->be;
+    return 0;
+fail:
+    if (ifd >= 0)
+        close(ifd);
+    be_file_close(&b->be);
+    return rc;
+}
+
+const struct backend_ops be_file_ops = {
+    .scheme = "file",
+    .open = be_file_open,
+    .close = be_file_close,
+    .head = be_file_head,
+    .get = be_file_get,
+    .open_fd = be_file_open_fd,
+    .put = be_file_put,
+    .copy = be_file_copy,
+    .del = be_file_del,
+    .list = be_file_list,
+    .list_buckets = be_file_list_buckets,
+    .bucket_create = be_file_bucket_create,
+    .bucket_head = be_file_bucket_head,
+    .bucket_delete = be_file_bucket_delete,
+    .mp_create = be_file_mp_create,
+    .mp_put_part = be_file_mp_put_part,
+    .mp_copy_part = be_file_mp_copy_part,
+    .mp_complete = be_file_mp_complete,
+    .mp_abort = be_file_mp_abort,
+    .mp_list_parts = be_file_mp_list_parts,
+    .mp_list_uploads = be_file_mp_list_uploads,
+};
