@@ -485,7 +485,7 @@ static int dent_eq(const struct dcent *e, size_t i, const char *s, size_t n)
 
 enum {
     T_SIZE = 1, T_MTIME, T_ETAG, T_CTYPE, T_CC, T_CD, T_CE, T_CL, T_EXPIRES, T_UMETA,
-    T_CKALGO, T_CK, T_PARTS,
+    T_CKALGO, T_CK, T_PARTS, T_PSIZE,
     T_BUCKET = 20, T_KEY, T_INIT, T_PHASH, T_NUMBER,
 };
 
@@ -553,6 +553,8 @@ static void enc_meta(struct enc *e, const struct be_meta *m)
     enc_str(e, T_CK, m->checksum);
     if (m->parts_count)
         enc_num(e, T_PARTS, m->parts_count);
+    if (m->part_size)
+        enc_num(e, T_PSIZE, m->part_size);
 }
 
 static int dec_str(char *dst, size_t cap, const char *p, size_t n)
@@ -621,6 +623,10 @@ static int rec_decode(const char *buf, size_t len, struct rec *r)
         case T_PARTS:
             if (!(rc = dec_num(p, n, &v)))
                 r->m.parts_count = (uint32_t)v;
+            break;
+        case T_PSIZE:
+            if (!(rc = dec_num(p, n, &v)))
+                r->m.part_size = (uint64_t)v;
             break;
         case T_BUCKET: DEC_S(r->bucket); break;
         case T_KEY: DEC_S(r->key); break;
@@ -1196,6 +1202,7 @@ static int be_file_copy(struct backend *be, const char *src_bucket, const char *
         memcpy(src->checksum_algo, keep.checksum_algo, sizeof(src->checksum_algo));
         memcpy(src->checksum, keep.checksum, sizeof(src->checksum));
         src->parts_count = keep.parts_count;
+        src->part_size = keep.part_size;
         src->size = keep.size;
     }
     rc = tmp_create(b, &t);
@@ -2154,6 +2161,7 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
             rc = -S3E_INVALID_PART_ORDER;
             goto out;
         }
+    uint64_t part_size_uniform = 0;
     md5s = malloc(16 * n);
     if (!md5s) {
         rc = -ENOMEM;
@@ -2176,6 +2184,13 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
             rc = -S3E_ENTITY_TOO_SMALL;
             goto out;
         }
+        /* GET ?partNumber=N needs the part layout: kept when all but the last are equal. */
+        if (i == 0)
+            part_size_uniform = p.size;
+        else if (i + 1 < n && p.size != part_size_uniform)
+            part_size_uniform = 0;
+        else if (i + 1 == n && p.size > part_size_uniform)
+            part_size_uniform = 0;
     }
     rc = tmp_create(b, &t);
     if (rc < 0)
@@ -2192,6 +2207,7 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
             goto out;
     }
     info->m.parts_count = (uint32_t)n;
+    info->m.part_size = part_size_uniform;
     info->m.checksum_algo[0] = info->m.checksum[0] = '\0';
     rc = md5_hex_of(md5s, 16 * n, info->m.etag);
     if (rc < 0)
