@@ -1,0 +1,175 @@
+/*
+ * cache_priv.h: the in-memory state shared by cache.c (API, keys, lookups),
+ * fill.c (block fetches, reads) and evict.c (capacity, LRU, unlinks). One
+ * mutex, c->mu, guards everything here; waiters are suspended and resumed
+ * under it. Nothing holds c->mu across backend, disk or index I/O.
+ *
+ *   struct ckey   one per (bucket, key) while referenced; authoritative over
+ *                 the index while alive (loaded once from it).
+ *   struct cver   one object version: metadata, block bitmaps, data fd,
+ *                 fetches in flight, readers waiting for bytes.
+ *   struct fetch  one backend_get of a run of blocks (a worker job).
+ */
+#ifndef S3C_CACHE_PRIV_H
+#define S3C_CACHE_PRIV_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cache.h"
+#include "s3err.h"
+#include "workq.h"
+#include "index.h"
+#include "store.h"
+
+#define CACHE_MAGIC 0xcac4e001u
+#define CACHE_OBJ_MAGIC 0xcac40b1du
+#define CACHE_KEY_BUCKETS 4096
+#define CACHE_TOUCH_MAX 4096
+#define CACHE_FETCH_MAX_BLOCKS 16
+#define CACHE_WAKE_BYTES (256u << 10)
+#define CACHE_ERR_CLOSING (-S3E_SERVICE_UNAVAILABLE)
+
+struct cver;
+
+struct ckey {
+    struct ckey *hnext;
+    struct cache *c;
+    unsigned refs;
+    struct index_key k;
+    char *bucket, *key;
+    int loaded;          /* cur reflects the index (or newer knowledge) */
+    struct cver *cur;    /* the version new readers get; holds a ref */
+    uint64_t gen;        /* bumped by every replace/invalidate/evict */
+    int lookup_running;
+    uint64_t lookup_seq;  /* last lookup started */
+    uint64_t lookup_done; /* last lookup finished */
+    int lookup_err;       /* result of lookup_done when it left no version */
+    int lookup_stale;     /* lookup_done failed and cur is served stale */
+    int lookup_same;      /* lookup_done confirmed cur (revalidated, unchanged) */
+    struct cache_waiter *waiters; /* waiting for a lookup */
+};
+
+struct fetch {
+    struct fetch *next;     /* in v->fetches */
+    struct fetch *all_next; /* in c->fetches (in flight only) */
+    struct cache *c;
+    struct cver *v;
+    uint64_t first, n;     /* blocks */
+    uint64_t off, end;     /* bytes [off, end) */
+    uint64_t landed;       /* bytes [off, landed) are readable */
+    uint64_t marked;       /* blocks [first, first + marked) are done */
+    uint64_t reserved;     /* accounted bytes still reserved by this fetch */
+    uint64_t woke_at;
+    int need_reserve, bypass, running, err;
+    unsigned char *mem;    /* bypass: the bytes */
+};
+
+struct cver {
+    unsigned refs;
+    struct ckey *key; /* every holder of a cver also holds its key */
+    uint64_t version;
+    struct be_meta meta;
+    uint32_t bs;
+    uint32_t flags; /* INDEX_F_PINNED */
+    uint64_t nblocks, npresent;
+    uint8_t *present, *fetching;
+    int64_t validated_ns, touched_ns;
+    int fd;
+    int dropped; /* no longer indexed: unlink the file when freed */
+    int bypass_seen;
+    struct fetch *fetches;
+    uint64_t err_gen;
+    int last_err;
+    struct cache_waiter *waiters; /* waiting for bytes */
+};
+
+struct cache_obj {
+    unsigned magic;
+    struct cache *c;
+    struct ckey *k;
+    struct cver *v; /* bound by cache_obj_meta */
+    enum cache_outcome how;
+    int guessed;    /* how is a guess from meta (refined by open_range) */
+    int stale;
+    uint64_t waited_lookup;
+    int waited_data;
+    uint64_t err_gen;
+    uint64_t next_pos, range_end;
+    struct cache_waiter *w_armed; /* the waiter we armed, if any */
+};
+
+struct unlink_item {
+    struct unlink_item *next;
+    char path[];
+};
+
+struct cache {
+    unsigned magic;
+    const struct conf *cf;
+    struct backend *be;
+    struct workq *wq;
+    struct index *ix;
+    char dir[2048];
+    uint64_t cap, block_size, readahead;
+    int64_t revalidate_ms; /* < 0: never */
+
+    pthread_mutex_t mu;
+    pthread_cond_t jobs_cv;
+    unsigned njobs;
+    int closing;
+    struct ckey *keys[CACHE_KEY_BUCKETS];
+    struct fetch *fetches;
+
+    uint64_t used, reserved; /* used mirrors the index total */
+    struct cache_stats st;   /* counters only */
+
+    struct index_touch *touch;
+    size_t ntouch;
+    int touch_queued;
+    struct unlink_item *unlinks;
+    int unlink_queued;
+
+    pthread_mutex_t evict_mu; /* one evictor at a time */
+};
+
+/* cache.c */
+int cache_submit(struct cache *c, enum workq_prio prio, workq_fn_f *fn, void *arg); /* mu held */
+void cache_job_done(struct cache *c);                                               /* mu held */
+struct ckey *cache_key_find_locked(struct cache *c, const struct index_key *k);
+struct ckey *cache_key_get_locked(struct cache *c, const char *bucket, const char *key,
+                                  const struct index_key *k);
+void cache_key_load_locked(struct cache *c, struct ckey *ck);
+void cache_key_put_locked(struct cache *c, struct ckey *ck);
+void cache_ver_put_locked(struct cache *c, struct cver *v);
+void cache_ver_drop_locked(struct cache *c, struct ckey *ck); /* cur -> NULL, dropped */
+/* @v's data file is gone: stop serving it (the index entry is dropped in the background). */
+void cache_ver_broken_locked(struct cache *c, struct cver *v);
+void cache_wake_locked(struct cache_waiter **list);
+void cache_arm_locked(struct cache_obj *h, struct cache_waiter **list, struct cache_waiter *w);
+void cache_ver_path(struct cache *c, const struct cver *v, char out[STORE_PATH_MAX]);
+int cache_ver_fd_locked(struct cache *c, struct cver *v, int create, int *fd);
+static inline int cache_bit(const uint8_t *bm, uint64_t b) { return bm[b / 8] >> (b % 8) & 1; }
+static inline void cache_bit_set(uint8_t *bm, uint64_t b) { bm[b / 8] |= (uint8_t)(1u << (b % 8)); }
+static inline void cache_bit_clr(uint8_t *bm, uint64_t b) { bm[b / 8] &= (uint8_t)~(1u << (b % 8)); }
+
+/* fill.c */
+/* Starts fetches for the missing, not yet fetching blocks of [b0, b1). Returns how many started
+ * or a negative error. */
+int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1);
+struct fetch *fill_find_locked(struct cver *v, uint64_t pos);
+void fill_fail_all_locked(struct cache *c, int err);
+void fill_free(struct fetch *f);
+
+/* evict.c */
+/* Reserves @bytes of capacity, evicting LRU entries if needed. Blocks (worker only). 0 or
+ * -ENOSPC when nothing more can be evicted. */
+int evict_reserve(struct cache *c, uint64_t bytes);
+void evict_unreserve_locked(struct cache *c, uint64_t bytes);
+void evict_touch_locked(struct cache *c, struct cver *v, int64_t validated_ns);
+void evict_flush_touches(struct cache *c);
+void evict_queue_unlink_locked(struct cache *c, const char *path);
+void evict_drain_unlinks(struct cache *c); /* mu not held */
+void evict_kick_locked(struct cache *c);   /* queue background unlinks/touch flush if due */
+
+#endif

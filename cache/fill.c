@@ -1,0 +1,561 @@
+/*
+ * fill.c: block fetches and reads. A fetch is one backend_get of a run of
+ * missing blocks, run on a worker: bytes are pwritten at their offset into the
+ * version's sparse data file, each finished block is fdatasync'd and only then
+ * marked present in the index. Readers stream bytes as they land and are woken
+ * under c->mu. When no capacity can be reserved the fetch is a bypass: bytes go
+ * to memory and are never indexed.
+ *   start (fetching bits, reservation) -> run: [evict] get -> blocks marked -> done
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache_priv.h"
+#include "log.h"
+#include "s3err.h"
+#include "workq.h"
+
+void fill_free(struct fetch *f)
+{
+    if (!f)
+        return;
+    free(f->mem);
+    free(f);
+}
+
+struct fetch *fill_find_locked(struct cver *v, uint64_t pos)
+{
+    struct fetch *best = NULL;
+    for (struct fetch *f = v->fetches; f; f = f->next) {
+        if (pos < f->off || pos >= f->end)
+            continue;
+        if (!best || f->landed > best->landed)
+            best = f;
+    }
+    return best;
+}
+
+static void fetch_unlink_locked(struct cache *c, struct fetch *f)
+{
+    for (struct fetch **p = &c->fetches; *p; p = &(*p)->all_next) {
+        if (*p == f) {
+            *p = f->all_next;
+            break;
+        }
+    }
+    f->all_next = NULL;
+}
+
+static void fetch_remove_locked(struct cver *v, struct fetch *f)
+{
+    for (struct fetch **p = &v->fetches; *p; p = &(*p)->next) {
+        if (*p == f) {
+            *p = f->next;
+            break;
+        }
+    }
+    f->next = NULL;
+}
+
+/* Keeps a bounded number of finished bypass fetches (their bytes) per version. */
+static void prune_bypass_locked(struct cver *v)
+{
+    unsigned keep = v->refs > 2 ? v->refs : 2, n = 0;
+    for (struct fetch *f = v->fetches; f; f = f->next)
+        if (!f->running)
+            n++;
+    while (n > keep) {
+        struct fetch *low = NULL;
+        for (struct fetch *f = v->fetches; f; f = f->next)
+            if (!f->running && (!low || f->off < low->off))
+                low = f;
+        fetch_remove_locked(v, low);
+        fill_free(low);
+        n--;
+    }
+}
+
+void fill_fail_all_locked(struct cache *c, int err)
+{
+    for (struct fetch *f = c->fetches; f; f = f->all_next) {
+        if (!f->err)
+            f->err = err;
+        cache_wake_locked(&f->v->waiters);
+    }
+}
+
+/* ---- the worker side ------------------------------------------------------------------- */
+
+/* Cuts @f down to its first block; waiters on the others re-evaluate. */
+static void fetch_shrink_locked(struct fetch *f)
+{
+    struct cver *v = f->v;
+    for (uint64_t b = f->first + 1; b < f->first + f->n; b++)
+        cache_bit_clr(v->fetching, b);
+    f->n = 1;
+    f->end = S3C_MIN(f->off + v->bs, v->meta.size);
+    cache_wake_locked(&v->waiters);
+}
+
+static int fetch_on_meta(void *cls, const struct be_meta *m)
+{
+    struct fetch *f = cls;
+    struct cver *v = f->v;
+    if (m->size != v->meta.size || (m->etag[0] && v->meta.etag[0]
+                                    && strcmp(m->etag, v->meta.etag) != 0))
+        return -ESTALE; /* the object changed since its metadata was cached */
+    return 0;
+}
+
+/* Marks blocks [@from, @to) of @f done: present in the index after an fdatasync. */
+static int fetch_complete_blocks(struct fetch *f, uint64_t from, uint64_t to)
+{
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    int64_t delta = 0;
+    int rc = 0, indexed = 0;
+    if (!f->bypass) {
+        if (fdatasync(v->fd))
+            return -errno;
+        rc = index_mark(c->ix, &v->key->k, v->version, from, to - from, &delta);
+        if (rc == 0)
+            indexed = 1;
+        else if (rc == -ESTALE)
+            rc = 0; /* the version was dropped meanwhile: serve it from memory state only */
+        else
+            return rc;
+    }
+    pthread_mutex_lock(&c->mu);
+    uint64_t acct = 0;
+    for (uint64_t b = from; b < to; b++) {
+        acct += index_acct(index_block_bytes(v->meta.size, v->bs, b));
+        if (!f->bypass) {
+            cache_bit_clr(v->fetching, b);
+            if (!cache_bit(v->present, b)) {
+                cache_bit_set(v->present, b);
+                v->npresent++;
+            }
+        }
+    }
+    if (!f->bypass) {
+        uint64_t rel = S3C_MIN(acct, f->reserved);
+        f->reserved -= rel;
+        evict_unreserve_locked(c, rel);
+        if (indexed)
+            c->used = (uint64_t)((int64_t)c->used + delta);
+    }
+    f->marked = to - f->first;
+    cache_wake_locked(&v->waiters);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+static int fetch_on_data(void *cls, const void *buf, size_t len)
+{
+    struct fetch *f = cls;
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    if (f->err)
+        return f->err;
+    if (f->landed + len > f->end)
+        len = f->end - f->landed;
+    if (!len)
+        return 0;
+    if (f->bypass) {
+        memcpy(f->mem + (f->landed - f->off), buf, len);
+    } else {
+        const char *p = buf;
+        size_t left = len;
+        uint64_t at = f->landed;
+        while (left) {
+            ssize_t n = pwrite(v->fd, p, left, (off_t)at);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                return -errno;
+            }
+            p += n;
+            left -= (size_t)n;
+            at += (uint64_t)n;
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    f->landed += len;
+    c->st.fill_bytes += f->bypass ? 0 : len;
+    uint64_t from = f->first + f->marked, to = from;
+    while (to < f->first + f->n && S3C_MIN((to + 1) * v->bs, v->meta.size) <= f->landed)
+        to++;
+    if (to == from && f->landed - f->woke_at >= CACHE_WAKE_BYTES) {
+        f->woke_at = f->landed;
+        cache_wake_locked(&v->waiters);
+    }
+    int err = f->err;
+    pthread_mutex_unlock(&c->mu);
+    if (err)
+        return err;
+    if (to > from)
+        return fetch_complete_blocks(f, from, to);
+    return 0;
+}
+
+static void fetch_run(void *arg)
+{
+    struct fetch *f = arg;
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    struct ckey *ck = v->key;
+    int rc = 0;
+
+    if (f->need_reserve) {
+        uint64_t acct = 0;
+        for (uint64_t b = f->first; b < f->first + f->n; b++)
+            acct += index_acct(index_block_bytes(v->meta.size, v->bs, b));
+        int r = evict_reserve(c, acct);
+        if (r && f->n > 1) {
+            /* not room for the whole run: one block at a time (readers of the rest retry) */
+            pthread_mutex_lock(&c->mu);
+            fetch_shrink_locked(f);
+            pthread_mutex_unlock(&c->mu);
+            acct = index_acct(index_block_bytes(v->meta.size, v->bs, f->first));
+            r = evict_reserve(c, acct);
+        }
+        if (r == 0) {
+            pthread_mutex_lock(&c->mu);
+            f->reserved = acct;
+            pthread_mutex_unlock(&c->mu);
+        } else {
+            unsigned char *mem = malloc(f->end - f->off);
+            pthread_mutex_lock(&c->mu);
+            if (mem) {
+                f->mem = mem;
+                f->bypass = 1;
+                v->bypass_seen = 1;
+            } else {
+                rc = -ENOMEM;
+            }
+            pthread_mutex_unlock(&c->mu);
+        }
+    }
+    if (!rc && !f->bypass) {
+        int fd;
+        pthread_mutex_lock(&c->mu);
+        rc = cache_ver_fd_locked(c, v, 1, &fd);
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (!rc && !f->err) {
+        struct be_sink sink = { fetch_on_meta, fetch_on_data, f };
+        rc = backend_get(c->be, ck->bucket, ck->key, f->off, f->end - f->off, &sink);
+        if (!rc && f->landed < f->end)
+            rc = -EIO; /* short body */
+    }
+    if (f->err && !rc)
+        rc = f->err;
+
+    pthread_mutex_lock(&c->mu);
+    if (rc == -ESTALE && ck->cur == v)
+        v->validated_ns = 0; /* changed upstream: the next request revalidates */
+    for (uint64_t b = f->first + f->marked; b < f->first + f->n; b++)
+        cache_bit_clr(v->fetching, b);
+    if (f->bypass) {
+        for (uint64_t b = f->first; b < f->first + f->n; b++)
+            cache_bit_clr(v->fetching, b);
+    }
+    evict_unreserve_locked(c, f->reserved);
+    f->reserved = 0;
+    f->running = 0;
+    fetch_unlink_locked(c, f);
+    if (rc) {
+        if (!f->err)
+            f->err = rc;
+        v->err_gen++;
+        v->last_err = rc == -ESTALE ? -S3E_SERVICE_UNAVAILABLE : rc;
+        fetch_remove_locked(v, f);
+        fill_free(f);
+    } else if (f->bypass) {
+        prune_bypass_locked(v);
+    } else {
+        fetch_remove_locked(v, f);
+        fill_free(f);
+    }
+    cache_wake_locked(&v->waiters);
+    pthread_mutex_unlock(&c->mu);
+    if (rc && rc != CACHE_ERR_CLOSING)
+        log_warn("cache: fetching \"%s/%s\": %s", ck->bucket, ck->key, s3c_strerror(rc));
+    evict_drain_unlinks(c);
+    pthread_mutex_lock(&c->mu);
+    cache_ver_put_locked(c, v);
+    cache_key_put_locked(c, ck);
+    cache_job_done(c);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int fetch_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n)
+{
+    if (c->closing)
+        return CACHE_ERR_CLOSING;
+    struct fetch *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    f->c = c;
+    f->v = v;
+    f->first = first;
+    f->n = n;
+    f->off = first * v->bs;
+    f->end = S3C_MIN((first + n) * v->bs, v->meta.size);
+    f->landed = f->woke_at = f->off;
+    f->running = 1;
+    uint64_t acct = 0;
+    for (uint64_t b = first; b < first + n; b++)
+        acct += index_acct(index_block_bytes(v->meta.size, v->bs, b));
+    if (c->used + c->reserved + acct <= c->cap) {
+        c->reserved += acct;
+        f->reserved = acct;
+    } else {
+        f->need_reserve = 1;
+    }
+    v->refs++;
+    v->key->refs++;
+    int rc = cache_submit(c, WORKQ_HIGH, fetch_run, f);
+    if (rc) {
+        evict_unreserve_locked(c, f->reserved);
+        v->refs--;
+        v->key->refs--;
+        free(f);
+        return rc == -ESHUTDOWN ? CACHE_ERR_CLOSING : rc;
+    }
+    for (uint64_t b = first; b < first + n; b++)
+        cache_bit_set(v->fetching, b);
+    f->next = v->fetches;
+    v->fetches = f;
+    f->all_next = c->fetches;
+    c->fetches = f;
+    return 0;
+}
+
+int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1)
+{
+    int started = 0;
+    if (b1 > v->nblocks)
+        b1 = v->nblocks;
+    uint64_t b = b0;
+    while (b < b1) {
+        if (cache_bit(v->present, b) || cache_bit(v->fetching, b)) {
+            b++;
+            continue;
+        }
+        uint64_t e = b + 1;
+        while (e < b1 && e - b < CACHE_FETCH_MAX_BLOCKS && !cache_bit(v->present, e)
+               && !cache_bit(v->fetching, e))
+            e++;
+        int rc = fetch_start_locked(c, v, b, e - b);
+        if (rc)
+            return started ? started : rc;
+        started++;
+        b = e;
+    }
+    return started;
+}
+
+/* ---- the reader side ------------------------------------------------------------------- */
+
+static uint64_t ra_blocks(struct cache *c, struct cver *v)
+{
+    return (c->readahead + v->bs - 1) / v->bs;
+}
+
+static uint64_t range_end_block(struct cache_obj *h, struct cver *v)
+{
+    uint64_t end = S3C_MIN(h->range_end, v->meta.size);
+    return (end + v->bs - 1) / v->bs;
+}
+
+static void outcome_waiting(struct cache_obj *h)
+{
+    if (h->how == CACHE_HIT)
+        h->how = CACHE_COALESCED;
+    h->guessed = 0;
+}
+
+static void outcome_started(struct cache_obj *h)
+{
+    if (h->how == CACHE_HIT || h->guessed)
+        h->how = CACHE_MISS;
+    h->guessed = 0;
+}
+
+int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *fd)
+{
+    CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
+    struct cache *c = o->c;
+    int rc;
+    pthread_mutex_lock(&c->mu);
+    struct cver *v = o->v;
+    if (!v) {
+        pthread_mutex_unlock(&c->mu);
+        return -EINVAL;
+    }
+    uint64_t end = off + len;
+    if (end > v->meta.size || end < off)
+        end = v->meta.size;
+    o->range_end = end;
+    uint64_t b0 = off / v->bs, b1 = (end + v->bs - 1) / v->bs;
+    uint64_t miss = b1;
+    for (uint64_t b = b0; b < b1; b++) {
+        if (!cache_bit(v->present, b)) {
+            miss = b;
+            break;
+        }
+    }
+    if (miss == b1) {
+        int wfd;
+        rc = cache_ver_fd_locked(c, v, 0, &wfd);
+        if (!rc) {
+            char p[64];
+            snprintf(p, sizeof(p), "/proc/self/fd/%d", wfd);
+            int nfd = open(p, O_RDONLY | O_CLOEXEC);
+            if (nfd < 0) {
+                char dp[STORE_PATH_MAX];
+                cache_ver_path(c, v, dp);
+                nfd = open(dp, O_RDONLY | O_CLOEXEC);
+            }
+            rc = nfd < 0 ? -errno : 0;
+            if (!rc)
+                *fd = nfd;
+        }
+        if (!rc && o->guessed) {
+            o->how = CACHE_HIT;
+            o->guessed = 0;
+        }
+        if (rc) {
+            log_err("cache: opening data of \"%s/%s\": %s", v->key->bucket, v->key->key,
+                    s3c_strerror(rc));
+            v->refs++; /* o holds v: it survives the drop */
+            cache_ver_broken_locked(c, v);
+            v->refs--;
+            rc = -S3E_INTERNAL;
+        }
+        evict_touch_locked(c, v, 0);
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
+    if (cache_bit(v->fetching, miss)) {
+        outcome_waiting(o);
+        rc = -EAGAIN;
+    } else {
+        /* the requested range (in runs of at most CACHE_FETCH_MAX_BLOCKS), or the read-ahead
+         * window when that is larger */
+        uint64_t win = S3C_MAX((uint64_t)CACHE_FETCH_MAX_BLOCKS, 1 + ra_blocks(c, v));
+        uint64_t last = S3C_MIN(b1, miss + win);
+        rc = fill_ensure_locked(c, v, miss, last);
+        if (rc >= 0) {
+            outcome_started(o);
+            rc = -EAGAIN;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
+                       struct cache_waiter *w)
+{
+    CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
+    struct cache *c = o->c;
+    ssize_t rc;
+    uint64_t avail = 0;
+    int fd = -1;
+    pthread_mutex_lock(&c->mu);
+    struct cver *v = o->v;
+    if (!v) {
+        rc = -EINVAL;
+        goto out;
+    }
+    if (pos >= v->meta.size || max == 0) {
+        rc = 0;
+        goto out;
+    }
+    uint64_t b = pos / v->bs;
+    uint64_t bend = S3C_MIN((b + 1) * v->bs, v->meta.size);
+    int sequential = pos == o->next_pos;
+    if (cache_bit(v->present, b)) {
+        avail = bend - pos;
+    } else {
+        struct fetch *f = fill_find_locked(v, pos);
+        if (f && f->err) {
+            rc = f->err == -ESTALE ? -S3E_SERVICE_UNAVAILABLE : f->err;
+            goto out;
+        }
+        if (f && f->landed > pos) {
+            avail = f->landed - pos;
+            if (f->bypass) {
+                size_t n = (size_t)S3C_MIN(avail, (uint64_t)max);
+                memcpy(buf, f->mem + (pos - f->off), n);
+                o->how = CACHE_BYPASS;
+                o->next_pos = pos + n;
+                o->waited_data = 0;
+                if (sequential && c->readahead && !v->bypass_seen)
+                    fill_ensure_locked(c, v, b + 1, S3C_MIN(range_end_block(o, v),
+                                                             b + 1 + ra_blocks(c, v)));
+                rc = (ssize_t)n;
+                goto out;
+            }
+        } else if (f) {
+            outcome_waiting(o);
+            o->waited_data = 1;
+            o->err_gen = v->err_gen;
+            cache_arm_locked(o, &v->waiters, w);
+            rc = -EAGAIN;
+            goto out;
+        } else {
+            if (o->waited_data && v->err_gen != o->err_gen) {
+                o->waited_data = 0;
+                rc = v->last_err ? v->last_err : -EIO;
+                goto out;
+            }
+            uint64_t last = S3C_MIN(range_end_block(o, v), b + 1 + ra_blocks(c, v));
+            if (last <= b)
+                last = b + 1;
+            if (v->bypass_seen)
+                last = b + 1;
+            int r = fill_ensure_locked(c, v, b, last);
+            if (r < 0) {
+                rc = r;
+                goto out;
+            }
+            outcome_started(o);
+            o->waited_data = 1;
+            o->err_gen = v->err_gen;
+            cache_arm_locked(o, &v->waiters, w);
+            rc = -EAGAIN;
+            goto out;
+        }
+    }
+    o->waited_data = 0;
+    if (sequential && c->readahead && !v->bypass_seen)
+        fill_ensure_locked(c, v, b + 1,
+                           S3C_MIN(range_end_block(o, v), b + 1 + ra_blocks(c, v)));
+    if ((rc = cache_ver_fd_locked(c, v, 0, &fd))) {
+        cache_ver_broken_locked(c, v);
+        rc = -S3E_INTERNAL;
+        goto out;
+    }
+    v->refs++; /* keeps fd open while we read without the lock */
+    pthread_mutex_unlock(&c->mu);
+    size_t want = (size_t)S3C_MIN(avail, (uint64_t)max);
+    ssize_t n;
+    do
+        n = pread(fd, buf, want, (off_t)pos);
+    while (n < 0 && errno == EINTR);
+    rc = n < 0 ? -errno : n == 0 ? -EIO : n;
+    pthread_mutex_lock(&c->mu);
+    if (rc > 0)
+        o->next_pos = pos + (uint64_t)rc;
+    cache_ver_put_locked(c, v);
+out:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}

@@ -1,0 +1,738 @@
+/*
+ * index.c: the cache index, the only file that includes <lmdb.h>. Owns the
+ * LMDB environment (MDB_NOTLS, 64 GiB sparse map), record encoding and the
+ * running totals. It does not know about files, fills or locks: cache.c
+ * decides, index.c records, one transaction per call.
+ */
+#include <errno.h>
+#include <lmdb.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "index.h"
+
+#define INDEX_MAP_SIZE (64ULL << 30)
+#define REC_FORMAT 2u
+#define NAME_MAX_LEN 2048
+
+struct index {
+    MDB_env *env;
+    MDB_dbi objs, lru, info;
+};
+
+static int mdb_rc(int rc)
+{
+    if (rc == 0)
+        return 0;
+    if (rc == MDB_NOTFOUND)
+        return -ENOENT;
+    if (rc == MDB_MAP_FULL)
+        return -ENOSPC;
+    if (rc > 0)
+        return -rc;
+    return -EIO;
+}
+
+void index_key_make(const char *bucket, const char *key, struct index_key *out)
+{
+    size_t bl = strlen(bucket), kl = strlen(key);
+    size_t nl = bl + 1 + kl;
+    if (nl <= INDEX_KEY_PLAIN_MAX) {
+        memcpy(out->b, bucket, bl);
+        out->b[bl] = '/';
+        memcpy(out->b + bl + 1, key, kl);
+        out->len = nl;
+        return;
+    }
+    unsigned char dg[EVP_MAX_MD_SIZE];
+    unsigned dl = 0;
+    EVP_MD_CTX *mc = EVP_MD_CTX_new();
+    memset(dg, 0, sizeof(dg));
+    if (mc && EVP_DigestInit_ex(mc, EVP_sha256(), NULL)) {
+        EVP_DigestUpdate(mc, bucket, bl);
+        EVP_DigestUpdate(mc, "/", 1);
+        EVP_DigestUpdate(mc, key, kl);
+        EVP_DigestFinal_ex(mc, dg, &dl);
+    }
+    EVP_MD_CTX_free(mc);
+    /* plain prefix, then NUL (names never hold one), then the digest */
+    size_t off = 0;
+    size_t take = S3C_MIN(bl, (size_t)INDEX_KEY_PLAIN_MAX);
+    memcpy(out->b, bucket, take);
+    off = take;
+    if (off < INDEX_KEY_PLAIN_MAX)
+        out->b[off++] = '/';
+    if (off < INDEX_KEY_PLAIN_MAX) {
+        take = INDEX_KEY_PLAIN_MAX - off;
+        memcpy(out->b + off, key, take);
+        off += take;
+    }
+    out->b[off++] = 0;
+    memcpy(out->b + off, dg, 32);
+    out->len = off + 32;
+}
+
+uint64_t index_block_bytes(uint64_t size, uint32_t block_size, uint64_t block)
+{
+    uint64_t off = block * block_size;
+    if (off >= size)
+        return 0;
+    return S3C_MIN((uint64_t)block_size, size - off);
+}
+
+uint64_t index_acct(uint64_t bytes)
+{
+    return (bytes + INDEX_ACCT_ROUND - 1) / INDEX_ACCT_ROUND * INDEX_ACCT_ROUND;
+}
+
+void index_entry_clear(struct index_entry *e)
+{
+    if (!e)
+        return;
+    free(e->bitmap);
+    e->bitmap = NULL;
+}
+
+/* ---- record encoding ------------------------------------------------------------------ */
+
+struct wbuf {
+    unsigned char *p;
+    size_t len, cap;
+    int err;
+};
+
+static void w_put(struct wbuf *w, const void *p, size_t n)
+{
+    if (w->err)
+        return;
+    if (w->len + n > w->cap) {
+        size_t nc = w->cap ? w->cap * 2 : 1024;
+        while (nc < w->len + n)
+            nc *= 2;
+        unsigned char *np = realloc(w->p, nc);
+        if (!np) {
+            w->err = -ENOMEM;
+            return;
+        }
+        w->p = np;
+        w->cap = nc;
+    }
+    memcpy(w->p + w->len, p, n);
+    w->len += n;
+}
+static void w_u64(struct wbuf *w, uint64_t v) { w_put(w, &v, 8); }
+static void w_u32(struct wbuf *w, uint32_t v) { w_put(w, &v, 4); }
+static void w_str(struct wbuf *w, const char *s, size_t max)
+{
+    uint16_t l = (uint16_t)strnlen(s, max - 1);
+    w_put(w, &l, 2);
+    w_put(w, s, l);
+}
+
+struct rbuf {
+    const unsigned char *p;
+    size_t len, off;
+    int err;
+};
+static void r_get(struct rbuf *r, void *p, size_t n)
+{
+    if (r->err || r->off + n > r->len) {
+        r->err = -EIO;
+        memset(p, 0, n);
+        return;
+    }
+    memcpy(p, r->p + r->off, n);
+    r->off += n;
+}
+static uint64_t r_u64(struct rbuf *r) { uint64_t v; r_get(r, &v, 8); return v; }
+static uint32_t r_u32(struct rbuf *r) { uint32_t v; r_get(r, &v, 4); return v; }
+static void r_str(struct rbuf *r, char *out, size_t max)
+{
+    uint16_t l = 0;
+    r_get(r, &l, 2);
+    if (r->err || l >= max || r->off + l > r->len) {
+        r->err = -EIO;
+        out[0] = 0;
+        return;
+    }
+    memcpy(out, r->p + r->off, l);
+    out[l] = 0;
+    r->off += l;
+}
+
+#define META_STRS(X)                                                                          \
+    X(etag) X(content_type) X(cache_control) X(content_disposition) X(content_encoding)       \
+    X(content_language) X(expires) X(usermeta) X(checksum_algo) X(checksum)
+
+static int rec_encode(const struct index_entry *e, const char *name, struct wbuf *w)
+{
+    w_u32(w, REC_FORMAT);
+    w_u32(w, e->flags);
+    w_u64(w, e->version);
+    w_u64(w, e->size);
+    w_u64(w, e->used_bytes);
+    w_u32(w, e->block_size);
+    w_u32(w, e->meta.parts_count);
+    w_u64(w, (uint64_t)e->atime_ns);
+    w_u64(w, (uint64_t)e->validated_ns);
+    w_u64(w, e->nblocks);
+    w_u64(w, (uint64_t)e->meta.mtime_ns);
+    w_u64(w, e->meta.part_size);
+#define X(f) w_str(w, e->meta.f, sizeof(e->meta.f));
+    META_STRS(X)
+#undef X
+    w_str(w, name, NAME_MAX_LEN);
+    if (e->nblocks)
+        w_put(w, e->bitmap, (e->nblocks + 7) / 8);
+    return w->err;
+}
+
+/* Decodes @v into @e (bitmap malloc'd unless @no_bitmap) and the name into @name if given. */
+static int rec_decode(const MDB_val *v, struct index_entry *e, char *name, size_t name_max,
+                      int no_bitmap)
+{
+    struct rbuf r = { v->mv_data, v->mv_size, 0, 0 };
+    char tmp[NAME_MAX_LEN];
+    memset(e, 0, sizeof(*e));
+    if (r_u32(&r) != REC_FORMAT)
+        return -EIO;
+    e->flags = r_u32(&r);
+    e->version = r_u64(&r);
+    e->size = r_u64(&r);
+    e->used_bytes = r_u64(&r);
+    e->block_size = r_u32(&r);
+    e->meta.parts_count = r_u32(&r);
+    e->atime_ns = (int64_t)r_u64(&r);
+    e->validated_ns = (int64_t)r_u64(&r);
+    e->nblocks = r_u64(&r);
+    e->meta.mtime_ns = (int64_t)r_u64(&r);
+    e->meta.part_size = r_u64(&r);
+    e->meta.size = e->size;
+#define X(f) r_str(&r, e->meta.f, sizeof(e->meta.f));
+    META_STRS(X)
+#undef X
+    r_str(&r, name ? name : tmp, name ? name_max : sizeof(tmp));
+    if (r.err)
+        return r.err;
+    size_t bl = (e->nblocks + 7) / 8;
+    if (r.off + bl != r.len)
+        return -EIO;
+    if (e->nblocks && !no_bitmap) {
+        e->bitmap = malloc(bl);
+        if (!e->bitmap)
+            return -ENOMEM;
+        memcpy(e->bitmap, r.p + r.off, bl);
+    }
+    return 0;
+}
+
+/* Offset of the bitmap inside an encoded record (it is the tail). */
+static size_t rec_bitmap_off(const MDB_val *v, uint64_t nblocks)
+{
+    return v->mv_size - (nblocks + 7) / 8;
+}
+
+/* ---- totals ---------------------------------------------------------------------------- */
+
+static int totals_get(struct index *ix, MDB_txn *txn, struct index_totals *t)
+{
+    MDB_val k = { 6, "totals" }, v;
+    int rc = mdb_get(txn, ix->info, &k, &v);
+    memset(t, 0, sizeof(*t));
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc)
+        return mdb_rc(rc);
+    if (v.mv_size == sizeof(*t))
+        memcpy(t, v.mv_data, sizeof(*t));
+    return 0;
+}
+
+static int totals_put(struct index *ix, MDB_txn *txn, const struct index_totals *t)
+{
+    MDB_val k = { 6, "totals" }, v = { sizeof(*t), (void *)t };
+    return mdb_rc(mdb_put(txn, ix->info, &k, &v, 0));
+}
+
+static void add64(uint64_t *x, int64_t d)
+{
+    if (d < 0 && (uint64_t)-d > *x)
+        *x = 0;
+    else
+        *x += (uint64_t)d;
+}
+
+/* ---- lru ------------------------------------------------------------------------------- */
+
+static void lru_key(unsigned char *out, size_t *len, int64_t atime, const struct index_key *k)
+{
+    uint64_t a = (uint64_t)atime;
+    for (int i = 0; i < 8; i++)
+        out[i] = (unsigned char)(a >> (56 - 8 * i));
+    memcpy(out + 8, k->b, k->len);
+    *len = 8 + k->len;
+}
+
+static int lru_del(struct index *ix, MDB_txn *txn, int64_t atime, const struct index_key *k)
+{
+    unsigned char b[8 + INDEX_KEY_MAX];
+    MDB_val key;
+    lru_key(b, &key.mv_size, atime, k);
+    key.mv_data = b;
+    int rc = mdb_del(txn, ix->lru, &key, NULL);
+    return rc == MDB_NOTFOUND ? 0 : mdb_rc(rc);
+}
+
+static int lru_put(struct index *ix, MDB_txn *txn, int64_t atime, const struct index_key *k,
+                   uint64_t version, uint64_t used)
+{
+    unsigned char b[8 + INDEX_KEY_MAX];
+    uint64_t val[2] = { version, used };
+    MDB_val key, v = { sizeof(val), val };
+    lru_key(b, &key.mv_size, atime, k);
+    key.mv_data = b;
+    return mdb_rc(mdb_put(txn, ix->lru, &key, &v, 0));
+}
+
+/* ---- open/close ------------------------------------------------------------------------ */
+
+int index_open(const char *dir, struct index **out, struct errmsg *em)
+{
+    struct index *ix = calloc(1, sizeof(*ix));
+    MDB_txn *txn = NULL;
+    int rc;
+    if (!ix)
+        return -ENOMEM;
+    if (mkdir(dir, 0755) && errno != EEXIST) {
+        rc = -errno;
+        errmsg_set(em, "index: mkdir %s: %s", dir, strerror(-rc));
+        goto fail;
+    }
+    /* a large sparse map; smaller ones where address space is limited (ulimit -v, valgrind) */
+    for (uint64_t map = INDEX_MAP_SIZE;; map /= 4) {
+        if ((rc = mdb_env_create(&ix->env)))
+            goto mdb_fail;
+        if ((rc = mdb_env_set_maxdbs(ix->env, 4)) || (rc = mdb_env_set_mapsize(ix->env, map))
+            || (rc = mdb_env_set_maxreaders(ix->env, 1024)))
+            goto mdb_fail;
+        rc = mdb_env_open(ix->env, dir, MDB_NOTLS, 0644);
+        if (rc == 0)
+            break;
+        mdb_env_close(ix->env);
+        ix->env = NULL;
+        if ((rc != EINVAL && rc != ENOMEM) || map <= (256ULL << 20))
+            goto mdb_fail;
+    }
+    if ((rc = mdb_txn_begin(ix->env, NULL, 0, &txn)))
+        goto mdb_fail;
+    if ((rc = mdb_dbi_open(txn, "objs", MDB_CREATE, &ix->objs))
+        || (rc = mdb_dbi_open(txn, "lru", MDB_CREATE, &ix->lru))
+        || (rc = mdb_dbi_open(txn, "info", MDB_CREATE, &ix->info)))
+        goto mdb_fail;
+    rc = mdb_txn_commit(txn);
+    txn = NULL;
+    if (rc)
+        goto mdb_fail;
+    /* readers left by a killed process of ours */
+    int dead = 0;
+    mdb_reader_check(ix->env, &dead);
+    *out = ix;
+    return 0;
+mdb_fail:
+    errmsg_set(em, "index: lmdb %s: %s", dir, mdb_strerror(rc));
+    rc = mdb_rc(rc);
+fail:
+    if (txn)
+        mdb_txn_abort(txn);
+    if (ix->env)
+        mdb_env_close(ix->env);
+    free(ix);
+    return rc;
+}
+
+void index_close(struct index *ix)
+{
+    if (!ix)
+        return;
+    mdb_env_close(ix->env);
+    free(ix);
+}
+
+/* ---- operations ------------------------------------------------------------------------ */
+
+static int txn_begin(struct index *ix, int rdonly, MDB_txn **txn)
+{
+    return mdb_rc(mdb_txn_begin(ix->env, NULL, rdonly ? MDB_RDONLY : 0, txn));
+}
+
+static int txn_end(MDB_txn *txn, int rc)
+{
+    if (rc) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
+    return mdb_rc(mdb_txn_commit(txn));
+}
+
+int index_get(struct index *ix, const struct index_key *k, struct index_entry *out)
+{
+    MDB_txn *txn;
+    MDB_val key = { k->len, (void *)k->b }, v;
+    int rc = txn_begin(ix, 1, &txn);
+    if (rc)
+        return rc;
+    rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v));
+    if (!rc)
+        rc = rec_decode(&v, out, NULL, 0, 0);
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+/* Removes the record at @key inside @txn, keeping lru and totals right. */
+static int del_locked(struct index *ix, MDB_txn *txn, MDB_val *key, const struct index_key *k,
+                      const struct index_entry *old, struct index_totals *t)
+{
+    int rc = mdb_rc(mdb_del(txn, ix->objs, key, NULL));
+    if (!rc && !(old->flags & INDEX_F_PINNED))
+        rc = lru_del(ix, txn, old->atime_ns, k);
+    if (rc)
+        return rc;
+    add64(&t->used_bytes, -(int64_t)old->used_bytes);
+    add64(&t->objects, -1);
+    if (old->flags & INDEX_F_PINNED) {
+        add64(&t->pinned_objects, -1);
+        add64(&t->pinned_bytes, -(int64_t)old->used_bytes);
+    }
+    return 0;
+}
+
+int index_put(struct index *ix, const struct index_key *k, const char *name,
+              const struct index_entry *e, uint64_t *old_version, int64_t *delta_used)
+{
+    MDB_txn *txn;
+    MDB_val key = { k->len, (void *)k->b }, v;
+    struct index_totals t;
+    struct wbuf w = { 0 };
+    int64_t delta = 0;
+    int rc = txn_begin(ix, 0, &txn);
+    if (rc)
+        return rc;
+    *old_version = 0;
+    if ((rc = totals_get(ix, txn, &t)))
+        goto out;
+    rc = mdb_get(txn, ix->objs, &key, &v);
+    if (rc == 0) {
+        struct index_entry old;
+        if ((rc = rec_decode(&v, &old, NULL, 0, 1)))
+            goto out;
+        *old_version = old.version;
+        delta -= (int64_t)old.used_bytes;
+        if ((rc = del_locked(ix, txn, &key, k, &old, &t)))
+            goto out;
+    } else if (rc != MDB_NOTFOUND) {
+        rc = mdb_rc(rc);
+        goto out;
+    }
+    if ((rc = rec_encode(e, name, &w)))
+        goto out;
+    v.mv_size = w.len;
+    v.mv_data = w.p;
+    if ((rc = mdb_rc(mdb_put(txn, ix->objs, &key, &v, 0))))
+        goto out;
+    if (!(e->flags & INDEX_F_PINNED)
+        && (rc = lru_put(ix, txn, e->atime_ns, k, e->version, e->used_bytes)))
+        goto out;
+    delta += (int64_t)e->used_bytes;
+    t.used_bytes += e->used_bytes;
+    t.objects++;
+    if (e->flags & INDEX_F_PINNED) {
+        t.pinned_objects++;
+        t.pinned_bytes += e->used_bytes;
+    }
+    rc = totals_put(ix, txn, &t);
+out:
+    free(w.p);
+    rc = txn_end(txn, rc);
+    if (!rc && delta_used)
+        *delta_used = delta;
+    return rc;
+}
+
+int index_mark(struct index *ix, const struct index_key *k, uint64_t version, uint64_t first,
+               uint64_t n, int64_t *delta_used)
+{
+    MDB_txn *txn;
+    MDB_val key = { k->len, (void *)k->b }, v;
+    struct index_entry e;
+    struct index_totals t;
+    unsigned char *copy = NULL;
+    uint64_t add = 0;
+    int rc = txn_begin(ix, 0, &txn);
+    if (rc)
+        return rc;
+    *delta_used = 0;
+    if ((rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v))))
+        goto out;
+    if ((rc = rec_decode(&v, &e, NULL, 0, 1)))
+        goto out;
+    if (e.version != version || first + n > e.nblocks) {
+        rc = -ESTALE;
+        goto out;
+    }
+    copy = malloc(v.mv_size);
+    if (!copy) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    memcpy(copy, v.mv_data, v.mv_size);
+    unsigned char *bm = copy + rec_bitmap_off(&v, e.nblocks);
+    for (uint64_t b = first; b < first + n; b++) {
+        if (bm[b / 8] & (1u << (b % 8)))
+            continue;
+        bm[b / 8] |= (unsigned char)(1u << (b % 8));
+        add += index_acct(index_block_bytes(e.size, e.block_size, b));
+    }
+    if (!add)
+        goto out;
+    /* used_bytes sits at a fixed offset: format(4) flags(4) version(8) size(8) */
+    uint64_t used = e.used_bytes + add;
+    memcpy(copy + 24, &used, 8);
+    MDB_val nv = { v.mv_size, copy };
+    if ((rc = mdb_rc(mdb_put(txn, ix->objs, &key, &nv, 0))))
+        goto out;
+    if (!(e.flags & INDEX_F_PINNED)) {
+        /* the lru value carries the used bytes */
+        if ((rc = lru_put(ix, txn, e.atime_ns, k, e.version, used)))
+            goto out;
+    }
+    if ((rc = totals_get(ix, txn, &t)))
+        goto out;
+    t.used_bytes += add;
+    if (e.flags & INDEX_F_PINNED)
+        t.pinned_bytes += add;
+    rc = totals_put(ix, txn, &t);
+out:
+    free(copy);
+    rc = txn_end(txn, rc);
+    if (!rc)
+        *delta_used = (int64_t)add;
+    return rc;
+}
+
+int index_del(struct index *ix, const struct index_key *k, uint64_t version, int64_t *delta_used)
+{
+    MDB_txn *txn;
+    MDB_val key = { k->len, (void *)k->b }, v;
+    struct index_entry e;
+    struct index_totals t;
+    int rc = txn_begin(ix, 0, &txn);
+    if (rc)
+        return rc;
+    *delta_used = 0;
+    if ((rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v)))) {
+        if (rc == -ENOENT)
+            rc = -ESTALE;
+        goto out;
+    }
+    if ((rc = rec_decode(&v, &e, NULL, 0, 1)))
+        goto out;
+    if (e.version != version) {
+        rc = -ESTALE;
+        goto out;
+    }
+    if ((rc = totals_get(ix, txn, &t)) || (rc = del_locked(ix, txn, &key, k, &e, &t)))
+        goto out;
+    rc = totals_put(ix, txn, &t);
+out:
+    rc = txn_end(txn, rc);
+    if (!rc)
+        *delta_used = -(int64_t)e.used_bytes;
+    return rc;
+}
+
+/* Rewrites the record at @key with @e (same size and layout as @v). */
+static int rewrite_head(struct index *ix, MDB_txn *txn, MDB_val *key, const MDB_val *v,
+                        uint32_t flags, int64_t atime, int64_t validated)
+{
+    unsigned char *copy = malloc(v->mv_size);
+    if (!copy)
+        return -ENOMEM;
+    memcpy(copy, v->mv_data, v->mv_size);
+    /* format(4) flags(4) version(8) size(8) used(8) bs(4) parts(4) atime(8) validated(8) */
+    memcpy(copy + 4, &flags, 4);
+    memcpy(copy + 40, &atime, 8);
+    memcpy(copy + 48, &validated, 8);
+    MDB_val nv = { v->mv_size, copy };
+    int rc = mdb_rc(mdb_put(txn, ix->objs, key, &nv, 0));
+    free(copy);
+    return rc;
+}
+
+int index_set_pinned(struct index *ix, const struct index_key *k, uint64_t version, int on)
+{
+    MDB_txn *txn;
+    MDB_val key = { k->len, (void *)k->b }, v;
+    struct index_entry e;
+    struct index_totals t;
+    int rc = txn_begin(ix, 0, &txn);
+    if (rc)
+        return rc;
+    if ((rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v)))) {
+        if (rc == -ENOENT)
+            rc = -ESTALE;
+        goto out;
+    }
+    if ((rc = rec_decode(&v, &e, NULL, 0, 1)))
+        goto out;
+    if (e.version != version) {
+        rc = -ESTALE;
+        goto out;
+    }
+    int was = !!(e.flags & INDEX_F_PINNED);
+    if (was == !!on)
+        goto out;
+    uint32_t flags = on ? (e.flags | INDEX_F_PINNED) : (e.flags & ~INDEX_F_PINNED);
+    if ((rc = rewrite_head(ix, txn, &key, &v, flags, e.atime_ns, e.validated_ns)))
+        goto out;
+    if (on)
+        rc = lru_del(ix, txn, e.atime_ns, k);
+    else
+        rc = lru_put(ix, txn, e.atime_ns, k, e.version, e.used_bytes);
+    if (rc || (rc = totals_get(ix, txn, &t)))
+        goto out;
+    if (on) {
+        t.pinned_objects++;
+        t.pinned_bytes += e.used_bytes;
+    } else {
+        add64(&t.pinned_objects, -1);
+        add64(&t.pinned_bytes, -(int64_t)e.used_bytes);
+    }
+    rc = totals_put(ix, txn, &t);
+out:
+    return txn_end(txn, rc);
+}
+
+int index_touch(struct index *ix, const struct index_touch *t, size_t n)
+{
+    MDB_txn *txn;
+    int rc = txn_begin(ix, 0, &txn);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        MDB_val key = { t[i].k.len, (void *)t[i].k.b }, v;
+        struct index_entry e;
+        int r = mdb_get(txn, ix->objs, &key, &v);
+        if (r == MDB_NOTFOUND)
+            continue;
+        if (r) {
+            rc = mdb_rc(r);
+            break;
+        }
+        if (rec_decode(&v, &e, NULL, 0, 1) || e.version != t[i].version)
+            continue;
+        int64_t at = t[i].atime_ns > e.atime_ns ? t[i].atime_ns : e.atime_ns;
+        int64_t va = t[i].validated_ns > e.validated_ns ? t[i].validated_ns : e.validated_ns;
+        if (at == e.atime_ns && va == e.validated_ns)
+            continue;
+        if ((rc = rewrite_head(ix, txn, &key, &v, e.flags, at, va)))
+            break;
+        if (!(e.flags & INDEX_F_PINNED) && at != e.atime_ns) {
+            if ((rc = lru_del(ix, txn, e.atime_ns, &t[i].k)))
+                break;
+            rc = lru_put(ix, txn, at, &t[i].k, e.version, e.used_bytes);
+        }
+    }
+    return txn_end(txn, rc);
+}
+
+int index_lru_scan(struct index *ix, index_lru_f *cb, void *arg)
+{
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_val key, v;
+    int rc = txn_begin(ix, 1, &txn);
+    if (rc)
+        return rc;
+    if ((rc = mdb_rc(mdb_cursor_open(txn, ix->lru, &cur)))) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
+    int r = mdb_cursor_get(cur, &key, &v, MDB_FIRST);
+    rc = 0;
+    while (r == 0) {
+        if (key.mv_size > 8 && key.mv_size - 8 <= INDEX_KEY_MAX && v.mv_size == 16) {
+            struct index_key k;
+            uint64_t val[2];
+            k.len = key.mv_size - 8;
+            memcpy(k.b, (unsigned char *)key.mv_data + 8, k.len);
+            memcpy(val, v.mv_data, 16);
+            if ((rc = cb(arg, &k, val[0], val[1])))
+                break;
+        }
+        r = mdb_cursor_get(cur, &key, &v, MDB_NEXT);
+    }
+    if (!rc && r != MDB_NOTFOUND)
+        rc = mdb_rc(r);
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+int index_prefix_scan(struct index *ix, const char *name_prefix, index_scan_f *cb, void *arg)
+{
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    size_t pl = strlen(name_prefix);
+    size_t kl = S3C_MIN(pl, (size_t)INDEX_KEY_PLAIN_MAX);
+    MDB_val key = { kl, (void *)name_prefix }, v;
+    char *name = malloc(NAME_MAX_LEN);
+    int rc;
+    if (!name)
+        return -ENOMEM;
+    if ((rc = txn_begin(ix, 1, &txn))) {
+        free(name);
+        return rc;
+    }
+    if ((rc = mdb_rc(mdb_cursor_open(txn, ix->objs, &cur)))) {
+        mdb_txn_abort(txn);
+        free(name);
+        return rc;
+    }
+    int r = kl ? mdb_cursor_get(cur, &key, &v, MDB_SET_RANGE)
+               : mdb_cursor_get(cur, &key, &v, MDB_FIRST);
+    rc = 0;
+    while (r == 0) {
+        if (key.mv_size < kl || memcmp(key.mv_data, name_prefix, kl) != 0)
+            break;
+        struct index_entry e;
+        if (key.mv_size <= INDEX_KEY_MAX && !rec_decode(&v, &e, name, NAME_MAX_LEN, 1)
+            && strncmp(name, name_prefix, pl) == 0) {
+            struct index_key k;
+            k.len = key.mv_size;
+            memcpy(k.b, key.mv_data, k.len);
+            if ((rc = cb(arg, &k, name, e.version)))
+                break;
+        }
+        r = mdb_cursor_get(cur, &key, &v, MDB_NEXT);
+    }
+    if (!rc && r != 0 && r != MDB_NOTFOUND)
+        rc = mdb_rc(r);
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    free(name);
+    return rc;
+}
+
+int index_totals(struct index *ix, struct index_totals *out)
+{
+    MDB_txn *txn;
+    int rc = txn_begin(ix, 1, &txn);
+    if (rc)
+        return rc;
+    rc = totals_get(ix, txn, out);
+    mdb_txn_abort(txn);
+    return rc;
+}

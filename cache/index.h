@@ -1,0 +1,92 @@
+/*
+ * index.h: the cache index (private to cache/). One LMDB environment under
+ * CACHE_DIR/index with three tables: objects (name key -> record: version,
+ * metadata, block bitmap, access time, flags), lru (be64 atime + name key ->
+ * version, unpinned entries only) and totals (used bytes, objects, pins).
+ * Every call is one transaction; nothing here blocks on anything but LMDB.
+ */
+#ifndef S3C_CACHE_INDEX_H
+#define S3C_CACHE_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "backend.h"
+
+struct index;
+
+/* An LMDB key for (bucket, key): "bucket/key", or for long names its first bytes, a NUL and
+ * the SHA-256 of the whole name. Byte order of short keys is name order (prefix scans). */
+#define INDEX_KEY_MAX 480
+#define INDEX_KEY_PLAIN_MAX 440
+struct index_key {
+    size_t len;
+    unsigned char b[INDEX_KEY_MAX];
+};
+void index_key_make(const char *bucket, const char *key, struct index_key *out);
+
+#define INDEX_F_PINNED 0x1u
+#define INDEX_ACCT_ROUND 4096u /* block bytes are accounted rounded up to this */
+
+struct index_entry {
+    uint64_t version;     /* names the data file; never 0 */
+    uint64_t size;        /* == meta.size */
+    uint64_t used_bytes;  /* accounted bytes of present blocks */
+    uint32_t block_size;
+    uint32_t flags;       /* INDEX_F_* */
+    int64_t atime_ns;     /* last access, CLOCK_REALTIME */
+    int64_t validated_ns; /* last time the backend confirmed (or provided) the metadata */
+    uint64_t nblocks;
+    uint8_t *bitmap;      /* malloc'd (nblocks + 7) / 8 bytes, or NULL when nblocks == 0 */
+    struct be_meta meta;
+};
+void index_entry_clear(struct index_entry *e); /* frees the bitmap */
+uint64_t index_block_bytes(uint64_t size, uint32_t block_size, uint64_t block); /* exact */
+uint64_t index_acct(uint64_t bytes);                                            /* rounded */
+
+struct index_totals {
+    uint64_t used_bytes, objects, pinned_objects, pinned_bytes;
+};
+
+int index_open(const char *dir, struct index **out, struct errmsg *em);
+void index_close(struct index *ix);
+
+/* 0 and a copy in *@out (caller clears), or -ENOENT. @name (optional, NAME_MAX 1100+) gets the
+ * full "bucket/key" name. */
+int index_get(struct index *ix, const struct index_key *k, struct index_entry *out);
+/* Stores @e under @k with @name (bucket/key), replacing any record. *@old_version: the version
+ * replaced (0 if none). *@delta_used: change of the used total. */
+int index_put(struct index *ix, const struct index_key *k, const char *name,
+              const struct index_entry *e, uint64_t *old_version, int64_t *delta_used);
+/* Marks blocks [@first, @first+@n) of @version present. -ESTALE if the record is gone or has
+ * another version. *@delta_used: newly accounted bytes. */
+int index_mark(struct index *ix, const struct index_key *k, uint64_t version, uint64_t first,
+               uint64_t n, int64_t *delta_used);
+/* Deletes the record if it has @version (-ESTALE otherwise). *@delta_used <= 0. */
+int index_del(struct index *ix, const struct index_key *k, uint64_t version, int64_t *delta_used);
+/* Pin or unpin @version. -ESTALE if not that version. */
+int index_set_pinned(struct index *ix, const struct index_key *k, uint64_t version, int on);
+
+struct index_touch {
+    struct index_key k;
+    uint64_t version;
+    int64_t atime_ns;
+    int64_t validated_ns; /* 0: unchanged */
+};
+/* Applies access-time (and validation-time) updates in one transaction; entries whose
+ * version no longer matches are skipped. */
+int index_touch(struct index *ix, const struct index_touch *t, size_t n);
+
+/* Calls @cb for unpinned entries, least recently used first, until it returns non-zero
+ * (that value is returned) or the table ends (0). One read transaction: @cb must not call
+ * index functions that write. */
+typedef int index_lru_f(void *arg, const struct index_key *k, uint64_t version, uint64_t used);
+int index_lru_scan(struct index *ix, index_lru_f *cb, void *arg);
+
+/* Calls @cb for every record whose name starts with @name_prefix ("bucket/prefix"). */
+typedef int index_scan_f(void *arg, const struct index_key *k, const char *name,
+                         uint64_t version);
+int index_prefix_scan(struct index *ix, const char *name_prefix, index_scan_f *cb, void *arg);
+
+int index_totals(struct index *ix, struct index_totals *out);
+
+#endif

@@ -1,0 +1,30 @@
+/*
+ * store.h: the on-disk layout of the cache (private to cache/). Object data
+ * lives in CACHE_DIR/data/ab/cd/<hex of the index key hash>-<version>, one
+ * sparse file per object version; CACHE_DIR/tmp holds staged uploads. No
+ * locking, no index: callers decide, store.c does the file system calls.
+ */
+#ifndef S3C_CACHE_STORE_H
+#define S3C_CACHE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_PATH_MAX 4096
+
+/* Creates data/ and tmp/ under @dir and empties tmp/ (orphans of a previous run). */
+int store_init(const char *dir);
+/* The data file path of (@name_key, @version). */
+void store_data_path(const char *dir, const void *name_key, size_t klen, uint64_t version,
+                     char out[STORE_PATH_MAX]);
+/* Opens @path O_RDWR (creating it and its parent directories, fsyncing the parent when
+ * created, if @create). 0 and *@fd, or -errno. */
+int store_open(const char *path, int create, int *fd);
+/* A new temp file in tmp/: O_RDWR|O_CLOEXEC. */
+int store_stage(const char *dir, int *fd, char path[STORE_PATH_MAX]);
+/* Renames @from to @to (creating parents) and fsyncs the directory. */
+int store_rename(const char *from, const char *to);
+/* A fresh random non-zero version id. */
+uint64_t store_new_version(void);
+
+#endif
