@@ -331,9 +331,15 @@ int backend_check_bucket_name(const char *name)
         return -S3E_INVALID_BUCKET_NAME;
     if (!is_alnum_lc(name[0]) || !is_alnum_lc(name[n - 1]))
         return -S3E_INVALID_BUCKET_NAME;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (!is_alnum_lc(name[i]) && name[i] != '.' && name[i] != '-')
             return -S3E_INVALID_BUCKET_NAME;
+        /* S3: no "..", ".-" or "-." (labels must start and end with a letter or digit) */
+        if (i > 0 && name[i - 1] == '.' && (name[i] == '.' || name[i] == '-'))
+            return -S3E_INVALID_BUCKET_NAME;
+        if (i > 0 && name[i - 1] == '-' && name[i] == '.')
+            return -S3E_INVALID_BUCKET_NAME;
+    }
     if (looks_like_ipv4(name))
         return -S3E_INVALID_BUCKET_NAME;
     return 0;

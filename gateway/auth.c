@@ -282,7 +282,10 @@ static int auth_bearer(struct auth *a, struct req *rq, const char *authz)
 int auth_check(struct auth *a, struct req *rq, struct errmsg *em)
 {
     const char *authz = req_header(rq, "Authorization");
-    int presigned = req_has_query(rq, "X-Amz-Algorithm") || req_has_query(rq, "X-Amz-Signature");
+    int presigned = req_has_query(rq, "X-Amz-Algorithm") || req_has_query(rq, "X-Amz-Signature") ||
+                    req_has_query(rq, "AWSAccessKeyId");
+    int v2 = (authz && !strncmp(authz, "AWS ", 4)) ||
+             (!authz && req_has_query(rq, "AWSAccessKeyId") && !req_has_query(rq, "X-Amz-Algorithm"));
     if (authz && !strncasecmp(authz, "Bearer ", 7))
         return auth_bearer(a, rq, authz);
     if (!authz && !presigned) {
@@ -299,7 +302,8 @@ int auth_check(struct auth *a, struct req *rq, struct errmsg *em)
         .method = rq->method, .path = rq->path, .query = rq->query, .n_query = rq->n_query,
         .headers = rq->headers, .n_headers = rq->n_headers,
     };
-    int rc = sigv4_verify(&in, time(NULL), auth_lookup_secret, t, &rq->auth, em);
+    int rc = v2 ? sigv2_verify(&in, rq->raw_path, time(NULL), auth_lookup_secret, t, &rq->auth, em)
+                : sigv4_verify(&in, time(NULL), auth_lookup_secret, t, &rq->auth, em);
     if (!rc) {
         const struct cred *c = table_find(t, rq->auth.access_key);
         snprintf(rq->access_key, sizeof(rq->access_key), "%s", rq->auth.access_key);

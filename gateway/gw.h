@@ -66,6 +66,7 @@ struct req {
     enum op op;
     char *bucket;                 /* decoded, NULL for service-level requests */
     char *key;                    /* decoded, NULL for bucket-level requests */
+    char *raw_path;               /* path as sent, percent-encoded (SigV2 signs it) */
     char *path;                   /* decoded path as signed ("/b/k", or "/k" virtual-hosted) */
     struct sigv4_kv *query;       /* decoded query parameters */
     size_t n_query;
@@ -79,6 +80,7 @@ struct req {
     int answered;                 /* a response has been queued */
     int phase;                    /* handler-private progress */
     int suspended;                /* connection suspended waiting for a job */
+    int busy;                     /* counted in server.inflight (processing or answering) */
     uint64_t bytes_in;            /* request body bytes received */
     uint64_t bytes_out;           /* response body bytes (of the queued response) */
     uint64_t bytes_out_streamed;  /* counted by stream callbacks so far */
@@ -186,7 +188,7 @@ struct server {
     struct stats *stats;
     uint64_t start_ns;
     unsigned long req_seq;
-    unsigned long inflight;       /* requests between req_new and completion */
+    unsigned long inflight;       /* requests being processed or answered */
 };
 int server_run(struct conf *cf);
 

@@ -241,7 +241,7 @@ static void list_value(struct buf *b, const char *name, const char *v, int url)
     }
     size_t cap = strlen(v) * 3 + 1;
     char *enc = malloc(cap);
-    if (enc && sigv4_uri_encode(v, strlen(v), 1, enc, cap) == 0)
+    if (enc && sigv4_uri_encode(v, strlen(v), 1, enc, cap) >= 0)
         buf_xml_elem(b, name, enc);
     else
         buf_xml_elem(b, name, v);

@@ -72,14 +72,18 @@ int respond_error_msg(struct req *rq, int rc, const char *message)
     size_t len = b.len;
     char *body = buf_take(&b);
     int is_head = !strcmp(rq->method, "HEAD");
+    if (is_head) { /* the status and headers say it all; HEAD has no body */
+        free(body);
+        body = NULL;
+        len = 0;
+    }
     struct MHD_Response *r =
-        MHD_create_response_from_buffer(is_head ? 0 : len, body, MHD_RESPMEM_MUST_FREE);
+        is_head ? MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT)
+                : MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(body);
         return MHD_NO;
     }
-    if (is_head)
-        free(body), body = NULL;
     MHD_add_response_header(r, "Content-Type", "application/xml");
     if (rc == -S3E_SLOW_DOWN || e->status == 503)
         MHD_add_response_header(r, "Retry-After", "1");

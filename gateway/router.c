@@ -217,6 +217,7 @@ int router_route(struct req *rq, const char *url, const char *host)
     MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, router_collect_arg, &ra);
     if (ra.bad)
         return ra.bad;
+    rq->raw_path = strdup(url);
     rq->path = url_decode(url, strlen(url));
     if (!rq->path)
         return -S3E_INVALID_URI;

@@ -75,7 +75,6 @@ static struct req *req_new(struct server *srv, struct MHD_Connection *conn, cons
     rq->waiter.resume = req_waiter_resume;
     rq->waiter.cls = rq;
     buf_init(&rq->body, XML_BODY_MAX);
-    __atomic_add_fetch(&srv->inflight, 1, __ATOMIC_RELAXED);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (ci && ci->client_addr) {
@@ -116,6 +115,7 @@ static void req_free(struct req *rq)
     free(rq->bucket);
     free(rq->key);
     free(rq->path);
+    free(rq->raw_path);
     rq->magic = 0;
     free(rq);
 }
@@ -205,10 +205,13 @@ static int req_start(struct req *rq, const char *url)
     struct server *srv = rq->srv;
     struct errmsg em = {{0}};
     MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, req_collect_header, rq);
-    int rc = router_route(rq, url, req_header(rq, "Host"));
-    if (rc)
-        return req_fail_early(rq, rc);
-    if (rq->op != OP_ADMIN || strncmp(rq->path, "/_/health", 9)) {
+    /* Authentication comes first, as with S3: a bad name or key from an unauthenticated
+     * client is AccessDenied, not a hint about what exists. */
+    int route_rc = router_route(rq, url, req_header(rq, "Host"));
+    if (!rq->path)
+        return req_fail_early(rq, route_rc);
+    int rc;
+    if (route_rc || rq->op != OP_ADMIN || strncmp(rq->path, "/_/health", 9)) {
         rc = auth_check(srv->auth, rq, &em);
         if (rc) {
             if (em.buf[0])
@@ -220,6 +223,8 @@ static int req_start(struct req *rq, const char *url)
     }
     rq->sc = stats_client_ref(srv->stats, rq->access_key[0] ? rq->access_key : "anonymous",
                               rq->addr);
+    if (route_rc)
+        return req_fail_early(rq, route_rc);
     rq->h = router_handler(rq->op);
     if (!rq->h)
         return req_fail_early(rq, -S3E_NOT_IMPLEMENTED);
@@ -267,6 +272,10 @@ static enum MHD_Result server_access(void *cls, struct MHD_Connection *conn, con
         return respond_error(rq, rq->rc) == MHD_YES ? MHD_YES : MHD_NO;
     if (!rq->h || !rq->h->end)
         return respond_error(rq, -S3E_NOT_IMPLEMENTED) == MHD_YES ? MHD_YES : MHD_NO;
+    if (!rq->busy) { /* the request is now ours to finish: shutdown waits for it */
+        rq->busy = 1;
+        __atomic_add_fetch(&srv->inflight, 1, __ATOMIC_RELAXED);
+    }
     int r = rq->h->end(rq);
     return r == MHD_YES ? MHD_YES : MHD_NO;
 }
@@ -370,8 +379,10 @@ static void server_completed(void *cls, struct MHD_Connection *conn, void **con_
     }
     if (rq->op != OP_ADMIN || rq->status >= 400 || log_enabled(S3C_LOG_DEBUG))
         server_access_log(rq, toe, (now - rq->t_start_ns) / 100000);
+    int busy = rq->busy;
     req_free(rq);
-    __atomic_sub_fetch(&srv->inflight, 1, __ATOMIC_RELAXED);
+    if (busy)
+        __atomic_sub_fetch(&srv->inflight, 1, __ATOMIC_RELAXED);
 }
 
 static void server_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -607,8 +618,9 @@ int server_run(struct conf *cf)
     }
     MHD_socket qfd = MHD_quiesce_daemon(srv.daemon);
     uint64_t deadline = s3c_mono_ns() + (uint64_t)cf->shutdown_timeout * 1000000ull;
-    /* Requests in flight (and so their jobs) get until the deadline; idle keep-alive
-     * connections are simply closed by MHD_stop_daemon. */
+    /* Requests being processed or answered (and so their jobs) get until the deadline; idle
+     * keep-alive connections and uploads still waiting for their body are closed by
+     * MHD_stop_daemon (the client sees a reset and retries; nothing partial is stored). */
     while (__atomic_load_n(&srv.inflight, __ATOMIC_RELAXED) > 0 && s3c_mono_ns() < deadline)
         usleep(20 * 1000);
     MHD_stop_daemon(srv.daemon);

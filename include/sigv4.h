@@ -89,4 +89,10 @@ char *sigv4_canonical_request(const struct sigv4_input *in, const char *signed_h
 /* AWS URI encoding of @s into @out (RFC 3986 unreserved kept; '/' kept iff @keep_slash). */
 int sigv4_uri_encode(const char *s, size_t len, int keep_slash, char *out, size_t cap);
 
+/* Legacy Signature Version 2 (sigv2.c): "Authorization: AWS ACCESS:SIG" or the presigned query
+ * AWSAccessKeyId/Expires/Signature. @raw_path: the request path exactly as sent (still
+ * percent-encoded). Same return codes as sigv4_verify; payload is always UNSIGNED. */
+int sigv2_verify(const struct sigv4_input *in, const char *raw_path, time_t now,
+                 sigv4_secret_f *lookup, void *cls, struct sigv4_result *out, struct errmsg *em);
+
 #endif

@@ -11,7 +11,7 @@ only_in() { # HEADER FILE...
     done
 }
 only_in lmdb.h cache/index.c
-only_in curl/curl.h backends/be_s3.c gateway/range.c gateway/cli.c
+only_in curl/curl.h backends/be_s3.c gateway/range.c gateway/cli.c gateway/sigv2.c
 only_in microhttpd.h gateway/server.c gateway/respond.c
 # gw.h pulls in microhttpd.h for the gateway's own files only
 for f in cache/*.c backends/*.c; do
