@@ -30,8 +30,8 @@ UNITHOBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(UNITHELP))
 # Debian packages: build libraries, then the clients the end-to-end tests drive.
 DEB_BUILD := build-essential pkg-config libmicrohttpd-dev liblmdb-dev libcmocka-dev \
              libcurl4-openssl-dev libssl-dev zlib1g-dev
-DEB_TEST  := awscli s3cmd rclone python3-boto3 nodejs npm curl nginx wrk lmdb-utils \
-             xxd procps psmisc netcat-openbsd
+DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc \
+             netcat-openbsd openssl
 NPM_DIR   := tests/e2e/node_modules
 
 .PHONY: all run test test-unit test-e2e test-asan bench lint clean deps deps-test fuzz format
@@ -70,6 +70,12 @@ deps:
 
 deps-test: deps
 	$(call apt_install,$(DEB_TEST))
+	@# node/npm: a NodeSource nodejs (bundling npm) conflicts with Debian's npm package, so
+	@# install Debian's only when the commands are missing.
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm; \
+	fi
 	@if [ ! -d $(NPM_DIR)/@aws-sdk/client-s3 ]; then \
 	  echo "installing @aws-sdk/client-s3 into $(NPM_DIR)"; \
 	  (cd tests/e2e && npm install --no-audit --no-fund --silent @aws-sdk/client-s3 @aws-sdk/lib-storage); \

@@ -21,9 +21,7 @@ static void usage(FILE *f)
                "       s3cached flush --endpoint URL [s3://BUCKET/PREFIX]\n"
                "       (admin auth: --admin-token T or S3CACHED_ADMIN_TOKEN; or SigV4 with\n"
                "        --access-key/--secret-key or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)\n"
-               "       s3cached version | help\n\n"
-               "serve options (also S3CACHED_<OPTION> in the environment, or key = value lines\n"
-               "in --config FILE; precedence flag > environment > file > default):\n",
+               "       s3cached version | help\n\n",
             S3C_VERSION);
     conf_print_help(f);
 }

@@ -51,7 +51,7 @@ enum conf_type {
     X("tls-cert",            STR,  tls_cert,            "",               "PEM certificate: serve HTTPS") \
     X("tls-key",             STR,  tls_key,             "",               "PEM private key of --tls-cert") \
     X("threads",             INT,  threads,             "0",              "HTTP worker threads (0 = one per core)") \
-    X("workers",             INT,  workers,             "0",              "background I/O threads for backend and disk work (0 = 4 x cores)") \
+    X("workers",             INT,  workers,             "0",              "background I/O threads for backend and disk work (0 = 4 x cores + 4)") \
     X("max-connections",     INT,  max_connections,     "4096",           "most concurrent client connections") \
     X("idle-timeout",        DUR,  idle_timeout,        "120s",           "close a connection idle (or stalled mid-request) this long") \
     X("max-header-size",     SIZE, max_header_size,     "64K",            "largest request line plus headers") \
