@@ -102,11 +102,12 @@ test-unit: $(UNITBINS)
 test-e2e: $(BUILD)/s3cached
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached tests/e2e/run.sh
 
+ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 test-asan: deps-test
-	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
-	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all unit-bins
+	@$(ASAN_MAKE) all unit-bins
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $(MAKE) --no-print-directory BUILD=build-asan test-unit test-e2e
+	  E2E_ASAN=1 $(ASAN_MAKE) test-unit test-e2e
 
 bench: deps-test
 	@$(MAKE) --no-print-directory all

@@ -23,6 +23,7 @@
 #include "s3c.h"
 #include "sigv4.h"
 #include "xml.h"
+#include "ratelimit.h"
 
 struct server;
 struct req;
@@ -89,6 +90,8 @@ struct req {
     uint64_t tcp_acked_start;     /* TCP_INFO bytes acked at request start */
     struct stats_client *sc;
     char addr[64];
+    struct rl_bucket *rlb;        /* download rate limit of this key, or NULL */
+    struct rl_timer rl_timer;     /* resumes the connection when the bucket refills */
 
     /* handler state */
     struct upload *up;
@@ -105,6 +108,9 @@ struct req {
 /* Queues fn on the work queue after suspending the connection; the access handler runs again
  * once fn has returned. fn must not touch MHD. Returns 0 or -errno (nothing suspended). */
 int req_run_job(struct req *rq, void (*fn)(struct req *rq));
+/* Rate limit before sending up to *@max body bytes: 0 (and *@max possibly lowered) to go on, or
+ * -EAGAIN after suspending the connection until the key's bucket has refilled. */
+int req_throttle(struct req *rq, size_t *max);
 const char *req_header(struct req *rq, const char *name);   /* case-insensitive; NULL */
 const char *req_query(struct req *rq, const char *name);    /* decoded; "" for "?name" */
 int req_has_query(struct req *rq, const char *name);
@@ -186,6 +192,7 @@ struct server {
     struct cache *cache;
     struct auth *auth;
     struct stats *stats;
+    struct rl *rl;
     uint64_t start_ns;
     unsigned long req_seq;
     unsigned long inflight;       /* requests being processed or answered */

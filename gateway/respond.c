@@ -208,6 +208,7 @@ struct stream {
     struct req *rq;
     uint64_t off; /* object offset of response byte 0 */
     uint64_t len;
+    int fd;       /* >= 0: a cached file read with pread (rate-limited hits), else the fill */
 };
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -219,7 +220,19 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         return MHD_CONTENT_READER_END_OF_STREAM;
     if (max > st->len - pos)
         max = (size_t)(st->len - pos);
-    ssize_t n = cache_obj_read(rq->obj, st->off + pos, buf, max, &rq->waiter);
+    size_t granted = max;
+    if (req_throttle(rq, &granted) == -EAGAIN)
+        return 0; /* suspended; the rate limiter's timer resumes us */
+    ssize_t n;
+    if (st->fd >= 0) {
+        n = pread(st->fd, buf, granted, (off_t)(st->off + pos));
+        if (n < 0)
+            n = -errno;
+    } else {
+        n = cache_obj_read(rq->obj, st->off + pos, buf, granted, &rq->waiter);
+    }
+    if (rq->rlb)
+        rl_refund(rq->rlb, n > 0 ? granted - (size_t)n : granted);
     if (n > 0) {
         rq->bytes_out_streamed += (uint64_t)n;
         if (rq->sc)
@@ -241,6 +254,8 @@ static void stream_free(void *cls)
 {
     struct stream *st;
     CAST_OBJ_NOTNULL(st, cls, STREAM_MAGIC);
+    if (st->fd >= 0)
+        close(st->fd);
     st->magic = 0;
     free(st);
 }
@@ -250,7 +265,7 @@ int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, 
 {
     struct MHD_Response *r;
     int is_head = !strcmp(rq->method, "HEAD");
-    if (fd >= 0 && !is_head) {
+    if (fd >= 0 && !is_head && !rq->rlb) {
         r = MHD_create_response_from_fd_at_offset64(len, fd, off);
         if (!r) {
             close(fd);
@@ -258,15 +273,23 @@ int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, 
         }
         fd = -1; /* MHD owns it now */
     } else {
-        if (fd >= 0)
+        /* Streamed: from the fill, or (rate-limited hits) from the cached file with pread. */
+        if (fd >= 0 && is_head) {
             close(fd);
+            fd = -1;
+        }
         struct stream *st = calloc(1, sizeof(*st));
-        if (!st)
+        if (!st) {
+            if (fd >= 0)
+                close(fd);
             return respond_error(rq, -ENOMEM);
+        }
         st->magic = STREAM_MAGIC;
         st->rq = rq;
         st->off = off;
         st->len = len;
+        st->fd = fd;
+        fd = -1;
         r = MHD_create_response_from_callback(len, STREAM_BLOCK, stream_read, st, stream_free);
         if (!r) {
             free(st);

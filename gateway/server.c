@@ -106,6 +106,10 @@ static void req_free(struct req *rq)
         rq->job_state_free(rq->job_state);
     if (rq->sc)
         stats_client_release(rq->srv->stats, rq->sc);
+    if (rq->rlb) {
+        rl_timer_cancel(rq->srv->rl, &rq->rl_timer);
+        rl_bucket_release(rq->srv->rl, rq->rlb);
+    }
     for (size_t i = 0; i < rq->n_query; i++) {
         free((char *)rq->query[i].name);
         free((char *)rq->query[i].value);
@@ -118,6 +122,29 @@ static void req_free(struct req *rq)
     free(rq->raw_path);
     rq->magic = 0;
     free(rq);
+}
+
+static void req_timer_resume(void *arg)
+{
+    struct req *rq = arg;
+    rq->suspended = 0;
+    MHD_resume_connection(rq->conn);
+}
+
+int req_throttle(struct req *rq, size_t *max)
+{
+    uint64_t wait_ns = 0;
+    if (!rq->rlb)
+        return 0;
+    size_t got = rl_take(rq->rlb, *max, &wait_ns);
+    if (got) {
+        *max = got;
+        return 0;
+    }
+    rq->suspended = 1;
+    MHD_suspend_connection(rq->conn);
+    rl_timer_arm(rq->srv->rl, &rq->rl_timer, wait_ns, req_timer_resume, rq);
+    return -EAGAIN;
 }
 
 struct req_job {
@@ -225,6 +252,9 @@ static int req_start(struct req *rq, const char *url)
                               rq->addr);
     if (route_rc)
         return req_fail_early(rq, route_rc);
+    uint64_t rate = rq->access_key[0] ? auth_rate_limit(srv->auth, rq->access_key) : 0;
+    if (rate && rq->op != OP_ADMIN)
+        rq->rlb = rl_bucket_ref(srv->rl, rq->access_key, rate);
     rq->h = router_handler(rq->op);
     if (!rq->h)
         return req_fail_early(rq, -S3E_NOT_IMPLEMENTED);
@@ -537,6 +567,10 @@ int server_run(struct conf *cf)
         errmsg_set(&em, "cannot start statistics: %s", strerror(-rc));
         goto fail;
     }
+    if ((rc = rl_new(&srv.rl))) {
+        errmsg_set(&em, "cannot start the rate limiter: %s", strerror(-rc));
+        goto fail;
+    }
     if ((rc = server_read_tls(cf, &tls_cert, &tls_key, &em)))
         goto fail;
     if ((rc = server_listen_socket(cf, &lfd, &v6, &em)))
@@ -624,6 +658,7 @@ int server_run(struct conf *cf)
     while (__atomic_load_n(&srv.inflight, __ATOMIC_RELAXED) > 0 && s3c_mono_ns() < deadline)
         usleep(20 * 1000);
     MHD_stop_daemon(srv.daemon);
+    rl_free(srv.rl);
     workq_free(srv.wq); /* background fills finish; nothing resumes connections any more */
     srv.wq = NULL;
     if (qfd != MHD_INVALID_SOCKET)
@@ -645,6 +680,7 @@ fail:
         close(lfd);
     if (srv.stats)
         stats_free(srv.stats);
+    rl_free(srv.rl);
     auth_free(srv.auth);
     if (srv.cache)
         cache_close(srv.cache);

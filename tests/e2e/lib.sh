@@ -329,3 +329,4 @@ trap _e2e_exit EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 trap 'exit 129' HUP
+trap 'exit 141' PIPE

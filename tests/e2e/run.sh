@@ -14,6 +14,9 @@ total_pass=0
 total_fail=0
 summary=()
 start=$(date +%s)
+log=
+trap '[[ -n $log ]] && rm -f "$log"' EXIT
+trap 'exit 143' TERM INT
 
 for f in "$here"/[0-9][0-9]-*; do
     name=$(basename "$f")

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# bench/run.sh (make bench): s3cached (--anonymous, file backend, warm cache) against
+# nginx static on the same files, in one run, as ratios:
+#   - GET throughput of 64 MiB objects (http-large, curl, concurrency 4)
+#   - requests/s of 112 KiB objects (http-small, wrk)
+#   - cold-miss throughput (fresh cache dir, each object once) vs a direct nginx read
+# Uses the reference scripts in ../shared/bench (relative to the repo). Everything it
+# starts is stopped by pid; total time is bounded (~5 minutes).
+#   BENCH_DIR   where the dataset and caches live      (default ${TMPDIR:-/tmp}/s3c-bench)
+#   DURATION    seconds per measurement                 (default 10)
+#   KEEP_DATA=0 remove the dataset at the end           (default: kept for the next run)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+SB=$(cd "$repo/../shared/bench" 2>/dev/null && pwd) || SB=
+if [[ -z $SB || ! -x $SB/http-large ]]; then
+    echo "bench: reference scripts not found at $repo/../shared/bench; nothing to compare against. Skipping."
+    exit 0
+fi
+. "$SB/lib.sh"
+BIN=${S3CACHED_BIN:-$repo/build/s3cached}
+[[ -x $BIN ]] || { echo "bench: no executable at $BIN (run make)"; exit 1; }
+for t in nginx wrk curl; do
+    command -v "$t" >/dev/null || { echo "bench: $t is not installed (make deps-test)"; exit 1; }
+done
+export DURATION=${DURATION:-10}
+W=${BENCH_DIR:-${TMPDIR:-/tmp}/s3c-bench}
+STORE=$W/store
+BUCKET=bench
+RESULTS=$W/results.log
+mkdir -p "$STORE/$BUCKET"
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+T0=$(date +%s)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+              /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+NGINX_PORT=$(free_port)
+S3_PIDS=()
+cleanup() {
+    local p
+    for p in "${S3_PIDS[@]}"; do stop_pid "$p" 10; done
+    PORT=$NGINX_PORT "$SB/nginx-static" stop >/dev/null 2>&1 || true
+    rm -rf "$W"/cache-*
+    [[ ${KEEP_DATA:-1} == 1 ]] || rm -rf "$STORE"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+# start_s3 CACHE_DIR — s3cached --anonymous on the store; prints "PID PORT"
+start_s3() {
+    local cache=$1 port pid i
+    port=$(free_port)
+    mkdir -p "$cache"
+    "$BIN" serve --listen "127.0.0.1:$port" --backend "file://$STORE" --cache-dir "$cache" \
+        --cache-size 8G --anonymous --log-level warn >"$cache.log" 2>&1 </dev/null &
+    pid=$!
+    S3_PIDS+=("$pid")
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || { echo "bench: s3cached exited; log:" >&2; tail -20 "$cache.log" >&2; return 1; }
+        [[ $(curl -s --max-time 1 "http://127.0.0.1:$port/_/health") == ok* ]] && { echo "$pid $port"; return 0; }
+        sleep 0.1
+    done
+    echo "bench: s3cached did not answer /_/health in 10 s" >&2
+    return 1
+}
+
+# run LABEL SCRIPT ENV... — runs a bench script, appends "LABEL<TAB>RESULT..." to RESULTS
+run() {
+    local label=$1 script=$2 line
+    shift 2
+    line=$(env "$@" timeout -k 5 $((DURATION + 150)) "$SB/$script" | grep '^RESULT' | tail -1) || true
+    [[ -n $line ]] || { echo "bench: $label produced no RESULT" >&2; line="RESULT failed=1"; }
+    printf '%s\t%s\n' "$label" "${line#RESULT }" >>"$RESULTS"
+    printf '%-22s %s\n' "$label" "${line#RESULT }"
+}
+
+field() { awk -F'\t' -v l="$1" -v k="$2" '$1 == l { n = split($2, f, " "); for (i = 1; i <= n; i++) { split(f[i], kv, "="); if (kv[1] == k) v = kv[2] } } END { sub(/%$/, "", v); print v }' "$RESULTS"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
+
+echo "== dataset ($STORE/$BUCKET): 16 x 64 MiB, 2000 x 112 KiB"
+DIR=$STORE/$BUCKET/large N=16 SIZE=64M "$SB/make-dataset" >/dev/null
+DIR=$STORE/$BUCKET/small N=2000 SIZE=112K "$SB/make-dataset" >/dev/null
+LARGE=$STORE/$BUCKET/large/MANIFEST
+SMALL=$STORE/$BUCKET/small/MANIFEST
+: >"$RESULTS"
+
+echo "== servers"
+NGINX_PID=$(PORT=$NGINX_PORT ROOT=$STORE/$BUCKET WORKERS=2 LIFETIME=900 "$SB/nginx-static")
+NGINX=http://127.0.0.1:$NGINX_PORT
+read -r S3_PID S3_PORT < <(start_s3 "$W/cache-warm") || true
+[[ -n ${S3_PORT:-} ]] || { echo "bench: s3cached did not start"; exit 1; }
+S3_PIDS+=("$S3_PID")
+S3=http://127.0.0.1:$S3_PORT/$BUCKET
+echo "nginx pid $NGINX_PID on $NGINX; s3cached pid $S3_PID on http://127.0.0.1:$S3_PORT"
+
+echo "== warm the cache (one pass over both sets)"
+run warm-large http-large BASE_URL="$S3/large" LIST="$LARGE" CONCURRENCY=4 TOOL=once SERVER_PID="$S3_PID"
+run warm-small http-large BASE_URL="$S3/small" LIST="$SMALL" CONCURRENCY=4 TOOL=once SERVER_PID="$S3_PID"
+# page cache warm for nginx too
+run warm-nginx-small http-large BASE_URL="$NGINX/small" LIST="$SMALL" CONCURRENCY=4 TOOL=once SERVER_PID="$NGINX_PID"
+
+echo "== large objects, 64 MiB, curl x4, ${DURATION}s each"
+run nginx-large http-large BASE_URL="$NGINX/large" LIST="$LARGE" CONCURRENCY=4 TOOL=curl SERVER_PID="$NGINX_PID"
+run s3cached-large http-large BASE_URL="$S3/large" LIST="$LARGE" CONCURRENCY=4 TOOL=curl SERVER_PID="$S3_PID"
+
+echo "== small objects, 112 KiB, wrk -c64, ${DURATION}s each"
+run nginx-small http-small BASE_URL="$NGINX/small" LIST="$SMALL" SERVER_PID="$NGINX_PID"
+run s3cached-small http-small BASE_URL="$S3/small" LIST="$SMALL" SERVER_PID="$S3_PID"
+stop_pid "$S3_PID" 10
+
+echo "== cold misses: fresh cache dir, each 64 MiB object once, x4"
+read -r C_PID C_PORT < <(start_s3 "$W/cache-cold") || true
+[[ -n ${C_PORT:-} ]] || { echo "bench: s3cached (cold) did not start"; exit 1; }
+S3_PIDS+=("$C_PID")
+run nginx-once http-large BASE_URL="$NGINX/large" LIST="$LARGE" CONCURRENCY=4 TOOL=once SERVER_PID="$NGINX_PID"
+run s3cached-cold http-large BASE_URL="http://127.0.0.1:$C_PORT/$BUCKET/large" LIST="$LARGE" CONCURRENCY=4 TOOL=once SERVER_PID="$C_PID"
+stop_pid "$C_PID" 10
+
+echo
+echo "== summary (one run, same machine; ratios = s3cached / nginx)"
+nl=$(field nginx-large GBps); sl=$(field s3cached-large GBps)
+ns=$(field nginx-small rps); ss=$(field s3cached-small rps)
+no=$(field nginx-once GBps); sc=$(field s3cached-cold GBps)
+for l in nginx-large s3cached-large nginx-small s3cached-small nginx-once s3cached-cold; do
+    bad=$(field "$l" non2xx)$(field "$l" errors)
+    [[ -z ${bad//0/} ]] || echo "WARNING: $l had non-2xx/errors: $bad"
+done
+printf '%-34s %10s %10s %8s\n' "measure" "nginx" "s3cached" "ratio"
+printf '%-34s %10s %10s %8s\n' "large 64MiB GET, GB/s (c4, warm)" "$nl" "$sl" "$(ratio "$sl" "$nl")"
+printf '%-34s %10s %10s %8s\n' "small 112KiB GET, req/s (wrk c64)" "$ns" "$ss" "$(ratio "$ss" "$ns")"
+printf '%-34s %10s %10s %8s\n' "cold miss 64MiB, GB/s (vs direct)" "$no" "$sc" "$(ratio "$sc" "$no")"
+echo "results log: $RESULTS   total $(($(date +%s) - T0))s"
