@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cache_priv.h"
@@ -105,11 +106,43 @@ struct ckey *cache_key_find_locked(struct cache *c, const struct index_key *k)
     return NULL;
 }
 
+static void idle_remove_locked(struct cache *c, struct ckey *ck)
+{
+    if (!ck->idle)
+        return;
+    if (ck->idle_prev)
+        ck->idle_prev->idle_next = ck->idle_next;
+    else
+        c->idle_head = ck->idle_next;
+    if (ck->idle_next)
+        ck->idle_next->idle_prev = ck->idle_prev;
+    else
+        c->idle_tail = ck->idle_prev;
+    ck->idle_prev = ck->idle_next = NULL;
+    ck->idle = 0;
+    c->nidle--;
+}
+
+static void idle_push_locked(struct cache *c, struct ckey *ck)
+{
+    idle_remove_locked(c, ck);
+    ck->idle_prev = c->idle_tail;
+    ck->idle_next = NULL;
+    if (c->idle_tail)
+        c->idle_tail->idle_next = ck;
+    else
+        c->idle_head = ck;
+    c->idle_tail = ck;
+    ck->idle = 1;
+    c->nidle++;
+}
+
 struct ckey *cache_key_get_locked(struct cache *c, const char *bucket, const char *key,
                                   const struct index_key *k)
 {
     struct ckey *ck = cache_key_find_locked(c, k);
     if (ck) {
+        idle_remove_locked(c, ck);
         if (!ck->bucket[0] && bucket[0]) {
             /* an evictor's placeholder: give it the real name before anyone uses it */
             char *nb = strdup(bucket), *nk = strdup(key);
@@ -245,6 +278,8 @@ void cache_key_load_locked(struct cache *c, struct ckey *ck)
     index_entry_clear(&e);
 }
 
+static void key_free_locked(struct cache *c, struct ckey *ck);
+
 void cache_key_put_locked(struct cache *c, struct ckey *ck)
 {
     if (!ck)
@@ -253,6 +288,24 @@ void cache_key_put_locked(struct cache *c, struct ckey *ck)
     if (--ck->refs)
         return;
     S3C_ASSERT(!ck->waiters);
+    if (!c->closing && ck->cur && ck->loaded && !ck->lookup_running && ck->bucket[0]) {
+        idle_push_locked(c, ck);
+        while (c->nidle > c->max_idle) {
+            struct ckey *old = c->idle_head;
+            idle_remove_locked(c, old);
+            if (!old->refs)
+                key_free_locked(c, old);
+        }
+        return;
+    }
+    key_free_locked(c, ck);
+}
+
+/* Unhashes and frees a key nobody references. */
+static void key_free_locked(struct cache *c, struct ckey *ck)
+{
+    S3C_ASSERT(!ck->refs);
+    idle_remove_locked(c, ck);
     unsigned hb = key_hash(&ck->k);
     for (struct ckey **p = &c->keys[hb]; *p; p = &(*p)->hnext) {
         if (*p == ck) {
@@ -304,6 +357,10 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     if (!c)
         return -ENOMEM;
     c->magic = CACHE_MAGIC;
+    struct rlimit nofile;
+    c->max_idle = 256;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
+        c->max_idle = (unsigned)S3C_MIN((rlim_t)CACHE_IDLE_KEYS_MAX, nofile.rlim_cur / 4);
     c->cf = cf;
     c->be = be;
     c->wq = wq;
@@ -369,6 +426,12 @@ void cache_close(struct cache *c)
     fill_fail_all_locked(c, CACHE_ERR_CLOSING);
     while (c->njobs)
         pthread_cond_wait(&c->jobs_cv, &c->mu);
+    while (c->idle_head) {
+        struct ckey *ck = c->idle_head;
+        idle_remove_locked(c, ck);
+        if (!ck->refs)
+            key_free_locked(c, ck);
+    }
     pthread_mutex_unlock(&c->mu);
     evict_flush_touches(c);
     evict_drain_unlinks(c);

@@ -29,6 +29,7 @@
 #define CACHE_FETCH_MAX_BLOCKS 16
 #define CACHE_WAKE_BYTES (256u << 10)
 #define CACHE_ERR_CLOSING (-S3E_SERVICE_UNAVAILABLE)
+#define CACHE_IDLE_KEYS_MAX 8192 /* idle keys kept at most (each may hold one open fd) */
 
 struct cver;
 
@@ -48,6 +49,10 @@ struct ckey {
     int lookup_stale;     /* lookup_done failed and cur is served stale */
     int lookup_same;      /* lookup_done confirmed cur (revalidated, unchanged) */
     struct cache_waiter *waiters; /* waiting for a lookup */
+    /* Idle keys (no references, a current version) stay in memory, with their open data fd, in a
+     * bounded LRU so that hits need no index read and no open(2). */
+    struct ckey *idle_prev, *idle_next;
+    int idle;
 };
 
 struct fetch {
@@ -119,6 +124,8 @@ struct cache {
     unsigned njobs;
     int closing;
     struct ckey *keys[CACHE_KEY_BUCKETS];
+    struct ckey *idle_head, *idle_tail; /* LRU of idle keys, oldest first */
+    unsigned nidle, max_idle; /* max_idle: a quarter of the fd limit, at most CACHE_IDLE_KEYS_MAX */
     struct fetch *fetches;
 
     uint64_t used, reserved; /* used mirrors the index total */

@@ -414,9 +414,9 @@ int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *f
         int wfd;
         rc = cache_ver_fd_locked(c, v, 0, &wfd);
         if (!rc) {
-            char p[64];
-            snprintf(p, sizeof(p), "/proc/self/fd/%d", wfd);
-            int nfd = open(p, O_RDONLY | O_CLOEXEC);
+            /* A duplicate of the version's descriptor: no path walk. Sharing the file offset is
+             * harmless: responses read with sendfile/pread at explicit offsets. */
+            int nfd = fcntl(wfd, F_DUPFD_CLOEXEC, 0);
             if (nfd < 0) {
                 char dp[STORE_PATH_MAX];
                 cache_ver_path(c, v, dp);

@@ -87,7 +87,7 @@ struct req {
     uint64_t bytes_out_streamed;  /* counted by stream callbacks so far */
     int status;
     int cache_how;                /* enum cache_outcome or -1 */
-    uint64_t tcp_acked_start;     /* TCP_INFO bytes acked at request start */
+    uint64_t tcp_acked_start;     /* TCP_INFO bytes acked when a large body was queued, or 0 */
     struct stats_client *sc;
     char addr[64];
     struct rl_bucket *rlb;        /* download rate limit of this key, or NULL */
@@ -198,5 +198,7 @@ struct server {
     unsigned long inflight;       /* requests being processed or answered */
 };
 int server_run(struct conf *cf);
+/* Bytes the peer has acknowledged on @conn's socket so far (TCP_INFO), 0 if unknown. */
+uint64_t tcp_bytes_acked(struct MHD_Connection *conn);
 
 #endif

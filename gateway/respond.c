@@ -304,5 +304,8 @@ int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, 
         MHD_add_response_header(r, "Content-Range", cr);
     }
     rq->bytes_out = is_head ? 0 : len;
+    /* An aborted large download is charged what TCP saw acknowledged since now. */
+    if (!is_head && len >= (1u << 20))
+        rq->tcp_acked_start = tcp_bytes_acked(rq->conn) + 1;
     return respond_queue(rq, status, r);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -46,7 +47,7 @@ static void req_waiter_resume(void *cls)
     MHD_resume_connection(rq->conn);
 }
 
-static uint64_t tcp_bytes_acked(struct MHD_Connection *conn)
+uint64_t tcp_bytes_acked(struct MHD_Connection *conn)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -88,7 +89,6 @@ static struct req *req_new(struct server *srv, struct MHD_Connection *conn, cons
     }
     if (!rq->addr[0])
         snprintf(rq->addr, sizeof(rq->addr), "-");
-    rq->tcp_acked_start = tcp_bytes_acked(conn);
     return rq;
 }
 
@@ -389,7 +389,9 @@ static void server_completed(void *cls, struct MHD_Connection *conn, void **con_
     /* Body bytes that really went out: all of them when the response completed; otherwise
      * what TCP saw acknowledged (less the response header, roughly), capped by the body. */
     uint64_t sent = rq->bytes_out;
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !rq->tcp_acked_start) {
+        sent = rq->bytes_out_streamed; /* a small body: what the callbacks handed over */
+    } else if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         uint64_t acked = tcp_bytes_acked(conn);
         uint64_t delta = acked > rq->tcp_acked_start ? acked - rq->tcp_acked_start : 0;
         delta = delta > 512 ? delta - 512 : 0;
@@ -548,6 +550,12 @@ int server_run(struct conf *cf)
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread started below inherits it */
+    /* Connections and the cache's open files share the fd table: use all we may. */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
+    }
     signal(SIGPIPE, SIG_IGN);
 
     if ((rc = server_prepare_dirs(cf, &em)) ||
@@ -577,9 +585,9 @@ int server_run(struct conf *cf)
         goto fail;
 
     unsigned nthreads = cf->threads > 0 ? (unsigned)cf->threads : ncpu;
-    size_t mem = (size_t)cf->max_header_size * 2;
-    if (mem < 256 * 1024)
-        mem = 256 * 1024;
+    /* libmicrohttpd zeroes a connection's pool for every request: keep it just big enough for
+     * the largest header section plus a read buffer. */
+    size_t mem = (size_t)cf->max_header_size + 32 * 1024;
     unsigned timeout_s = (unsigned)((cf->idle_timeout + 999) / 1000);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);

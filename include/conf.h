@@ -54,7 +54,7 @@ enum conf_type {
     X("workers",             INT,  workers,             "0",              "background I/O threads for backend and disk work (0 = 4 x cores + 4)") \
     X("max-connections",     INT,  max_connections,     "4096",           "most concurrent client connections") \
     X("idle-timeout",        DUR,  idle_timeout,        "120s",           "close a connection idle (or stalled mid-request) this long") \
-    X("max-header-size",     SIZE, max_header_size,     "64K",            "largest request line plus headers") \
+    X("max-header-size",     SIZE, max_header_size,     "16K",            "largest request line plus headers (S3 allows 8 KB)") \
     X("max-object-size",     SIZE, max_object_size,     "5T",             "largest object a PUT or Complete may create") \
     X("shutdown-timeout",    DUR,  shutdown_timeout,    "10s",            "on SIGTERM, how long in-flight requests may take to finish") \
     X("log-level",           ENUM, log_level,           "info",           "error|warn|info|debug") \
