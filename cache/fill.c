@@ -449,6 +449,22 @@ static void outcome_started(struct cache_obj *h)
     h->guessed = 0;
 }
 
+/* Whether every byte of [@off, @end) is present or has landed in a fetch in flight. */
+static int range_landed_locked(const struct cver *v, uint64_t off, uint64_t end)
+{
+    for (uint64_t b = off / v->bs; b * v->bs < end; b++) {
+        if (cache_bit(v->present, b))
+            continue;
+        uint64_t need = S3C_MIN(end, (b + 1) * v->bs);
+        const struct fetch *f = v->fetches;
+        while (f && !(b >= f->first && b < f->first + f->n && f->landed >= need && !f->err))
+            f = f->next;
+        if (!f)
+            return 0;
+    }
+    return 1;
+}
+
 int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *fd)
 {
     CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
@@ -505,7 +521,16 @@ int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *f
         return rc;
     }
     if (cache_bit(v->fetching, miss)) {
-        outcome_waiting(o);
+        /* Joining a fetch whose bytes for this range have all landed (only their sync is
+         * pending) costs the reader no wait: that is a hit. */
+        if (range_landed_locked(v, off, end)) {
+            if (o->guessed || o->how == CACHE_HIT) {
+                o->how = CACHE_HIT;
+                o->guessed = 0;
+            }
+        } else {
+            outcome_waiting(o);
+        }
         rc = -EAGAIN;
     } else {
         /* the requested range (in runs of at most CACHE_FETCH_MAX_BLOCKS), or the read-ahead

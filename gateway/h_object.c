@@ -92,6 +92,7 @@ static int h_read_end(struct req *rq, int is_get)
         return respond_object(rq, m, -1, status, off, len);
     int fd = -1;
     rc = cache_obj_open_range(rq->obj, off, len, &fd);
+    rq->cache_how = (int)cache_obj_outcome(rq->obj); /* refined: hit only if no byte waits */
     if (rc == 0)
         return respond_object(rq, m, fd, status, off, len);
     if (rc != -EAGAIN)
