@@ -47,13 +47,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 
-# start_s3 CACHE_DIR — s3cached --anonymous on the store; prints "PID PORT"
+# start_s3 CACHE_DIR [EXTRA ARGS] — s3cached --anonymous on the store; prints "PID PORT"
 start_s3() {
     local cache=$1 port pid i
+    shift
     port=$(free_port)
     mkdir -p "$cache"
     "$BIN" serve --listen "127.0.0.1:$port" --backend "file://$STORE" --cache-dir "$cache" \
-        --cache-size 8G --anonymous --log-level warn >"$cache.log" 2>&1 </dev/null &
+        --cache-size 8G --anonymous --log-level warn "$@" >"$cache.log" 2>&1 </dev/null &
     pid=$!
     S3_PIDS+=("$pid")
     for ((i = 0; i < 100; i++)); do
@@ -109,6 +110,19 @@ run nginx-small http-small BASE_URL="$NGINX/small" LIST="$SMALL" SERVER_PID="$NG
 run s3cached-small http-small BASE_URL="$S3/small" LIST="$SMALL" SERVER_PID="$S3_PID"
 stop_pid "$S3_PID" 10
 
+echo "== the cost of accounting: the same warm cache, --accounting false"
+read -r N_PID N_PORT < <(start_s3 "$W/cache-warm" --accounting false) || true
+[[ -n ${N_PORT:-} ]] || { echo "bench: s3cached (no accounting) did not start"; exit 1; }
+S3_PIDS+=("$N_PID")
+run noacct-small http-small BASE_URL="http://127.0.0.1:$N_PORT/$BUCKET/small" LIST="$SMALL" SERVER_PID="$N_PID"
+run noacct-large http-large BASE_URL="http://127.0.0.1:$N_PORT/$BUCKET/large" LIST="$LARGE" CONCURRENCY=4 TOOL=curl SERVER_PID="$N_PID"
+stop_pid "$N_PID" 10
+read -r S3_PID S3_PORT < <(start_s3 "$W/cache-warm") || true
+S3_PIDS+=("$S3_PID")
+run acct-small http-small BASE_URL="http://127.0.0.1:$S3_PORT/$BUCKET/small" LIST="$SMALL" SERVER_PID="$S3_PID"
+run acct-large http-large BASE_URL="http://127.0.0.1:$S3_PORT/$BUCKET/large" LIST="$LARGE" CONCURRENCY=4 TOOL=curl SERVER_PID="$S3_PID"
+stop_pid "$S3_PID" 10
+
 echo "== cold misses: fresh cache dir, each 64 MiB object once, x4"
 read -r C_PID C_PORT < <(start_s3 "$W/cache-cold") || true
 [[ -n ${C_PORT:-} ]] || { echo "bench: s3cached (cold) did not start"; exit 1; }
@@ -130,4 +144,7 @@ printf '%-34s %10s %10s %8s\n' "measure" "nginx" "s3cached" "ratio"
 printf '%-34s %10s %10s %8s\n' "large 64MiB GET, GB/s (c4, warm)" "$nl" "$sl" "$(ratio "$sl" "$nl")"
 printf '%-34s %10s %10s %8s\n' "small 112KiB GET, req/s (wrk c64)" "$ns" "$ss" "$(ratio "$ss" "$ns")"
 printf '%-34s %10s %10s %8s\n' "cold miss 64MiB, GB/s (vs direct)" "$no" "$sc" "$(ratio "$sc" "$no")"
+printf '%-34s %10s %10s %8s\n' "hits with/without accounting" "off" "on" "on/off"
+printf '%-34s %10s %10s %8s\n' "  small 112KiB, req/s" "$(field noacct-small rps)" "$(field acct-small rps)" "$(ratio "$(field acct-small rps)" "$(field noacct-small rps)")"
+printf '%-34s %10s %10s %8s\n' "  large 64MiB, GB/s" "$(field noacct-large GBps)" "$(field acct-large GBps)" "$(ratio "$(field acct-large GBps)" "$(field noacct-large GBps)")"
 echo "results log: $RESULTS   total $(($(date +%s) - T0))s"

@@ -244,12 +244,14 @@ static int req_start(struct req *rq, const char *url)
             if (em.buf[0])
                 log_debug("auth %s %s: %s: %s", rq->method, rq->path, s3c_strerror(rc), em.buf);
             /* Failed logins share one row: many addresses must not crowd real clients out. */
-            rq->sc = stats_client_ref(srv->stats, "unauthenticated", NULL);
+            if (srv->cf->accounting)
+                rq->sc = stats_client_ref(srv->stats, "unauthenticated", NULL);
             return req_fail_early(rq, rc);
         }
     }
-    rq->sc = stats_client_ref(srv->stats, rq->access_key[0] ? rq->access_key : "anonymous",
-                              rq->addr);
+    if (srv->cf->accounting)
+        rq->sc = stats_client_ref(srv->stats, rq->access_key[0] ? rq->access_key : "anonymous",
+                                  rq->addr);
     if (route_rc)
         return req_fail_early(rq, route_rc);
     uint64_t rate = rq->access_key[0] ? auth_rate_limit(srv->auth, rq->access_key) : 0;

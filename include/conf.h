@@ -48,6 +48,7 @@ enum conf_type {
     X("revalidate-after",    DUR,  revalidate_after,    "60s",            "age after which a cached entry is checked with the backend ('never' for immutable data)") \
     X("warm-concurrency",    INT,  warm_concurrency,    "4",              "parallel fetches of a warm job") \
     X("client-rate-limit",   SIZE, client_rate_limit,   "",               "per-key bandwidth limit in bytes/s (K M G suffixes), 0 = none") \
+    X("accounting",          BOOL, accounting,          "true",           "count bytes and requests per client and bucket (/_/stats, /_/metrics)") \
     X("tls-cert",            STR,  tls_cert,            "",               "PEM certificate: serve HTTPS") \
     X("tls-key",             STR,  tls_key,             "",               "PEM private key of --tls-cert") \
     X("threads",             INT,  threads,             "0",              "HTTP worker threads (0 = one per core)") \
