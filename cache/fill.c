@@ -437,7 +437,8 @@ static uint64_t range_end_block(struct cache_obj *h, struct cver *v)
 
 static void outcome_waiting(struct cache_obj *h)
 {
-    if (h->how == CACHE_HIT)
+    /* a guessed miss that found another request's fetch already running joined it */
+    if (h->how == CACHE_HIT || h->guessed)
         h->how = CACHE_COALESCED;
     h->guessed = 0;
 }
