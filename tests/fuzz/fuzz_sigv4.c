@@ -27,6 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct sigv4_kv q[FUZZ_MAX_KV], h[FUZZ_MAX_KV];
     size_t nq = 0, nh = 0, nl = 0;
     const char *method = "GET", *path = "/";
+    if (!size)
+        goto out;
     if (!s || !enc)
         goto out;
     memcpy(s, data, size);
