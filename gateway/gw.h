@@ -129,6 +129,8 @@ int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, 
                    uint64_t len);
 /* Adds the standard object headers (ETag, Last-Modified, Content-Type, metadata...). */
 void respond_object_headers(struct req *rq, struct MHD_Response *r, const struct be_meta *m);
+/* x-amz-checksum-<algo>: @value for the algorithm named @algo ("CRC32", ...), if known. */
+void respond_checksum_header(struct MHD_Response *r, const char *algo, const char *value);
 /* XML document prolog into @b. */
 void respond_xml_start(struct buf *b, const char *root);
 

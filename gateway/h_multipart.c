@@ -170,12 +170,7 @@ static int h_mp_part_end(struct req *rq)
     snprintf(etag, sizeof(etag), "\"%s\"", s->part.etag);
     MHD_add_response_header(r, "ETag", etag);
     if (s->part.checksum_algo[0] && s->part.checksum[0]) {
-        char h[40];
-        snprintf(h, sizeof(h), "x-amz-checksum-%s", s->part.checksum_algo);
-        for (char *p = h; *p; p++)
-            if (*p >= 'A' && *p <= 'Z')
-                *p = (char)(*p + 32);
-        MHD_add_response_header(r, h, s->part.checksum);
+        respond_checksum_header(r, s->part.checksum_algo, s->part.checksum);
     }
     return respond_queue_prepared(rq, 200, r);
 }

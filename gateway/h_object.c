@@ -186,12 +186,7 @@ static int respond_put_ok(struct req *rq, const struct be_meta *m)
     snprintf(etag, sizeof(etag), "\"%s\"", m->etag);
     MHD_add_response_header(r, "ETag", etag);
     if (m->checksum_algo[0]) {
-        char h[40];
-        snprintf(h, sizeof(h), "x-amz-checksum-%s", m->checksum_algo);
-        for (char *p = h; *p; p++)
-            if (*p >= 'A' && *p <= 'Z')
-                *p = (char)(*p + 32);
-        MHD_add_response_header(r, h, m->checksum);
+        respond_checksum_header(r, m->checksum_algo, m->checksum);
     }
     return respond_queue_prepared(rq, 200, r);
 }

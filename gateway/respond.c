@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checksum.h"
 #include "gw.h"
 #include "log.h"
 #include "s3err.h"
@@ -141,6 +142,13 @@ int respond_queue_prepared(struct req *rq, int status, struct MHD_Response *r)
     return respond_queue(rq, status, r);
 }
 
+void respond_checksum_header(struct MHD_Response *r, const char *algo, const char *value)
+{
+    const char *name = cksum_algo_header(cksum_algo_parse(algo));
+    if (name && value && *value)
+        MHD_add_response_header(r, name, value);
+}
+
 static void add_if(struct MHD_Response *r, const char *name, const char *value)
 {
     if (value && *value)
@@ -175,12 +183,7 @@ void respond_object_headers(struct req *rq, struct MHD_Response *r, const struct
         MHD_add_response_header(r, "x-amz-mp-parts-count", n);
     }
     if (m->checksum_algo[0] && m->checksum[0] && !rq->partial) {
-        char h[40];
-        snprintf(h, sizeof(h), "x-amz-checksum-%s", m->checksum_algo);
-        for (char *p = h; *p; p++)
-            if (*p >= 'A' && *p <= 'Z')
-                *p = (char)(*p + 32);
-        MHD_add_response_header(r, h, m->checksum);
+        respond_checksum_header(r, m->checksum_algo, m->checksum);
     }
     /* x-amz-meta-*: "name:value\n" lines */
     const char *p = m->usermeta;
