@@ -145,7 +145,7 @@ int respond_queue_prepared(struct req *rq, int status, struct MHD_Response *r)
 void respond_checksum_header(struct MHD_Response *r, const char *algo, const char *value)
 {
     const char *name = cksum_algo_header(cksum_algo_parse(algo));
-    if (name && value && *value)
+    if (name && *name && value && *value)
         MHD_add_response_header(r, name, value);
 }
 
