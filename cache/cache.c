@@ -596,6 +596,7 @@ static int version_create(struct cache *c, struct ckey *ck, const struct be_meta
     if (v) {
         v->validated_ns = e.validated_ns;
         v->flags = flags;
+        v->first_fetch_owned = 1;
     }
     pthread_mutex_unlock(&c->mu);
     if (!v) {

@@ -83,6 +83,8 @@ struct cver {
     int fd;
     int dropped; /* no longer indexed: unlink the file when freed */
     int bypass_seen;
+    int first_fetch_owned; /* created by a lookup: that lookup's request is the miss, so the
+                            * request that happens to start the first fetch is not another */
     struct fetch *fetches;
     uint64_t err_gen;
     int last_err;

@@ -446,7 +446,9 @@ static void outcome_waiting(struct cache_obj *h)
 static void outcome_started(struct cache_obj *h)
 {
     if (h->how == CACHE_HIT || h->guessed)
-        h->how = CACHE_MISS;
+        h->how = h->v && h->v->first_fetch_owned ? CACHE_COALESCED : CACHE_MISS;
+    if (h->v)
+        h->v->first_fetch_owned = 0;
     h->guessed = 0;
 }
 
