@@ -11,8 +11,6 @@
 #include "backend.h"
 #include "s3err.h"
 
-/* be_s3.c is written separately: a weak reference keeps this file linkable without it. */
-#pragma weak be_s3_ops
 
 static void ctr_add(uint64_t *c, uint64_t n)
 {
@@ -89,13 +87,8 @@ int backend_open(const struct conf *cf, const char *url, struct backend **out,
     }
     if (scheme_is(url, "file"))
         ops = &be_file_ops;
-    else if (scheme_is(url, "http") || scheme_is(url, "https")) {
-        if (!&be_s3_ops) {
-            errmsg_set(em, "backend \"%s\": the S3 backend is not built into this binary", url);
-            return -ENOTSUP;
-        }
+    else if (scheme_is(url, "http") || scheme_is(url, "https"))
         ops = &be_s3_ops;
-    }
     else {
         errmsg_set(em, "backend \"%s\": unknown scheme (want file:///abs/dir or "
                    "http(s)://host:port)", url);
