@@ -1002,6 +1002,8 @@ static CURLcode s3_attempt(struct s3_call *c, int *rc_out)
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, sl);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    /* large reads: fewer callbacks and cache writes per byte on cold misses */
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_PROXY, "");
     curl_easy_setopt(h, CURLOPT_NOPROXY, "*");

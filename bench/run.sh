@@ -41,6 +41,7 @@ cleanup() {
     local p
     for p in "${S3_PIDS[@]}"; do stop_pid "$p" 10; done
     PORT=$NGINX_PORT "$SB/nginx-static" stop >/dev/null 2>&1 || true
+    [[ -n ${UP_PORT:-} ]] && { PORT=$UP_PORT "$SB/nginx-static" stop >/dev/null 2>&1 || true; }
     rm -rf "$W"/cache-*
     [[ ${KEEP_DATA:-1} == 1 ]] || rm -rf "$STORE"
 }
@@ -131,6 +132,19 @@ run nginx-once http-large BASE_URL="$NGINX/large" LIST="$LARGE" CONCURRENCY=4 TO
 run s3cached-cold http-large BASE_URL="http://127.0.0.1:$C_PORT/$BUCKET/large" LIST="$LARGE" CONCURRENCY=4 TOOL=once SERVER_PID="$C_PID"
 stop_pid "$C_PID" 10
 
+echo "== S3 backend: nginx serves the store path-style (/bucket/key) as the upstream"
+UP_PORT=$(free_port)
+UP_PID=$(PORT=$UP_PORT ROOT=$STORE WORKERS=1 LIFETIME=900 "$SB/nginx-static")
+UPSTREAM=http://127.0.0.1:$UP_PORT
+read -r U_PID U_PORT < <(start_s3 "$W/cache-s3be" --backend "$UPSTREAM") || true
+[[ -n ${U_PORT:-} ]] || { echo "bench: s3cached (S3 backend) did not start"; exit 1; }
+S3_PIDS+=("$U_PID")
+run upstream-once http-large BASE_URL="$UPSTREAM/$BUCKET/large" LIST="$LARGE" CONCURRENCY=4 TOOL=once SERVER_PID="$UP_PID"
+run s3be-cold http-large BASE_URL="http://127.0.0.1:$U_PORT/$BUCKET/large" LIST="$LARGE" CONCURRENCY=4 TOOL=once SERVER_PID="$U_PID"
+run s3be-hits http-large BASE_URL="http://127.0.0.1:$U_PORT/$BUCKET/large" LIST="$LARGE" CONCURRENCY=4 TOOL=curl SERVER_PID="$U_PID"
+stop_pid "$U_PID" 10
+PORT=$UP_PORT "$SB/nginx-static" stop >/dev/null 2>&1 || true
+
 echo
 echo "== summary (one run, same machine; ratios = s3cached / nginx)"
 nl=$(field nginx-large GBps); sl=$(field s3cached-large GBps)
@@ -147,4 +161,7 @@ printf '%-34s %10s %10s %8s\n' "cold miss 64MiB, GB/s (vs direct)" "$no" "$sc" "
 printf '%-34s %10s %10s %8s\n' "hits with/without accounting" "off" "on" "on/off"
 printf '%-34s %10s %10s %8s\n' "  small 112KiB, req/s" "$(field noacct-small rps)" "$(field acct-small rps)" "$(ratio "$(field acct-small rps)" "$(field noacct-small rps)")"
 printf '%-34s %10s %10s %8s\n' "  large 64MiB, GB/s" "$(field noacct-large GBps)" "$(field acct-large GBps)" "$(ratio "$(field acct-large GBps)" "$(field noacct-large GBps)")"
+printf '%-34s %10s %10s %8s\n' "S3 backend (nginx upstream)" "reference" "s3cached" "ratio"
+printf '%-34s %10s %10s %8s\n' "  cold miss 64MiB vs direct GET" "$(field upstream-once GBps)" "$(field s3be-cold GBps)" "$(ratio "$(field s3be-cold GBps)" "$(field upstream-once GBps)")"
+printf '%-34s %10s %10s %8s\n' "  hits vs file-backend hits" "$sl" "$(field s3be-hits GBps)" "$(ratio "$(field s3be-hits GBps)" "$sl")"
 echo "results log: $RESULTS   total $(($(date +%s) - T0))s"
