@@ -195,6 +195,7 @@ struct server {
     struct auth *auth;
     struct stats *stats;
     struct rl *rl;
+    struct warm *warm;
     uint64_t start_ns;
     unsigned long req_seq;
     unsigned long inflight;       /* requests being processed or answered */

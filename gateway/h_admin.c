@@ -4,12 +4,14 @@
  * 400 without a CORS Origin.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gw.h"
 #include "s3err.h"
 #include "stats.h"
+#include "warm.h"
 
 enum { PH_START = 0, PH_JOB_DONE };
 
@@ -104,6 +106,66 @@ static int admin_invalidate(struct req *rq, const char *rest)
     return rc ? respond_error(rq, rc) : MHD_YES;
 }
 
+/* /_/warm[/ID]: POST starts a job, GET reports one or all, DELETE cancels one. */
+static int admin_warm(struct req *rq, const char *rest)
+{
+    struct warm *w = rq->srv->warm;
+    struct errmsg em = {{0}};
+    struct buf b;
+    int rc;
+    const char *id = rest[0] == '/' && rest[1] ? rest + 1 : NULL;
+    buf_init(&b, 64u << 20);
+    if (!strcmp(rq->method, "POST") && !id) {
+        rc = warm_start(w, rq->body.p, rq->body.len, &b, &em);
+        if (!rc) {
+            int r = respond_text(rq, 202, "application/json", b.p, b.len);
+            buf_free(&b);
+            return r;
+        }
+    } else if (!strcmp(rq->method, "GET")) {
+        rc = warm_status(w, id, &b);
+    } else if (!strcmp(rq->method, "DELETE") && id) {
+        rc = warm_cancel(w, id);
+        if (!rc)
+            rc = warm_status(w, id, &b);
+    } else {
+        rc = -S3E_METHOD_NOT_ALLOWED;
+    }
+    int r = rc ? respond_error_msg(rq, rc, em.buf[0] ? em.buf : NULL)
+               : respond_text(rq, 200, "application/json", b.p, b.len);
+    buf_free(&b);
+    return r;
+}
+
+struct unpin_state {
+    uint64_t n;
+    struct errmsg em;
+};
+
+static void unpin_job(struct req *rq)
+{
+    struct unpin_state *s = rq->job_state;
+    rq->rc = warm_unpin(rq->srv->warm, rq->body.p, rq->body.len, &s->n, &s->em);
+}
+
+static int admin_unpin(struct req *rq)
+{
+    if (rq->phase == PH_JOB_DONE) {
+        struct unpin_state *s = rq->job_state;
+        char out[64];
+        int n = snprintf(out, sizeof(out), "{\"unpinned\":%llu}\n", (unsigned long long)s->n);
+        return respond_text(rq, 200, "application/json", out, (size_t)n);
+    }
+    struct unpin_state *s = calloc(1, sizeof(*s));
+    if (!s)
+        return respond_error(rq, -ENOMEM);
+    rq->job_state = s;
+    rq->job_state_free = free;
+    rq->phase = PH_JOB_DONE;
+    int rc = req_run_job(rq, unpin_job);
+    return rc ? respond_error(rq, rc) : MHD_YES;
+}
+
 static int h_admin_end(struct req *rq)
 {
     const char *p = rq->path + 2; /* after "/_" */
@@ -118,9 +180,13 @@ static int h_admin_end(struct req *rq)
         return admin_stats(rq, 1);
     if (!strncmp(p, "/cache/", 7) && !strcmp(rq->method, "DELETE"))
         return admin_invalidate(rq, p + 7);
-    if (!strcmp(p, "/warm") || !strncmp(p, "/warm/", 6) || !strcmp(p, "/flush") ||
-        !strcmp(p, "/unpin"))
-        return respond_error_msg(rq, -S3E_NOT_IMPLEMENTED, "not implemented yet");
+    if (!strcmp(p, "/warm") || !strncmp(p, "/warm/", 6))
+        return admin_warm(rq, p + 5);
+    if (!strcmp(p, "/unpin") && !strcmp(rq->method, "POST"))
+        return admin_unpin(rq);
+    if (!strcmp(p, "/flush"))
+        return respond_error_msg(rq, -S3E_NOT_IMPLEMENTED,
+                                 "write-back is not implemented yet: writes are already on the backend");
     return respond_error_msg(rq, -S3E_NOT_FOUND, "No such admin endpoint");
 }
 

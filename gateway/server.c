@@ -21,6 +21,7 @@
 #include "log.h"
 #include "s3err.h"
 #include "stats.h"
+#include "warm.h"
 #include "workq.h"
 
 static unsigned server_ncpu(void)
@@ -577,6 +578,10 @@ int server_run(struct conf *cf)
         errmsg_set(&em, "cannot start statistics: %s", strerror(-rc));
         goto fail;
     }
+    if ((rc = warm_new(&srv, &srv.warm))) {
+        errmsg_set(&em, "cannot start warm-up jobs: %s", strerror(-rc));
+        goto fail;
+    }
     if ((rc = rl_new(&srv.rl))) {
         errmsg_set(&em, "cannot start the rate limiter: %s", strerror(-rc));
         goto fail;
@@ -667,6 +672,7 @@ int server_run(struct conf *cf)
      * MHD_stop_daemon (the client sees a reset and retries; nothing partial is stored). */
     while (__atomic_load_n(&srv.inflight, __ATOMIC_RELAXED) > 0 && s3c_mono_ns() < deadline)
         usleep(20 * 1000);
+    warm_free(srv.warm); /* cancels jobs; their workers end before the queue stops */
     MHD_stop_daemon(srv.daemon);
     rl_free(srv.rl);
     workq_free(srv.wq); /* background fills finish; nothing resumes connections any more */
@@ -691,6 +697,7 @@ fail:
     if (srv.stats)
         stats_free(srv.stats);
     rl_free(srv.rl);
+    warm_free(srv.warm);
     auth_free(srv.auth);
     if (srv.cache)
         cache_close(srv.cache);

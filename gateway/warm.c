@@ -1,0 +1,564 @@
+/*
+ * warm.c: warm-up jobs. A job is created by POST /_/warm, resolves its key list on a
+ * low-priority worker (listing a prefix, taking a key list, or reading a manifest object: one key
+ * a line, warmed in that order), then --warm-concurrency low-priority workers take keys in order
+ * and make each object fully cached, pinning it when asked. WORKQ_LOW work never occupies more
+ * than half the worker threads, so live requests (and the block fetches they and the warm-up
+ * trigger, which run at high priority) always find a thread.
+ *   queued -> running -> done | failed | cancelled
+ * Jobs live in memory (the last WARM_MAX_JOBS are kept); they do not survive a restart yet.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gw.h"
+#include "json.h"
+#include "log.h"
+#include "s3err.h"
+#include "warm.h"
+#include "workq.h"
+
+#define WARM_MAX_JOBS 64
+#define WARM_MAX_ERRORS 100
+#define WARM_MAX_KEYS 1000000
+#define WARM_MANIFEST_MAX (64u << 20)
+
+struct warm_job {
+    struct warm_job *next;
+    unsigned refs;
+    char id[24];
+    char *bucket, *prefix, *manifest;
+    char **keys;
+    size_t nkeys, next_key;
+    int pin, fit, cancel;
+    const char *state;
+    unsigned workers;        /* running key workers */
+    uint64_t objects_total, objects_done, objects_cached, bytes_total, bytes_done;
+    struct buf errors;       /* JSON array items */
+    unsigned nerrors;
+    int64_t started_ns, finished_ns;
+};
+
+struct warm {
+    struct server *srv;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* jobs' workers ended */
+    struct warm_job *jobs;   /* newest first */
+    unsigned seq, running;
+};
+
+static void job_release_locked(struct warm_job *j)
+{
+    if (--j->refs)
+        return;
+    for (size_t i = 0; i < j->nkeys; i++)
+        free(j->keys[i]);
+    free(j->keys);
+    free(j->bucket);
+    free(j->prefix);
+    free(j->manifest);
+    buf_free(&j->errors);
+    free(j);
+}
+
+static void job_error_locked(struct warm_job *j, const char *key, int rc)
+{
+    if (j->nerrors++ >= WARM_MAX_ERRORS)
+        return;
+    if (j->errors.len)
+        buf_puts(&j->errors, ",");
+    buf_puts(&j->errors, "{\"key\":");
+    buf_json_str(&j->errors, key);
+    buf_puts(&j->errors, ",\"error\":");
+    buf_json_str(&j->errors, s3c_strerror(rc));
+    buf_puts(&j->errors, "}");
+}
+
+static int job_add_key(struct warm_job *j, const char *k, size_t len)
+{
+    if (j->nkeys >= WARM_MAX_KEYS)
+        return -S3E_INVALID_ARGUMENT;
+    if (j->nkeys % 1024 == 0) {
+        char **nk = realloc(j->keys, (j->nkeys + 1024) * sizeof(char *));
+        if (!nk)
+            return -ENOMEM;
+        j->keys = nk;
+    }
+    if (!(j->keys[j->nkeys] = strndup(k, len)))
+        return -ENOMEM;
+    j->nkeys++;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ blocking fetch */
+
+struct bwait {
+    struct cache_waiter w;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int woken;
+};
+
+static void bw_suspend(void *cls)
+{
+    UNUSED(cls);
+}
+
+static void bw_resume(void *cls)
+{
+    struct bwait *b = cls;
+    pthread_mutex_lock(&b->mu);
+    b->woken = 1;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void bw_wait(struct bwait *b)
+{
+    pthread_mutex_lock(&b->mu);
+    while (!b->woken)
+        pthread_cond_wait(&b->cv, &b->mu);
+    b->woken = 0;
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Makes (@bucket, @key) fully cached, blocking this worker. *@cached: it already was. */
+static int warm_one(struct cache *c, const char *bucket, const char *key, int *cached,
+                    uint64_t *size, volatile int *cancel)
+{
+    struct cache_obj *o;
+    const struct be_meta *m;
+    enum cache_outcome how;
+    struct bwait b = {.woken = 0};
+    int rc, fd = -1;
+    b.w.suspend = bw_suspend;
+    b.w.resume = bw_resume;
+    b.w.cls = &b;
+    pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.cv, NULL);
+    rc = cache_obj_get(c, bucket, key, &o);
+    if (rc)
+        goto out_nobj;
+    while ((rc = cache_obj_meta(o, &b.w, &m, &how)) == -EAGAIN)
+        bw_wait(&b);
+    if (rc)
+        goto out;
+    *size = m->size;
+    rc = cache_obj_open_range(o, 0, m->size, &fd);
+    if (rc == 0) {
+        *cached = 1;
+        goto out;
+    }
+    if (rc != -EAGAIN)
+        goto out;
+    rc = 0;
+    char *scratch = malloc(256 * 1024);
+    if (!scratch) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    uint64_t pos = 0;
+    while (pos < m->size && !*cancel) {
+        ssize_t n = cache_obj_read(o, pos, scratch, 256 * 1024, &b.w);
+        if (n == -EAGAIN) {
+            bw_wait(&b);
+            continue;
+        }
+        if (n <= 0) {
+            rc = n ? (int)n : -EIO;
+            break;
+        }
+        pos += (uint64_t)n;
+    }
+    free(scratch);
+    /* the last blocks are marked present when their run is synced: wait for it */
+    while (!rc && !*cancel && cache_obj_open_range(o, 0, m->size, &fd) == -EAGAIN) {
+        if (cache_obj_read(o, m->size ? m->size - 1 : 0, (char[1]){0}, 1, &b.w) == -EAGAIN)
+            bw_wait(&b);
+        else
+            usleep(2000);
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    cache_obj_cancel_wait(o, &b.w);
+    cache_obj_release(o);
+out_nobj:
+    pthread_mutex_destroy(&b.mu);
+    pthread_cond_destroy(&b.cv);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ workers */
+
+struct worker_arg {
+    struct warm *w;
+    struct warm_job *j;
+};
+
+static void job_finish_locked(struct warm *w, struct warm_job *j)
+{
+    if (j->cancel)
+        j->state = "cancelled";
+    else if (!strcmp(j->state, "running"))
+        j->state = j->nerrors ? "failed" : "done";
+    j->finished_ns = s3c_real_ns();
+    w->running--;
+    pthread_cond_broadcast(&w->cv);
+}
+
+static void key_worker(void *arg)
+{
+    struct worker_arg *a = arg;
+    struct warm *w = a->w;
+    struct warm_job *j = a->j;
+    struct cache *c = w->srv->cache;
+    pthread_mutex_lock(&w->mu);
+    while (!j->cancel && j->next_key < j->nkeys) {
+        const char *key = j->keys[j->next_key++];
+        pthread_mutex_unlock(&w->mu);
+        int cached = 0, rc = 0;
+        uint64_t size = 0;
+        for (int attempt = 0; attempt < 3; attempt++) {
+            rc = warm_one(c, j->bucket, key, &cached, &size, &j->cancel);
+            if (rc != -S3E_SERVICE_UNAVAILABLE && rc != -S3E_GATEWAY_TIMEOUT && rc != -EIO)
+                break;
+            usleep(200000u << attempt);
+        }
+        if (!rc && j->pin && !j->cancel)
+            rc = cache_pin(c, j->bucket, key, 1);
+        pthread_mutex_lock(&w->mu);
+        if (rc && !j->cancel) {
+            job_error_locked(j, key, rc);
+        } else if (!rc) {
+            j->objects_done++;
+            j->objects_cached += cached ? 1 : 0;
+            j->bytes_done += size;
+        }
+    }
+    if (--j->workers == 0)
+        job_finish_locked(w, j);
+    job_release_locked(j);
+    pthread_mutex_unlock(&w->mu);
+    free(a);
+}
+
+static int manifest_data(void *cls, const void *p, size_t n)
+{
+    return buf_append(cls, p, n);
+}
+
+/* Resolves the key list (on a worker: listing and manifests talk to the backend). */
+static int job_resolve(struct warm *w, struct warm_job *j)
+{
+    struct backend *be = w->srv->be;
+    int rc = 0;
+    if (j->prefix) {
+        char *marker = NULL;
+        for (;;) {
+            struct be_list_page pg = {0};
+            struct be_list_req lr = {.bucket = j->bucket, .prefix = j->prefix,
+                                     .marker = marker, .max_keys = 1000};
+            rc = backend_list(be, &lr, &pg);
+            if (rc)
+                break;
+            for (size_t i = 0; i < pg.n && !rc; i++) {
+                if (pg.entries[i].is_prefix)
+                    continue;
+                rc = job_add_key(j, pg.entries[i].key, strlen(pg.entries[i].key));
+                j->bytes_total += pg.entries[i].size;
+            }
+            free(marker);
+            marker = pg.truncated && pg.next_marker ? strdup(pg.next_marker) : NULL;
+            be_list_page_free(&pg);
+            if (rc || !marker || j->cancel)
+                break;
+        }
+        free(marker);
+    } else if (j->manifest) {
+        struct buf m;
+        struct be_meta meta;
+        buf_init(&m, WARM_MANIFEST_MAX);
+        rc = backend_head(be, j->bucket, j->manifest, &meta);
+        if (!rc && meta.size > WARM_MANIFEST_MAX)
+            rc = -S3E_ENTITY_TOO_LARGE;
+        if (!rc) {
+            struct be_sink sink = {NULL, manifest_data, &m};
+            rc = backend_get(be, j->bucket, j->manifest, 0, UINT64_MAX, &sink);
+        }
+        for (const char *p = m.p, *end = m.p ? m.p + m.len : NULL; !rc && p && p < end;) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
+            if (l && p[l - 1] == '\r')
+                l--;
+            if (l)
+                rc = job_add_key(j, p, l);
+            p += (nl ? (size_t)(nl - p) + 1 : l);
+        }
+        buf_free(&m);
+    }
+    return rc;
+}
+
+static void job_main(void *arg)
+{
+    struct worker_arg *a = arg;
+    struct warm *w = a->w;
+    struct warm_job *j = a->j;
+    int rc = job_resolve(w, j);
+    pthread_mutex_lock(&w->mu);
+    if (rc) {
+        job_error_locked(j, j->manifest ? j->manifest : j->prefix ? j->prefix : "", rc);
+        j->state = "failed";
+        job_finish_locked(w, j);
+    } else if (j->cancel) {
+        job_finish_locked(w, j);
+    } else {
+        j->state = "running";
+        j->objects_total = j->nkeys;
+        unsigned n = (unsigned)S3C_MAX(1, w->srv->cf->warm_concurrency);
+        j->workers = 1;
+        for (unsigned i = 1; i < n; i++) {
+            struct worker_arg *b = malloc(sizeof(*b));
+            if (!b)
+                break;
+            *b = (struct worker_arg){w, j};
+            j->refs++;
+            j->workers++;
+            if (workq_submit(w->srv->wq, WORKQ_LOW, key_worker, b)) {
+                j->refs--;
+                j->workers--;
+                free(b);
+                break;
+            }
+        }
+        pthread_mutex_unlock(&w->mu);
+        key_worker(a); /* this thread is one of the key workers; it frees @a */
+        return;
+    }
+    job_release_locked(j);
+    pthread_mutex_unlock(&w->mu);
+    free(a);
+}
+
+/* ------------------------------------------------------------------ API */
+
+int warm_new(struct server *srv, struct warm **out)
+{
+    struct warm *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->srv = srv;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    *out = w;
+    return 0;
+}
+
+void warm_free(struct warm *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    for (struct warm_job *j = w->jobs; j; j = j->next)
+        j->cancel = 1;
+    while (w->running)
+        pthread_cond_wait(&w->cv, &w->mu);
+    while (w->jobs) {
+        struct warm_job *j = w->jobs;
+        w->jobs = j->next;
+        job_release_locked(j);
+    }
+    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+}
+
+/* Parses a warm/unpin body into a new job (not yet started). */
+static int job_parse(const char *body, size_t len, struct warm_job **out, struct errmsg *em)
+{
+    struct json *js = NULL;
+    int rc = json_parse(body ? body : "", len, &js, em);
+    if (rc)
+        return rc == -ENOMEM ? rc : -S3E_INVALID_ARGUMENT;
+    struct warm_job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        json_free(js);
+        return -ENOMEM;
+    }
+    j->refs = 1;
+    j->state = "queued";
+    buf_init(&j->errors, 1u << 20);
+    const char *bucket = json_get_str(js, "bucket");
+    const char *prefix = json_get_str(js, "prefix");
+    const char *manifest = json_get_str(js, "manifest");
+    const struct json *keys = json_get(js, "keys");
+    const struct json *pin = json_get(js, "pin"), *fit = json_get(js, "fit");
+    int sources = !!prefix + !!manifest + !!keys;
+    rc = 0;
+    if (!bucket || backend_check_bucket_name(bucket)) {
+        errmsg_set(em, "\"bucket\" must name a bucket");
+        rc = -S3E_INVALID_ARGUMENT;
+    } else if (sources != 1) {
+        errmsg_set(em, "give exactly one of \"prefix\", \"keys\" or \"manifest\"");
+        rc = -S3E_INVALID_ARGUMENT;
+    } else if (keys && keys->type != JSON_ARR) {
+        errmsg_set(em, "\"keys\" must be an array of strings");
+        rc = -S3E_INVALID_ARGUMENT;
+    }
+    j->pin = pin && pin->type == JSON_BOOL && pin->b;
+    j->fit = fit && fit->type == JSON_BOOL && fit->b;
+    if (!rc && !(j->bucket = strdup(bucket)))
+        rc = -ENOMEM;
+    if (!rc && prefix && !(j->prefix = strdup(prefix)))
+        rc = -ENOMEM;
+    if (!rc && manifest) {
+        if (backend_check_key(manifest, strlen(manifest))) {
+            errmsg_set(em, "\"manifest\" is not a valid key");
+            rc = -S3E_INVALID_ARGUMENT;
+        } else if (!(j->manifest = strdup(manifest))) {
+            rc = -ENOMEM;
+        }
+    }
+    for (size_t i = 0; !rc && keys && i < keys->n; i++) {
+        const struct json *k = &keys->items[i];
+        if (k->type != JSON_STR || backend_check_key(k->str, strlen(k->str))) {
+            errmsg_set(em, "\"keys\"[%zu] is not a valid key", i);
+            rc = -S3E_INVALID_ARGUMENT;
+        } else {
+            rc = job_add_key(j, k->str, strlen(k->str));
+        }
+    }
+    json_free(js);
+    if (rc) {
+        j->refs = 1;
+        job_release_locked(j);
+        return rc;
+    }
+    *out = j;
+    return 0;
+}
+
+int warm_start(struct warm *w, const char *body, size_t len, struct buf *out, struct errmsg *em)
+{
+    struct warm_job *j;
+    int rc = job_parse(body, len, &j, em);
+    if (rc)
+        return rc;
+    struct worker_arg *a = malloc(sizeof(*a));
+    if (!a) {
+        job_release_locked(j);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&w->mu);
+    snprintf(j->id, sizeof(j->id), "%08x%04x", (unsigned)(s3c_real_ns() / 1000000000ll),
+             ++w->seq & 0xffff);
+    j->started_ns = s3c_real_ns();
+    j->objects_total = j->nkeys;
+    j->next = w->jobs;
+    w->jobs = j;
+    /* keep a bounded history: drop the oldest finished jobs */
+    unsigned n = 0;
+    for (struct warm_job **pp = &w->jobs; *pp;) {
+        struct warm_job *x = *pp;
+        if (++n > WARM_MAX_JOBS && x->finished_ns) {
+            *pp = x->next;
+            job_release_locked(x);
+            continue;
+        }
+        pp = &x->next;
+    }
+    j->refs++; /* the job's workers */
+    w->running++;
+    *a = (struct worker_arg){w, j};
+    rc = workq_submit(w->srv->wq, WORKQ_LOW, job_main, a);
+    if (rc) {
+        j->refs--;
+        w->running--;
+        j->state = "failed";
+        free(a);
+    } else {
+        buf_printf(out, "{\"job\":\"%s\"}\n", j->id);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+static void job_json_locked(const struct warm_job *j, struct buf *b)
+{
+    char ts[32];
+    buf_printf(b, "{\"job\":\"%s\",\"state\":\"%s\",\"bucket\":", j->id, j->state);
+    buf_json_str(b, j->bucket);
+    buf_printf(b, ",\"pin\":%s,\"objects_total\":%llu,\"objects_done\":%llu,"
+                  "\"objects_cached_already\":%llu,\"bytes_total\":%llu,\"bytes_done\":%llu,"
+                  "\"errors_total\":%u,\"errors\":[%s]",
+               j->pin ? "true" : "false", (unsigned long long)j->objects_total,
+               (unsigned long long)j->objects_done, (unsigned long long)j->objects_cached,
+               (unsigned long long)S3C_MAX(j->bytes_total, j->bytes_done),
+               (unsigned long long)j->bytes_done, j->nerrors, j->errors.p ? j->errors.p : "");
+    s3c_iso8601(j->started_ns, ts);
+    buf_printf(b, ",\"started\":\"%s\"", ts);
+    if (j->finished_ns) {
+        s3c_iso8601(j->finished_ns, ts);
+        buf_printf(b, ",\"finished\":\"%s\"", ts);
+    }
+    buf_puts(b, "}");
+}
+
+int warm_status(struct warm *w, const char *id, struct buf *out)
+{
+    int rc = id ? -S3E_NOT_FOUND : 0;
+    pthread_mutex_lock(&w->mu);
+    if (!id)
+        buf_puts(out, "{\"jobs\":[");
+    int first = 1;
+    for (struct warm_job *j = w->jobs; j; j = j->next) {
+        if (id && strcmp(id, j->id))
+            continue;
+        if (!id && !first)
+            buf_puts(out, ",");
+        job_json_locked(j, out);
+        first = 0;
+        rc = 0;
+    }
+    if (!id)
+        buf_puts(out, "]}");
+    buf_puts(out, "\n");
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int warm_cancel(struct warm *w, const char *id)
+{
+    int rc = -S3E_NOT_FOUND;
+    pthread_mutex_lock(&w->mu);
+    for (struct warm_job *j = w->jobs; j; j = j->next)
+        if (!strcmp(id, j->id)) {
+            j->cancel = 1;
+            rc = 0;
+        }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int warm_unpin(struct warm *w, const char *body, size_t len, uint64_t *n, struct errmsg *em)
+{
+    struct warm_job *j;
+    int rc = job_parse(body, len, &j, em);
+    if (rc)
+        return rc;
+    rc = job_resolve(w, j);
+    *n = 0;
+    for (size_t i = 0; !rc && i < j->nkeys; i++)
+        if (cache_pin(w->srv->cache, j->bucket, j->keys[i], 0) == 0)
+            (*n)++;
+    pthread_mutex_lock(&w->mu);
+    job_release_locked(j);
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}

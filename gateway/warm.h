@@ -1,0 +1,26 @@
+/*
+ * warm.h: cache warm-up jobs behind POST/GET/DELETE /_/warm and POST /_/unpin. A job lists its
+ * keys (a prefix, a key list, or a manifest object, in order) and fetches them into the cache
+ * on low-priority workers, never ahead of live requests.
+ */
+#ifndef S3C_WARM_H
+#define S3C_WARM_H
+
+#include "buf.h"
+
+struct warm;
+struct server;
+
+int warm_new(struct server *srv, struct warm **out);
+/* Cancels every job and waits for their workers. */
+void warm_free(struct warm *w);
+/* POST /_/warm: 0 and the new job's JSON ({"job":"ID"}) in @out, or -S3E_* with @em. */
+int warm_start(struct warm *w, const char *body, size_t len, struct buf *out, struct errmsg *em);
+/* GET /_/warm/ID (@id) or GET /_/warm (@id NULL): JSON into @out; -S3E_NOT_FOUND. */
+int warm_status(struct warm *w, const char *id, struct buf *out);
+/* DELETE /_/warm/ID. */
+int warm_cancel(struct warm *w, const char *id);
+/* POST /_/unpin (blocking: call on a worker). *@n keys unpinned. */
+int warm_unpin(struct warm *w, const char *body, size_t len, uint64_t *n, struct errmsg *em);
+
+#endif

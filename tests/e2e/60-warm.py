@@ -1,0 +1,182 @@
+"""60-warm.py — warming the cache before an epoch: the CLI warms a prefix of 300 objects, after
+which reading them all makes zero backend requests and every body is right; progress only grows
+and ends at the totals; a key list with a missing key makes the CLI exit non-zero and lists it;
+a manifest is warmed; cancel stops fetching; pinned objects survive eviction pressure; a live
+read during a big warm-up is not queued behind it (as a ratio)."""
+import json
+import os
+import subprocess
+import threading
+import time
+import urllib.request
+
+import e2elib as E
+
+B = "warmup"
+KiB, MiB = 1024, 1 << 20
+
+
+def main():
+    t = E.Suite("60-warm.py")
+    srv = E.Server(t, extra=["--cache-size", "96M", "--warm-concurrency", "4",
+                             "--revalidate-after", "never"]).start()
+    root = os.path.join(srv.store, B)
+    sums = {}
+
+    def put_file(key, size):
+        p = os.path.join(root, key)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        b = os.urandom(size)
+        with open(p, "wb") as f:
+            f.write(b)
+        sums[key] = E.sha(b)
+
+    def admin(method, path, body=None):
+        rq = urllib.request.Request(srv.endpoint + path, method=method,
+                                    data=json.dumps(body).encode() if body is not None else None,
+                                    headers={"Authorization": "Bearer " + srv.token})
+        try:
+            with urllib.request.urlopen(rq, timeout=30) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def cli(*args):
+        return subprocess.run([E.BIN, "warm", "--endpoint", srv.endpoint, "--admin-token",
+                               srv.token] + list(args), capture_output=True, timeout=120)
+
+    def warm_prefix():
+        for i in range(300):
+            put_file("train/shard-%04d.tar" % i, 64 * KiB + i)
+        p = cli("s3://%s/train/" % B)
+        E.eq("CLI exit status", p.returncode, 0)
+        if b"300/300" not in p.stdout:
+            raise E.Fail("no final 300/300 progress line:\n" + p.stdout.decode()[-500:])
+        before = srv.stats()["backend"]["requests"]
+        for i in range(300):
+            k = "train/shard-%04d.tar" % i
+            r = srv.req("GET", "/%s/%s" % (B, k))
+            E.eq("x-cache of %s" % k, r.h("x-cache"), "hit")
+            E.eq("body of %s" % k, E.sha(r.body), sums[k])
+        E.eq("backend requests while reading the warmed objects", srv.stats()["backend"]["requests"], before)
+
+    def progress_and_errors():
+        for i in range(40):
+            put_file("val/%03d" % i, 256 * KiB)
+        st, j = admin("POST", "/_/warm", {"bucket": B, "keys": ["val/%03d" % i for i in range(40)] + ["val/missing"]})
+        E.eq("POST /_/warm", st, 202)
+        last = (-1, -1)
+        deadline = time.time() + 60
+        while True:
+            st, s = admin("GET", "/_/warm/" + j["job"])
+            E.eq("GET /_/warm/ID", st, 200)
+            cur = (s["objects_done"], s["bytes_done"])
+            if cur < last:
+                raise E.Fail("progress went backwards: %r then %r" % (last, cur))
+            last = cur
+            if s["state"] not in ("queued", "running"):
+                break
+            if time.time() > deadline:
+                raise E.Fail("job did not finish: %r" % s)
+            time.sleep(0.02)
+        E.eq("state with a missing key", s["state"], "failed")
+        E.eq("objects done", s["objects_done"], 40)
+        E.eq("objects total", s["objects_total"], 41)
+        E.eq("errors", [e["key"] for e in s["errors"]], ["val/missing"])
+        keys = os.path.join(srv.tmp, "keys.txt")
+        with open(keys, "w") as f:
+            f.write("val/000\nval/nope\n")
+        p = cli("--keys", keys, "s3://%s" % B)
+        if p.returncode == 0:
+            raise E.Fail("CLI exited 0 although val/nope does not exist")
+        if b"val/nope" not in p.stderr:
+            raise E.Fail("CLI did not name the failed key:\n" + p.stderr.decode())
+
+    def manifest():
+        for i in range(20):
+            put_file("m/%02d" % i, 32 * KiB)
+        with open(os.path.join(root, "m.list"), "w") as f:
+            f.write("\n".join("m/%02d" % i for i in reversed(range(20))) + "\n")
+        p = cli("--manifest", "s3://%s/m.list" % B)
+        E.eq("CLI exit status (manifest)", p.returncode, 0)
+        for i in range(20):
+            E.eq("manifest key m/%02d cached" % i, srv.req("GET", "/%s/m/%02d" % (B, i)).h("x-cache"), "hit")
+
+    def cancel():
+        for i in range(60):
+            put_file("big/%02d" % i, 1 * MiB)
+        st, j = admin("POST", "/_/warm", {"bucket": B, "prefix": "big/"})
+        E.eq("POST", st, 202)
+        time.sleep(0.05)
+        st, _ = admin("DELETE", "/_/warm/" + j["job"])
+        E.eq("DELETE /_/warm/ID", st, 200)
+        deadline = time.time() + 30
+        while True:
+            _, s = admin("GET", "/_/warm/" + j["job"])
+            if s["state"] not in ("queued", "running") or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        E.eq("state after cancel", s["state"], "cancelled")
+        r0 = srv.stats()["backend"]["bytes_read"]
+        time.sleep(0.5)
+        E.eq("backend bytes after the job stopped", srv.stats()["backend"]["bytes_read"], r0)
+        if s["objects_done"] >= 60:
+            raise E.Fail("cancel came too late to stop anything: %r" % s)
+        st, _ = admin("GET", "/_/warm/nosuchjob")
+        E.eq("unknown job", st, 404)
+        st, _ = admin("POST", "/_/warm", {"bucket": B})
+        E.eq("a body without a source", st, 400)
+        st, _ = admin("POST", "/_/warm", {"bucket": "x", "prefix": ""})
+        E.eq("an invalid bucket", st, 400)
+
+    def pin_survives():
+        for i in range(8):
+            put_file("pin/%d" % i, 2 * MiB)
+        p = cli("--pin", "s3://%s/pin/" % B)
+        E.eq("CLI exit status (--pin)", p.returncode, 0)
+        if srv.stats()["cache"]["pinned_objects"] < 8:
+            raise E.Fail("pinned objects: %r" % srv.stats()["cache"])
+        for i in range(60):          # 120 MiB through a 96 MiB cache
+            srv.req("GET", "/%s/big/%02d" % (B, i))
+            srv.req("GET", "/%s/big/%02d" % (B, i))
+        if srv.stats()["cache"]["evictions"] == 0:
+            raise E.Fail("no eviction pressure happened")
+        for i in range(8):
+            r = srv.req("GET", "/%s/pin/%d" % (B, i))
+            E.eq("pinned pin/%d after eviction pressure" % i, r.h("x-cache"), "hit")
+        st, j = admin("POST", "/_/unpin", {"bucket": B, "prefix": "pin/"})
+        E.eq("POST /_/unpin", st, 200)
+        E.eq("unpinned", j["unpinned"], 8)
+
+    def live_read_not_queued():
+        for i in range(40):
+            put_file("live/bg%02d" % i, 2 * MiB)
+        put_file("live/probe-a", 512 * KiB)
+        put_file("live/probe-b", 512 * KiB)
+        t0 = time.time()
+        srv.req("GET", "/%s/live/probe-a" % B)
+        alone = time.time() - t0
+        st, j = admin("POST", "/_/warm", {"bucket": B, "prefix": "live/bg"})
+        E.eq("POST", st, 202)
+        time.sleep(0.1)
+        t0 = time.time()
+        r = srv.req("GET", "/%s/live/probe-b" % B)
+        during = time.time() - t0
+        E.eq("probe status", r.status, 200)
+        admin("DELETE", "/_/warm/" + j["job"])
+        if during > max(10 * alone, 0.5):
+            raise E.Fail("a cold read took %.3f s during the warm-up vs %.3f s alone" % (during, alone))
+
+    t.check("CLI warms a prefix of 300 objects; then 0 backend requests, bodies right", warm_prefix)
+    t.check("progress only grows; a missing key fails the job and the CLI, and is listed", progress_and_errors)
+    t.check("a manifest object is warmed", manifest)
+    t.check("cancel stops fetching; bad requests are 4xx", cancel)
+    t.check("pinned objects survive eviction pressure; unpin", pin_survives)
+    t.check("a live cold read during a warm-up is not queued behind it", live_read_not_queued)
+    srv.stop()
+    srv.cleanup()
+    return t.finish()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
