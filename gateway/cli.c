@@ -357,6 +357,8 @@ static int cmd_warm(const struct cli_opts *o)
             }
             if (ne > 20)
                 fprintf(stderr, "... and %zu more failures\n", ne - 20);
+            if (json_get_str(j, "message"))
+                fprintf(stderr, "s3cached warm: %s\n", json_get_str(j, "message"));
             rc = !strcmp(state, "done") && ne == 0 ? 0 : 1;
             json_free(j);
             break;

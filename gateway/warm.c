@@ -6,13 +6,17 @@
  * than half the worker threads, so live requests (and the block fetches they and the warm-up
  * trigger, which run at high priority) always find a thread.
  *   queued -> running -> done | failed | cancelled
- * Jobs live in memory (the last WARM_MAX_JOBS are kept); they do not survive a restart yet.
+ * Each job is saved as CACHE_DIR/warm/ID.json (atomically, progress at most once a second); after
+ * a restart, jobs that were queued or running show as "interrupted", never vanish.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gw.h"
@@ -26,6 +30,7 @@
 #define WARM_MAX_ERRORS 100
 #define WARM_MAX_KEYS 1000000
 #define WARM_MANIFEST_MAX (64u << 20)
+#define WARM_PIN_SHARE_DIV 2 /* pinned objects may use at most 1/2 of the cache */
 
 struct warm_job {
     struct warm_job *next;
@@ -34,7 +39,12 @@ struct warm_job {
     char *bucket, *prefix, *manifest;
     char **keys;
     size_t nkeys, next_key;
-    int pin, fit, cancel;
+    uint64_t *sizes;         /* per key, when known (prefix listings) */
+    size_t skipped;          /* "fit": keys left out */
+    struct errmsg why;       /* why the job failed as a whole */
+    int64_t persisted_ns;
+    int persist_warned;
+    int pin, fit, cancel, shutdown;
     const char *state;
     unsigned workers;        /* running key workers */
     uint64_t objects_total, objects_done, objects_cached, bytes_total, bytes_done;
@@ -58,6 +68,7 @@ static void job_release_locked(struct warm_job *j)
     for (size_t i = 0; i < j->nkeys; i++)
         free(j->keys[i]);
     free(j->keys);
+    free(j->sizes);
     free(j->bucket);
     free(j->prefix);
     free(j->manifest);
@@ -92,6 +103,97 @@ static int job_add_key(struct warm_job *j, const char *k, size_t len)
         return -ENOMEM;
     j->nkeys++;
     return 0;
+}
+
+/* ------------------------------------------------------------------ persistence */
+
+static void job_json_locked(const struct warm_job *j, struct buf *b);
+
+/* Writes CACHE_DIR/warm/ID.json atomically (temp, fsync, rename). Best effort: a job whose
+ * state cannot be saved still runs; the failure is logged once per job. */
+static void job_persist_locked(struct warm *w, struct warm_job *j)
+{
+    char dir[4200], tmp[4300], path[4300];
+    struct buf b;
+    snprintf(dir, sizeof(dir), "%s/warm", w->srv->cf->cache_dir);
+    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, j->id);
+    snprintf(path, sizeof(path), "%s/%s.json", dir, j->id);
+    mkdir(dir, 0755);
+    buf_init(&b, 4u << 20);
+    job_json_locked(j, &b);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int ok = fd >= 0 && b.p && write(fd, b.p, b.len) == (ssize_t)b.len && fsync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    ok = ok && rename(tmp, path) == 0;
+    if (!ok && !j->persist_warned) {
+        j->persist_warned = 1;
+        log_warn("warm: cannot save job %s in %s: %s", j->id, dir, strerror(errno));
+        unlink(tmp);
+    }
+    j->persisted_ns = s3c_real_ns();
+    buf_free(&b);
+}
+
+/* At start: jobs saved by an earlier run. Those that were queued or running are reported as
+ * "interrupted" (their progress is what they had saved); nothing is resumed automatically. */
+static void warm_load(struct warm *w)
+{
+    char dir[4200];
+    snprintf(dir, sizeof(dir), "%s/warm", w->srv->cf->cache_dir);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json") || e->d_name[0] == '.')
+            continue;
+        char path[4500];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        struct buf b;
+        char chunk[4096];
+        size_t r;
+        buf_init(&b, 4u << 20);
+        while ((r = fread(chunk, 1, sizeof(chunk), f)) > 0 && !buf_append(&b, chunk, r))
+            ;
+        fclose(f);
+        struct json *js = NULL;
+        struct errmsg em;
+        struct warm_job *j = NULL;
+        if (b.p && !json_parse(b.p, b.len, &js, &em) && json_get_str(js, "job") &&
+            json_get_str(js, "bucket") && (j = calloc(1, sizeof(*j)))) {
+            j->refs = 1;
+            buf_init(&j->errors, 1u << 20);
+            snprintf(j->id, sizeof(j->id), "%s", json_get_str(js, "job"));
+            j->bucket = strdup(json_get_str(js, "bucket"));
+            const char *st = json_get_str(js, "state");
+            static const char *const states[] = {"done", "failed", "cancelled", "interrupted"};
+            j->state = "interrupted";
+            for (size_t i = 0; st && i < ARRAY_SIZE(states); i++)
+                if (!strcmp(st, states[i]))
+                    j->state = states[i];
+            j->pin = json_get(js, "pin") && json_get(js, "pin")->b;
+            j->objects_total = (uint64_t)json_get_num(js, "objects_total", 0);
+            j->objects_done = (uint64_t)json_get_num(js, "objects_done", 0);
+            j->objects_cached = (uint64_t)json_get_num(js, "objects_cached_already", 0);
+            j->bytes_total = (uint64_t)json_get_num(js, "bytes_total", 0);
+            j->bytes_done = (uint64_t)json_get_num(js, "bytes_done", 0);
+            j->started_ns = j->finished_ns = s3c_real_ns();
+            if (json_get_str(js, "message"))
+                errmsg_set(&j->why, "%s", json_get_str(js, "message"));
+            else if (!strcmp(j->state, "interrupted"))
+                errmsg_set(&j->why, "the gateway stopped while this job ran; start it again");
+            j->next = w->jobs;
+            w->jobs = j;
+            job_persist_locked(w, j);
+        }
+        json_free(js);
+        buf_free(&b);
+    }
+    if (d)
+        closedir(d);
 }
 
 /* ------------------------------------------------------------------ blocking fetch */
@@ -202,11 +304,16 @@ struct worker_arg {
 
 static void job_finish_locked(struct warm *w, struct warm_job *j)
 {
-    if (j->cancel)
+    if (j->shutdown) {
+        j->state = "interrupted";
+        errmsg_set(&j->why, "the gateway stopped while this job ran; start it again");
+    } else if (j->cancel) {
         j->state = "cancelled";
+    }
     else if (!strcmp(j->state, "running"))
         j->state = j->nerrors ? "failed" : "done";
     j->finished_ns = s3c_real_ns();
+    job_persist_locked(w, j);
     w->running--;
     pthread_cond_broadcast(&w->cv);
 }
@@ -218,7 +325,7 @@ static void key_worker(void *arg)
     struct warm_job *j = a->j;
     struct cache *c = w->srv->cache;
     pthread_mutex_lock(&w->mu);
-    while (!j->cancel && j->next_key < j->nkeys) {
+    while (!j->cancel && j->next_key < j->nkeys - j->skipped) {
         const char *key = j->keys[j->next_key++];
         pthread_mutex_unlock(&w->mu);
         int cached = 0, rc = 0;
@@ -229,8 +336,14 @@ static void key_worker(void *arg)
                 break;
             usleep(200000u << attempt);
         }
-        if (!rc && j->pin && !j->cancel)
-            rc = cache_pin(c, j->bucket, key, 1);
+        if (!rc && j->pin && !j->cancel) {
+            struct cache_stats cs;
+            cache_get_stats(c, &cs);
+            if (cs.pinned_bytes + size > cs.capacity_bytes / WARM_PIN_SHARE_DIV)
+                rc = -S3E_ENTITY_TOO_LARGE; /* the pin share is full: cached, not pinned */
+            else
+                rc = cache_pin(c, j->bucket, key, 1);
+        }
         pthread_mutex_lock(&w->mu);
         if (rc && !j->cancel) {
             job_error_locked(j, key, rc);
@@ -239,6 +352,8 @@ static void key_worker(void *arg)
             j->objects_cached += cached ? 1 : 0;
             j->bytes_done += size;
         }
+        if (s3c_real_ns() - j->persisted_ns > 1000000000ll)
+            job_persist_locked(w, j);
     }
     if (--j->workers == 0)
         job_finish_locked(w, j);
@@ -270,6 +385,15 @@ static int job_resolve(struct warm *w, struct warm_job *j)
                 if (pg.entries[i].is_prefix)
                     continue;
                 rc = job_add_key(j, pg.entries[i].key, strlen(pg.entries[i].key));
+                if (!rc && j->nkeys % 1024 == 1) {
+                    uint64_t *ns = realloc(j->sizes, (j->nkeys + 1023) * sizeof(uint64_t));
+                    if (!ns)
+                        rc = -ENOMEM;
+                    else
+                        j->sizes = ns;
+                }
+                if (!rc)
+                    j->sizes[j->nkeys - 1] = pg.entries[i].size;
                 j->bytes_total += pg.entries[i].size;
             }
             free(marker);
@@ -304,14 +428,47 @@ static int job_resolve(struct warm *w, struct warm_job *j)
     return rc;
 }
 
+/* A warm set must fit: the whole cache, or for pinned sets WARM_PIN_SHARE of it (less what is
+ * pinned already). Sizes are known up front for prefixes (from the listing). With "fit", keys
+ * are kept in order while they fit and the rest is reported as skipped. */
+static int job_check_capacity(struct warm *w, struct warm_job *j)
+{
+    struct cache_stats cs;
+    if (!j->bytes_total)
+        return 0;
+    cache_get_stats(w->srv->cache, &cs);
+    uint64_t room = j->pin ? cs.capacity_bytes / WARM_PIN_SHARE_DIV - S3C_MIN(cs.pinned_bytes, cs.capacity_bytes / WARM_PIN_SHARE_DIV)
+                           : cs.capacity_bytes;
+    if (j->bytes_total <= room)
+        return 0;
+    if (!j->fit) {
+        errmsg_set(&j->why, "the warm set is %llu bytes but only %llu fit (%s); add \"fit\":true to warm what fits",
+                   (unsigned long long)j->bytes_total, (unsigned long long)room,
+                   j->pin ? "pinned bytes may use half the cache" : "the cache capacity");
+        return -S3E_ENTITY_TOO_LARGE;
+    }
+    /* keep what fits, in order (sizes were recorded by the listing) */
+    uint64_t used = 0;
+    size_t keep = 0;
+    while (keep < j->nkeys && used + j->sizes[keep] <= room)
+        used += j->sizes[keep++];
+    j->skipped = j->nkeys - keep;
+    j->bytes_total = used;
+    return 0;
+}
+
 static void job_main(void *arg)
 {
     struct worker_arg *a = arg;
     struct warm *w = a->w;
     struct warm_job *j = a->j;
     int rc = job_resolve(w, j);
+    if (!rc)
+        rc = job_check_capacity(w, j);
     pthread_mutex_lock(&w->mu);
     if (rc) {
+        if (!j->why.buf[0])
+            errmsg_set(&j->why, "%s", s3c_strerror(rc));
         job_error_locked(j, j->manifest ? j->manifest : j->prefix ? j->prefix : "", rc);
         j->state = "failed";
         job_finish_locked(w, j);
@@ -320,6 +477,7 @@ static void job_main(void *arg)
     } else {
         j->state = "running";
         j->objects_total = j->nkeys;
+        job_persist_locked(w, j);
         unsigned n = (unsigned)S3C_MAX(1, w->srv->cf->warm_concurrency);
         j->workers = 1;
         for (unsigned i = 1; i < n; i++) {
@@ -355,6 +513,7 @@ int warm_new(struct server *srv, struct warm **out)
     w->srv = srv;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
+    warm_load(w);
     *out = w;
     return 0;
 }
@@ -365,7 +524,8 @@ void warm_free(struct warm *w)
         return;
     pthread_mutex_lock(&w->mu);
     for (struct warm_job *j = w->jobs; j; j = j->next)
-        j->cancel = 1;
+        if (!j->finished_ns)
+            j->cancel = j->shutdown = 1;
     while (w->running)
         pthread_cond_wait(&w->cv, &w->mu);
     while (w->jobs) {
@@ -467,6 +627,9 @@ int warm_start(struct warm *w, const char *body, size_t len, struct buf *out, st
     for (struct warm_job **pp = &w->jobs; *pp;) {
         struct warm_job *x = *pp;
         if (++n > WARM_MAX_JOBS && x->finished_ns) {
+            char path[4300];
+            snprintf(path, sizeof(path), "%s/warm/%s.json", w->srv->cf->cache_dir, x->id);
+            unlink(path);
             *pp = x->next;
             job_release_locked(x);
             continue;
@@ -475,6 +638,7 @@ int warm_start(struct warm *w, const char *body, size_t len, struct buf *out, st
     }
     j->refs++; /* the job's workers */
     w->running++;
+    job_persist_locked(w, j);
     *a = (struct worker_arg){w, j};
     rc = workq_submit(w->srv->wq, WORKQ_LOW, job_main, a);
     if (rc) {
@@ -497,10 +661,16 @@ static void job_json_locked(const struct warm_job *j, struct buf *b)
     buf_printf(b, ",\"pin\":%s,\"objects_total\":%llu,\"objects_done\":%llu,"
                   "\"objects_cached_already\":%llu,\"bytes_total\":%llu,\"bytes_done\":%llu,"
                   "\"errors_total\":%u,\"errors\":[%s]",
-               j->pin ? "true" : "false", (unsigned long long)j->objects_total,
+               j->pin ? "true" : "false", (unsigned long long)(j->objects_total - j->skipped),
                (unsigned long long)j->objects_done, (unsigned long long)j->objects_cached,
                (unsigned long long)S3C_MAX(j->bytes_total, j->bytes_done),
                (unsigned long long)j->bytes_done, j->nerrors, j->errors.p ? j->errors.p : "");
+    if (j->skipped)
+        buf_printf(b, ",\"objects_skipped\":%zu", j->skipped);
+    if (j->why.buf[0]) {
+        buf_puts(b, ",\"message\":");
+        buf_json_str(b, j->why.buf);
+    }
     s3c_iso8601(j->started_ns, ts);
     buf_printf(b, ",\"started\":\"%s\"", ts);
     if (j->finished_ns) {

@@ -167,12 +167,52 @@ def main():
         if during > max(10 * alone, 0.5):
             raise E.Fail("a cold read took %.3f s during the warm-up vs %.3f s alone" % (during, alone))
 
+    def capacity_and_fit():
+        for i in range(30):
+            put_file("bigpin/%02d" % i, 2 * MiB)    # 60 MiB: over the 48 MiB pin share
+        p = cli("--pin", "s3://%s/bigpin/" % B)
+        if p.returncode == 0:
+            raise E.Fail("a pinned set over the pin share was accepted")
+        if b"fit" not in p.stderr:
+            raise E.Fail("no clear message:\n" + p.stderr.decode())
+        st, j = admin("POST", "/_/warm", {"bucket": B, "prefix": "bigpin/", "pin": True, "fit": True})
+        E.eq("POST with fit", st, 202)
+        deadline = time.time() + 60
+        while True:
+            _, s = admin("GET", "/_/warm/" + j["job"])
+            if s["state"] not in ("queued", "running") or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        E.eq("state with fit", s["state"], "done")
+        if not s.get("objects_skipped"):
+            raise E.Fail("nothing reported as skipped: %r" % s)
+        st, _ = admin("POST", "/_/unpin", {"bucket": B, "prefix": "bigpin/"})
+        E.eq("unpin", st, 200)
+
+    def survives_restart():
+        for i in range(80):
+            put_file("rs/%02d" % i, 1 * MiB)
+        st, j = admin("POST", "/_/warm", {"bucket": B, "prefix": "rs/"})
+        E.eq("POST", st, 202)
+        time.sleep(0.05)
+        srv.stop()
+        srv.start()
+        st, s = admin("GET", "/_/warm/" + j["job"])
+        E.eq("job after a restart", st, 200)
+        if s["state"] not in ("interrupted", "done"):
+            raise E.Fail("state after a restart: %r" % s)
+        st, all_jobs = admin("GET", "/_/warm")
+        if j["job"] not in [x["job"] for x in all_jobs["jobs"]]:
+            raise E.Fail("GET /_/warm lacks the job")
+
     t.check("CLI warms a prefix of 300 objects; then 0 backend requests, bodies right", warm_prefix)
     t.check("progress only grows; a missing key fails the job and the CLI, and is listed", progress_and_errors)
     t.check("a manifest object is warmed", manifest)
     t.check("cancel stops fetching; bad requests are 4xx", cancel)
     t.check("pinned objects survive eviction pressure; unpin", pin_survives)
     t.check("a live cold read during a warm-up is not queued behind it", live_read_not_queued)
+    t.check("a pinned set over the pin share fails up front; \"fit\" warms what fits", capacity_and_fit)
+    t.check("a job survives a restart (interrupted or done, never gone)", survives_restart)
     srv.stop()
     srv.cleanup()
     return t.finish()
