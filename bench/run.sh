@@ -132,6 +132,19 @@ run nginx-once http-large BASE_URL="$NGINX/large" LIST="$LARGE" CONCURRENCY=4 TO
 run s3cached-cold http-large BASE_URL="http://127.0.0.1:$C_PORT/$BUCKET/large" LIST="$LARGE" CONCURRENCY=4 TOOL=once SERVER_PID="$C_PID"
 stop_pid "$C_PID" 10
 
+echo "== warm-up: s3cached warm of the 64 MiB set into a fresh cache (--warm-concurrency 4)"
+read -r WM_PID WM_PORT < <(start_s3 "$W/cache-warmjob" --warm-concurrency 4) || true
+[[ -n ${WM_PORT:-} ]] || { echo "bench: s3cached (warm) did not start"; exit 1; }
+S3_PIDS+=("$WM_PID")
+wbytes=$(awk '{s += $1} END {print s}' < <(for f in $(cat "$LARGE"); do stat -c %s "$STORE/$BUCKET/large/$f"; done))
+t0=$(now_ns)
+timeout 300 "$BIN" warm --endpoint "http://127.0.0.1:$WM_PORT" "s3://$BUCKET/large/" >/dev/null || echo "bench: warm failed" >&2
+t1=$(now_ns)
+wgbps=$(awk -v b="$wbytes" -v d=$((t1 - t0)) 'BEGIN { printf "%.2f", b / d }')
+printf 'warm-job\tGBps=%s bytes=%s\n' "$wgbps" "$wbytes" >>"$RESULTS"
+printf '%-22s GBps=%s bytes=%s\n' warm-job "$wgbps" "$wbytes"
+stop_pid "$WM_PID" 10
+
 echo "== S3 backend: nginx serves the store path-style (/bucket/key) as the upstream"
 UP_PORT=$(free_port)
 UP_PID=$(PORT=$UP_PORT ROOT=$STORE WORKERS=1 LIFETIME=900 "$SB/nginx-static")
@@ -161,6 +174,7 @@ printf '%-34s %10s %10s %8s\n' "cold miss 64MiB, GB/s (vs direct)" "$no" "$sc" "
 printf '%-34s %10s %10s %8s\n' "hits with/without accounting" "off" "on" "on/off"
 printf '%-34s %10s %10s %8s\n' "  small 112KiB, req/s" "$(field noacct-small rps)" "$(field acct-small rps)" "$(ratio "$(field acct-small rps)" "$(field noacct-small rps)")"
 printf '%-34s %10s %10s %8s\n' "  large 64MiB, GB/s" "$(field noacct-large GBps)" "$(field acct-large GBps)" "$(ratio "$(field acct-large GBps)" "$(field noacct-large GBps)")"
+printf '%-34s %10s %10s %8s\n' "warm-up vs a parallel reader (c4)" "$no" "$(field warm-job GBps)" "$(ratio "$(field warm-job GBps)" "$no")"
 printf '%-34s %10s %10s %8s\n' "S3 backend (nginx upstream)" "reference" "s3cached" "ratio"
 printf '%-34s %10s %10s %8s\n' "  cold miss 64MiB vs direct GET" "$(field upstream-once GBps)" "$(field s3be-cold GBps)" "$(ratio "$(field s3be-cold GBps)" "$(field upstream-once GBps)")"
 printf '%-34s %10s %10s %8s\n' "  hits vs file-backend hits" "$sl" "$(field s3be-hits GBps)" "$(ratio "$(field s3be-hits GBps)" "$sl")"
