@@ -192,3 +192,12 @@ check "x-amz-checksum-crc32 mismatch: 400 BadDigest; nothing written" t_crc32
 check "x-amz-content-sha256 mismatch: 400 XAmzContentSHA256Mismatch; nothing written" t_sha256_mismatch
 check "client disconnects mid-upload: nothing stored, old object intact, healthy" t_disconnect
 check "key too long, reserved bucket, missing bucket" t_invalid_names
+
+t_header_limit() {
+    local big st
+    big=$(head -c 60000 /dev/zero | tr '\0' a)
+    st=$(http_code -H "x-amz-meta-big: $big" "$S3_EP/$B/keep")
+    [[ $st == 431 || $st == 400 ]] || { echo "a 60 KB header: expected 431 or 400, got $st"; return 1; }
+    [[ $(curl -s --max-time 5 "$S3_EP/_/health") == ok* ]] || { echo "server not healthy after an oversized header"; return 1; }
+}
+check "headers over --max-header-size are refused (431), server healthy" t_header_limit
