@@ -73,7 +73,7 @@ def main():
             raise E.Fail("cache stats %r" % st)
 
     def coalesce32():
-        size = 24 * MiB
+        size = 12 * MiB  # one fetch run (at most 16 blocks): exactly one request starts backend work
         s = mkobj(srv, "c32", size, 2)
         b0 = be(srv)
         with cf.ThreadPoolExecutor(32) as ex:
