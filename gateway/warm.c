@@ -30,7 +30,14 @@
 #define WARM_MAX_ERRORS 100
 #define WARM_MAX_KEYS 1000000
 #define WARM_MANIFEST_MAX (64u << 20)
-#define WARM_PIN_SHARE_DIV 2 /* pinned objects may use at most 1/2 of the cache */
+#define WARM_PIN_SHARE_DIV CACHE_PIN_SHARE_DIV /* pinned objects: at most 1/2 of the cache */
+#define WARM_ATTEMPTS 3
+
+static int warm_transient(int rc)
+{
+    return rc == -S3E_SERVICE_UNAVAILABLE || rc == -S3E_GATEWAY_TIMEOUT || rc == -S3E_SLOW_DOWN ||
+           rc == -S3E_INTERNAL || rc == -EIO || rc == -ETIMEDOUT || rc == -ECONNRESET;
+}
 
 struct warm_job {
     struct warm_job *next;
@@ -43,6 +50,7 @@ struct warm_job {
     size_t skipped;          /* "fit": keys left out */
     struct errmsg why;       /* why the job failed as a whole */
     int64_t persisted_ns;
+    uint64_t snap_seq, written_seq; /* persistence order (snap_seq: w->mu; written_seq: w->pmu) */
     int persist_warned;
     int pin, fit, cancel, shutdown;
     const char *state;
@@ -57,6 +65,10 @@ struct warm {
     struct server *srv;
     pthread_mutex_t mu;
     pthread_cond_t cv;       /* jobs' workers ended */
+    pthread_mutex_t pmu;     /* job files being written */
+    pthread_cond_t slot_cv;  /* a fetch slot was freed, or a job cancelled */
+    unsigned slots, slots_used; /* objects being fetched at once, over all jobs */
+    unsigned nworkers;       /* threads of the workq */
     struct warm_job *jobs;   /* newest first */
     unsigned seq, running;
 };
@@ -110,7 +122,10 @@ static int job_add_key(struct warm_job *j, const char *k, size_t len)
 static void job_json_locked(const struct warm_job *j, struct buf *b);
 
 /* Writes CACHE_DIR/warm/ID.json atomically (temp, fsync, rename). Best effort: a job whose
- * state cannot be saved still runs; the failure is logged once per job. */
+ * state cannot be saved still runs; the failure is logged once per job. The JSON is taken under
+ * w->mu, which is dropped for the file I/O (HTTP threads take it to report progress); w->pmu
+ * orders the writers, and a snapshot older than one already written is not written. The caller
+ * holds a reference to @j. */
 static void job_persist_locked(struct warm *w, struct warm_job *j)
 {
     char dir[4200], tmp[4300], path[4300];
@@ -118,21 +133,30 @@ static void job_persist_locked(struct warm *w, struct warm_job *j)
     snprintf(dir, sizeof(dir), "%s/warm", w->srv->cf->cache_dir);
     snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, j->id);
     snprintf(path, sizeof(path), "%s/%s.json", dir, j->id);
-    mkdir(dir, 0755);
     buf_init(&b, 4u << 20);
     job_json_locked(j, &b);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int ok = fd >= 0 && b.p && write(fd, b.p, b.len) == (ssize_t)b.len && fsync(fd) == 0;
-    if (fd >= 0)
-        close(fd);
-    ok = ok && rename(tmp, path) == 0;
-    if (!ok && !j->persist_warned) {
-        j->persist_warned = 1;
-        log_warn("warm: cannot save job %s in %s: %s", j->id, dir, strerror(errno));
-        unlink(tmp);
-    }
     j->persisted_ns = s3c_real_ns();
+    uint64_t seq = ++j->snap_seq;
+    pthread_mutex_unlock(&w->mu);
+
+    pthread_mutex_lock(&w->pmu);
+    if (seq > j->written_seq) {
+        j->written_seq = seq;
+        mkdir(dir, 0755);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int ok = fd >= 0 && b.p && write(fd, b.p, b.len) == (ssize_t)b.len && fsync(fd) == 0;
+        if (fd >= 0)
+            close(fd);
+        ok = ok && rename(tmp, path) == 0;
+        if (!ok && !j->persist_warned) {
+            j->persist_warned = 1;
+            log_warn("warm: cannot save job %s in %s: %s", j->id, dir, strerror(errno));
+            unlink(tmp);
+        }
+    }
+    pthread_mutex_unlock(&w->pmu);
     buf_free(&b);
+    pthread_mutex_lock(&w->mu);
 }
 
 /* At start: jobs saved by an earlier run. Those that were queued or running are reported as
@@ -196,105 +220,6 @@ static void warm_load(struct warm *w)
         closedir(d);
 }
 
-/* ------------------------------------------------------------------ blocking fetch */
-
-struct bwait {
-    struct cache_waiter w;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int woken;
-};
-
-static void bw_suspend(void *cls)
-{
-    UNUSED(cls);
-}
-
-static void bw_resume(void *cls)
-{
-    struct bwait *b = cls;
-    pthread_mutex_lock(&b->mu);
-    b->woken = 1;
-    pthread_cond_signal(&b->cv);
-    pthread_mutex_unlock(&b->mu);
-}
-
-static void bw_wait(struct bwait *b)
-{
-    pthread_mutex_lock(&b->mu);
-    while (!b->woken)
-        pthread_cond_wait(&b->cv, &b->mu);
-    b->woken = 0;
-    pthread_mutex_unlock(&b->mu);
-}
-
-/* Makes (@bucket, @key) fully cached, blocking this worker. *@cached: it already was. */
-static int warm_one(struct cache *c, const char *bucket, const char *key, int *cached,
-                    uint64_t *size, volatile int *cancel)
-{
-    struct cache_obj *o;
-    const struct be_meta *m;
-    enum cache_outcome how;
-    struct bwait b = {.woken = 0};
-    int rc, fd = -1;
-    b.w.suspend = bw_suspend;
-    b.w.resume = bw_resume;
-    b.w.cls = &b;
-    pthread_mutex_init(&b.mu, NULL);
-    pthread_cond_init(&b.cv, NULL);
-    rc = cache_obj_get(c, bucket, key, &o);
-    if (rc)
-        goto out_nobj;
-    while ((rc = cache_obj_meta(o, &b.w, &m, &how)) == -EAGAIN)
-        bw_wait(&b);
-    if (rc)
-        goto out;
-    *size = m->size;
-    rc = cache_obj_open_range(o, 0, m->size, &fd);
-    if (rc == 0) {
-        *cached = 1;
-        goto out;
-    }
-    if (rc != -EAGAIN)
-        goto out;
-    rc = 0;
-    char *scratch = malloc(256 * 1024);
-    if (!scratch) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    uint64_t pos = 0;
-    while (pos < m->size && !*cancel) {
-        ssize_t n = cache_obj_read(o, pos, scratch, 256 * 1024, &b.w);
-        if (n == -EAGAIN) {
-            bw_wait(&b);
-            continue;
-        }
-        if (n <= 0) {
-            rc = n ? (int)n : -EIO;
-            break;
-        }
-        pos += (uint64_t)n;
-    }
-    free(scratch);
-    /* the last blocks are marked present when their run is synced: wait for it */
-    while (!rc && !*cancel && cache_obj_open_range(o, 0, m->size, &fd) == -EAGAIN) {
-        if (cache_obj_read(o, m->size ? m->size - 1 : 0, (char[1]){0}, 1, &b.w) == -EAGAIN)
-            bw_wait(&b);
-        else
-            usleep(2000);
-    }
-out:
-    if (fd >= 0)
-        close(fd);
-    cache_obj_cancel_wait(o, &b.w);
-    cache_obj_release(o);
-out_nobj:
-    pthread_mutex_destroy(&b.mu);
-    pthread_cond_destroy(&b.cv);
-    return rc;
-}
-
 /* ------------------------------------------------------------------ workers */
 
 struct worker_arg {
@@ -325,26 +250,29 @@ static void key_worker(void *arg)
     struct warm_job *j = a->j;
     struct cache *c = w->srv->cache;
     pthread_mutex_lock(&w->mu);
-    while (!j->cancel && j->next_key < j->nkeys - j->skipped) {
+    for (;;) {
+        while (!j->cancel && j->next_key < j->nkeys - j->skipped && w->slots_used >= w->slots)
+            pthread_cond_wait(&w->slot_cv, &w->mu);
+        if (j->cancel || j->next_key >= j->nkeys - j->skipped)
+            break;
         const char *key = j->keys[j->next_key++];
+        w->slots_used++;
         pthread_mutex_unlock(&w->mu);
-        int cached = 0, rc = 0;
+        enum cache_outcome how = CACHE_MISS;
+        int rc = 0;
         uint64_t size = 0;
-        for (int attempt = 0; attempt < 3; attempt++) {
-            rc = warm_one(c, j->bucket, key, &cached, &size, &j->cancel);
-            if (rc != -S3E_SERVICE_UNAVAILABLE && rc != -S3E_GATEWAY_TIMEOUT && rc != -EIO)
+        /* transient backend trouble: a few attempts with backoff (cut short by cancel) */
+        for (int attempt = 0; attempt < WARM_ATTEMPTS; attempt++) {
+            rc = cache_prefetch(c, j->bucket, key, j->pin, &how, &size, &j->cancel);
+            if (!warm_transient(rc) || attempt + 1 == WARM_ATTEMPTS)
                 break;
-            usleep(200000u << attempt);
+            for (unsigned ms = 0; ms < (200u << attempt) && !j->cancel; ms += 20)
+                usleep(20000);
         }
-        if (!rc && j->pin && !j->cancel) {
-            struct cache_stats cs;
-            cache_get_stats(c, &cs);
-            if (cs.pinned_bytes + size > cs.capacity_bytes / WARM_PIN_SHARE_DIV)
-                rc = -S3E_ENTITY_TOO_LARGE; /* the pin share is full: cached, not pinned */
-            else
-                rc = cache_pin(c, j->bucket, key, 1);
-        }
+        int cached = !rc && how == CACHE_HIT;
         pthread_mutex_lock(&w->mu);
+        w->slots_used--;
+        pthread_cond_broadcast(&w->slot_cv);
         if (rc && !j->cancel) {
             job_error_locked(j, key, rc);
         } else if (!rc) {
@@ -462,6 +390,9 @@ static void job_main(void *arg)
     struct worker_arg *a = arg;
     struct warm *w = a->w;
     struct warm_job *j = a->j;
+    pthread_mutex_lock(&w->mu);
+    job_persist_locked(w, j); /* queued */
+    pthread_mutex_unlock(&w->mu);
     int rc = job_resolve(w, j);
     if (!rc)
         rc = job_check_capacity(w, j);
@@ -478,7 +409,7 @@ static void job_main(void *arg)
         j->state = "running";
         j->objects_total = j->nkeys;
         job_persist_locked(w, j);
-        unsigned n = (unsigned)S3C_MAX(1, w->srv->cf->warm_concurrency);
+        unsigned n = S3C_MIN((unsigned)S3C_MAX(1, w->srv->cf->warm_concurrency), w->slots);
         j->workers = 1;
         for (unsigned i = 1; i < n; i++) {
             struct worker_arg *b = malloc(sizeof(*b));
@@ -512,8 +443,20 @@ int warm_new(struct server *srv, struct warm **out)
         return -ENOMEM;
     w->srv = srv;
     pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->pmu, NULL);
     pthread_cond_init(&w->cv, NULL);
+    pthread_cond_init(&w->slot_cv, NULL);
+    /* as server.c sizes the workq */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    w->nworkers = srv->cf->workers > 0 ? (unsigned)srv->cf->workers
+                                       : 4 * (unsigned)(ncpu > 0 ? ncpu : 1) + 4;
+    /* A waiting prefetch holds a LOW thread and its fill a HIGH one: at most a quarter of the
+     * pool in prefetches leaves at least half of it to live requests. */
+    w->slots = S3C_MAX(1u, S3C_MIN((unsigned)S3C_MAX(1, srv->cf->warm_concurrency),
+                                   w->nworkers / 4));
+    pthread_mutex_lock(&w->mu);
     warm_load(w);
+    pthread_mutex_unlock(&w->mu);
     *out = w;
     return 0;
 }
@@ -526,6 +469,7 @@ void warm_free(struct warm *w)
     for (struct warm_job *j = w->jobs; j; j = j->next)
         if (!j->finished_ns)
             j->cancel = j->shutdown = 1;
+    pthread_cond_broadcast(&w->slot_cv);
     while (w->running)
         pthread_cond_wait(&w->cv, &w->mu);
     while (w->jobs) {
@@ -535,7 +479,9 @@ void warm_free(struct warm *w)
     }
     pthread_mutex_unlock(&w->mu);
     pthread_mutex_destroy(&w->mu);
+    pthread_mutex_destroy(&w->pmu);
     pthread_cond_destroy(&w->cv);
+    pthread_cond_destroy(&w->slot_cv);
     free(w);
 }
 
@@ -607,6 +553,11 @@ static int job_parse(const char *body, size_t len, struct warm_job **out, struct
 int warm_start(struct warm *w, const char *body, size_t len, struct buf *out, struct errmsg *em)
 {
     struct warm_job *j;
+    if (w->nworkers < 2) {
+        /* a prefetch waits on a LOW thread for fills that need a HIGH one */
+        errmsg_set(em, "warm-up needs at least 2 worker threads (--workers)");
+        return -S3E_INVALID_REQUEST;
+    }
     int rc = job_parse(body, len, &j, em);
     if (rc)
         return rc;
@@ -638,8 +589,7 @@ int warm_start(struct warm *w, const char *body, size_t len, struct buf *out, st
     }
     j->refs++; /* the job's workers */
     w->running++;
-    job_persist_locked(w, j);
-    *a = (struct worker_arg){w, j};
+    *a = (struct worker_arg){w, j}; /* job_main saves it first thing */
     rc = workq_submit(w->srv->wq, WORKQ_LOW, job_main, a);
     if (rc) {
         j->refs--;
@@ -712,6 +662,7 @@ int warm_cancel(struct warm *w, const char *id)
             j->cancel = 1;
             rc = 0;
         }
+    pthread_cond_broadcast(&w->slot_cv);
     pthread_mutex_unlock(&w->mu);
     return rc;
 }

@@ -111,4 +111,18 @@ void cache_get_stats(struct cache *c, struct cache_stats *out);
  * cache is idle. For tests and shutdown diagnostics. */
 unsigned cache_busy(struct cache *c);
 
+/* --- warm-up (cache/prefetch.c) ------------------------------------------------------------ */
+/* Pinned entries may hold at most 1/CACHE_PIN_SHARE_DIV of the capacity. */
+#define CACHE_PIN_SHARE_DIV 2
+/* Blocking (worker threads only; the pool needs a free WORKQ_HIGH thread for the fills it waits
+ * on): makes (@bucket, @key) fully cached, synced and indexed, without copying its bytes. *@how:
+ * CACHE_HIT when it already was whole, CACHE_MISS when this call fetched some of it; *@bytes
+ * its size. With @pin, pins it afterwards unless the pin share would be exceeded
+ * (-S3E_INSUFFICIENT_STORAGE: cached but not pinned). When *@cancel becomes non-zero it returns
+ * -ECANCELED within ~100 ms once the fetch run in flight (at most CACHE_FETCH_MAX_BLOCKS blocks)
+ * has ended. Errors: the backend's (-S3E_NO_SUCH_KEY, -S3E_SERVICE_UNAVAILABLE, ...),
+ * -S3E_INSUFFICIENT_STORAGE when nothing can be evicted to hold it. */
+int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin,
+                   enum cache_outcome *how, uint64_t *bytes, volatile int *cancel);
+
 #endif

@@ -45,6 +45,17 @@ def main():
         return subprocess.run([E.BIN, "warm", "--endpoint", srv.endpoint, "--admin-token",
                                srv.token] + list(args), capture_output=True, timeout=120)
 
+    def wait_job(jid, limit=60):
+        deadline = time.time() + limit
+        while True:
+            st, s = admin("GET", "/_/warm/" + jid)
+            E.eq("GET /_/warm/" + jid, st, 200)
+            if s["state"] not in ("queued", "running"):
+                return s
+            if time.time() > deadline:
+                raise E.Fail("job did not finish: %r" % s)
+            time.sleep(0.02)
+
     def warm_prefix():
         for i in range(300):
             put_file("train/shard-%04d.tar" % i, 64 * KiB + i)
@@ -52,6 +63,15 @@ def main():
         E.eq("CLI exit status", p.returncode, 0)
         if b"300/300" not in p.stdout:
             raise E.Fail("no final 300/300 progress line:\n" + p.stdout.decode()[-500:])
+        _, jobs = admin("GET", "/_/warm")
+        s = jobs["jobs"][0]
+        E.eq("state", s["state"], "done")
+        E.eq("objects done = total", (s["objects_done"], s["objects_total"]), (300, 300))
+        total = sum(64 * KiB + i for i in range(300))
+        E.eq("bytes done = total", (s["bytes_done"], s["bytes_total"]), (total, total))
+        with open(os.path.join(srv.cache, "warm", s["job"] + ".json")) as f:
+            saved = json.load(f)
+        E.eq("saved job state", (saved["state"], saved["objects_done"]), ("done", 300))
         before = srv.stats()["backend"]["requests"]
         for i in range(300):
             k = "train/shard-%04d.tar" % i
@@ -83,6 +103,13 @@ def main():
         E.eq("objects done", s["objects_done"], 40)
         E.eq("objects total", s["objects_total"], 41)
         E.eq("errors", [e["key"] for e in s["errors"]], ["val/missing"])
+        E.eq("bytes done", s["bytes_done"], 40 * 256 * KiB)
+        st, j = admin("POST", "/_/warm", {"bucket": B, "prefix": "val/"})
+        s = wait_job(j["job"])
+        E.eq("state of a re-warm", s["state"], "done")
+        E.eq("re-warm: objects cached already", s["objects_cached_already"], 40)
+        E.eq("re-warm: objects done", (s["objects_done"], s["objects_total"]), (40, 40))
+        E.eq("re-warm: bytes", (s["bytes_done"], s["bytes_total"]), (40 * 256 * KiB, 40 * 256 * KiB))
         keys = os.path.join(srv.tmp, "keys.txt")
         with open(keys, "w") as f:
             f.write("val/000\nval/nope\n")
@@ -95,8 +122,9 @@ def main():
     def manifest():
         for i in range(20):
             put_file("m/%02d" % i, 32 * KiB)
+        put_file("m/empty", 0)
         with open(os.path.join(root, "m.list"), "w") as f:
-            f.write("\n".join("m/%02d" % i for i in reversed(range(20))) + "\n")
+            f.write("\n".join(["m/empty"] + ["m/%02d" % i for i in reversed(range(20))]) + "\r\n\n")
         p = cli("--manifest", "s3://%s/m.list" % B)
         E.eq("CLI exit status (manifest)", p.returncode, 0)
         for i in range(20):
@@ -108,6 +136,7 @@ def main():
         st, j = admin("POST", "/_/warm", {"bucket": B, "prefix": "big/"})
         E.eq("POST", st, 202)
         time.sleep(0.05)
+        t0 = time.time()
         st, _ = admin("DELETE", "/_/warm/" + j["job"])
         E.eq("DELETE /_/warm/ID", st, 200)
         deadline = time.time() + 30
@@ -117,6 +146,8 @@ def main():
                 break
             time.sleep(0.05)
         E.eq("state after cancel", s["state"], "cancelled")
+        if time.time() - t0 > 3:
+            raise E.Fail("cancel took %.1f s" % (time.time() - t0))
         r0 = srv.stats()["backend"]["bytes_read"]
         time.sleep(0.5)
         E.eq("backend bytes after the job stopped", srv.stats()["backend"]["bytes_read"], r0)
@@ -128,6 +159,25 @@ def main():
         E.eq("a body without a source", st, 400)
         st, _ = admin("POST", "/_/warm", {"bucket": "x", "prefix": ""})
         E.eq("an invalid bucket", st, 400)
+        bad = [b"", b"{", b"[]", b"null", b'{"bucket":"warmup","keys":"a"}',
+               b'{"bucket":"warmup","keys":[1,2]}', b'{"bucket":"warmup","keys":[""]}',
+               b'{"bucket":"warmup","prefix":"a","keys":["a"]}', b'{"bucket":7,"prefix":"a"}',
+               b'{"bucket":"warmup","manifest":""}', b'{"bucket":"warmup","prefix":"a"' + b"}" * 5,
+               b'{"bucket":"warmup","keys":[' + b"[" * 5000 + b"]" * 5000 + b"]}", b"\xff\xfe\x00"]
+        for body in bad:
+            for path in ("/_/warm", "/_/unpin"):
+                rq = urllib.request.Request(srv.endpoint + path, method="POST", data=body,
+                                            headers={"Authorization": "Bearer " + srv.token})
+                try:
+                    urllib.request.urlopen(rq, timeout=30)
+                    raise E.Fail("%s accepted %r" % (path, body[:60]))
+                except urllib.error.HTTPError as e:
+                    E.eq("status of %s with %r" % (path, body[:40]), e.code, 400)
+                    if b"<Code>" not in e.read():
+                        raise E.Fail("no S3 XML error for %r" % body[:40])
+        E.eq("health after bad bodies", srv.req("GET", "/_/health").status, 200)
+        st, _ = admin("DELETE", "/_/warm/nosuchjob")
+        E.eq("cancel of an unknown job", st, 404)
 
     def pin_survives():
         for i in range(8):
@@ -166,6 +216,51 @@ def main():
         admin("DELETE", "/_/warm/" + j["job"])
         if during > max(10 * alone, 0.5):
             raise E.Fail("a cold read took %.3f s during the warm-up vs %.3f s alone" % (during, alone))
+
+    def small_pool():
+        s2 = E.Server(t, extra=["--workers", "2", "--warm-concurrency", "4",
+                                "--revalidate-after", "never"]).start()
+        try:
+            r2 = os.path.join(s2.store, B)
+            os.makedirs(os.path.join(r2, "bg"), exist_ok=True)
+            for i in range(60):
+                with open(os.path.join(r2, "bg/%02d" % i), "wb") as f:
+                    f.write(os.urandom(2 * MiB))
+            probes = {}
+            for n in ("a", "b", "c"):
+                probes[n] = os.urandom(1 * MiB)
+                with open(os.path.join(r2, "probe-" + n), "wb") as f:
+                    f.write(probes[n])
+            t0 = time.time()
+            s2.req("GET", "/%s/probe-a" % B)
+            alone = time.time() - t0
+            rq = urllib.request.Request(s2.endpoint + "/_/warm", method="POST",
+                                        data=json.dumps({"bucket": B, "prefix": "bg/"}).encode(),
+                                        headers={"Authorization": "Bearer " + s2.token})
+            with urllib.request.urlopen(rq, timeout=30) as r:
+                jid = json.loads(r.read())["job"]
+            time.sleep(0.1)
+            worst = 0
+            for n in ("b", "c"):
+                t0 = time.time()
+                r = s2.req("GET", "/%s/probe-%s" % (B, n))
+                worst = max(worst, time.time() - t0)
+                E.eq("probe %s body" % n, E.sha(r.body), E.sha(probes[n]))
+            if worst > max(10 * alone, 0.5):
+                raise E.Fail("a cold read took %.3f s during the warm-up vs %.3f s alone" % (worst, alone))
+            deadline = time.time() + 60
+            while True:
+                rq = urllib.request.Request(s2.endpoint + "/_/warm/" + jid,
+                                            headers={"Authorization": "Bearer " + s2.token})
+                with urllib.request.urlopen(rq, timeout=30) as r:
+                    st = json.loads(r.read())
+                if st["state"] not in ("queued", "running") or time.time() > deadline:
+                    break
+                time.sleep(0.05)
+            E.eq("warm-up with 2 workers", (st["state"], st["objects_done"]), ("done", 60))
+        finally:
+            s2.stop()
+            s2.cleanup()
 
     def capacity_and_fit():
         for i in range(30):
@@ -211,6 +306,7 @@ def main():
     t.check("cancel stops fetching; bad requests are 4xx", cancel)
     t.check("pinned objects survive eviction pressure; unpin", pin_survives)
     t.check("a live cold read during a warm-up is not queued behind it", live_read_not_queued)
+    t.check("--workers 2: a live cold read during a big warm-up is not starved", small_pool)
     t.check("a pinned set over the pin share fails up front; \"fit\" warms what fits", capacity_and_fit)
     t.check("a job survives a restart (interrupted or done, never gone)", survives_restart)
     srv.stop()

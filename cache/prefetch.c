@@ -1,0 +1,236 @@
+/*
+ * prefetch.c: the blocking side of the cache, for warm-up jobs. cache_prefetch() runs on a
+ * worker thread (WORKQ_LOW) and makes one object fully cached: it looks the metadata up through
+ * the ordinary cache_obj_* path, then starts block fetches itself (fill_ensure_locked, at most
+ * one run of CACHE_FETCH_MAX_BLOCKS at a time per object) and sleeps on a condition variable
+ * that the cache's waiter callbacks signal, until every block is present (synced and indexed).
+ * No byte is copied to user space. The fetches themselves run at WORKQ_HIGH like every fill, so
+ * a live reader joining the same object shares them; since LOW work holds at most half the
+ * pool, the fills a waiting prefetch depends on always find a thread (the pool needs >= 2).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache_priv.h"
+#include "log.h"
+#include "s3c.h"
+
+#define PREFETCH_POLL_MS 100 /* how often a waiting prefetch looks at its cancel flag */
+
+struct pwait {
+    struct cache_waiter w;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int woken;
+};
+
+static void pw_suspend(void *cls)
+{
+    UNUSED(cls);
+}
+
+static void pw_resume(void *cls)
+{
+    struct pwait *p = cls;
+    pthread_mutex_lock(&p->mu);
+    p->woken = 1;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Sleeps until resumed, or PREFETCH_POLL_MS when @cancel may be raised. */
+static void pw_wait(struct pwait *p, volatile int *cancel)
+{
+    pthread_mutex_lock(&p->mu);
+    while (!p->woken && !(cancel && *cancel)) {
+        if (!cancel) {
+            pthread_cond_wait(&p->cv, &p->mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += PREFETCH_POLL_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+    p->woken = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Serializes pin admission so that concurrent prefetches cannot both fit under the share. */
+static pthread_mutex_t pin_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t acct_of(uint64_t size, uint64_t bs)
+{
+    uint64_t nb = (size + bs - 1) / bs, sum = 0;
+    if (nb)
+        sum = (nb - 1) * index_acct(bs) + index_acct(size - (nb - 1) * bs);
+    return sum;
+}
+
+/* Pins @o's version if it fits in the pin share. @o is held: the version cannot be evicted. */
+static int prefetch_pin(struct cache *c, struct cache_obj *o, const char *bucket,
+                        const char *key)
+{
+    pthread_mutex_lock(&c->mu);
+    struct cver *v = o->v;
+    int already = !!(v->flags & INDEX_F_PINNED);
+    uint64_t need = acct_of(v->meta.size, v->bs);
+    pthread_mutex_unlock(&c->mu);
+    if (already)
+        return 0;
+    pthread_mutex_lock(&pin_mu);
+    struct cache_stats cs;
+    cache_get_stats(c, &cs);
+    int rc;
+    if (cs.pinned_bytes + need > cs.capacity_bytes / CACHE_PIN_SHARE_DIV)
+        rc = -S3E_INSUFFICIENT_STORAGE; /* cached, but the pin share is full */
+    else
+        rc = cache_pin(c, bucket, key, 1);
+    pthread_mutex_unlock(&pin_mu);
+    return rc;
+}
+
+/* Waits (cancel-aware) until no fetch of @v is running: a cancelled prefetch does not return
+ * while the backend is still sending it bytes. */
+static void prefetch_drain(struct cache *c, struct cache_obj *o, struct pwait *p)
+{
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        struct cver *v = o->v;
+        int busy = v->fetches != NULL;
+        if (busy)
+            cache_arm_locked(o, &v->waiters, &p->w);
+        pthread_mutex_unlock(&c->mu);
+        if (!busy)
+            return;
+        pw_wait(p, NULL);
+    }
+}
+
+int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin,
+                   enum cache_outcome *how, uint64_t *bytes, volatile int *cancel)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct cache_obj *o;
+    const struct be_meta *m;
+    enum cache_outcome mhow;
+    struct pwait p;
+    int rc, fd = -1, waited = 0;
+    memset(&p, 0, sizeof(p));
+    p.w.suspend = pw_suspend;
+    p.w.resume = pw_resume;
+    p.w.cls = &p;
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (how)
+        *how = CACHE_HIT;
+    if (bytes)
+        *bytes = 0;
+
+    if ((rc = cache_obj_get(c, bucket, key, &o)))
+        goto out_nobj;
+    while ((rc = cache_obj_meta(o, &p.w, &m, &mhow)) == -EAGAIN) {
+        pw_wait(&p, cancel);
+        if (cancel && *cancel) {
+            cache_obj_cancel_wait(o, &p.w);
+            rc = -ECANCELED;
+            goto out;
+        }
+    }
+    if (rc)
+        goto out;
+    if (bytes)
+        *bytes = m->size;
+
+    if (m->size == 0) { /* nothing to fetch: the metadata is the whole object */
+        waited = mhow != CACHE_HIT;
+        goto done;
+    }
+    /* Already whole on the SSD: a hit (and it refreshes the entry's recency). */
+    rc = cache_obj_open_range(o, 0, m->size, &fd);
+    if (rc == 0)
+        goto done;
+    if (rc != -EAGAIN)
+        goto out;
+    waited = 1;
+    rc = 0;
+
+    uint64_t err_gen0;
+    pthread_mutex_lock(&c->mu);
+    err_gen0 = o->v->err_gen;
+    pthread_mutex_unlock(&c->mu);
+    for (;;) {
+        if (cancel && *cancel) {
+            rc = -ECANCELED;
+            break;
+        }
+        pthread_mutex_lock(&c->mu);
+        struct cver *v = o->v;
+        uint64_t first = v->nblocks;
+        for (uint64_t b = 0; b < v->nblocks; b++)
+            if (!cache_bit(v->present, b)) {
+                first = b;
+                break;
+            }
+        if (first == v->nblocks) {
+            pthread_mutex_unlock(&c->mu);
+            rc = 0;
+            break;
+        }
+        if (c->closing) {
+            rc = CACHE_ERR_CLOSING;
+        } else if (v->dropped) {
+            rc = -S3E_SERVICE_UNAVAILABLE; /* replaced or invalidated meanwhile: retry anew */
+        } else if (v->bypass_seen) {
+            rc = -S3E_INSUFFICIENT_STORAGE; /* no room to keep it: fetched, not cached */
+        } else if (v->err_gen != err_gen0 && !cache_bit(v->fetching, first)) {
+            rc = v->last_err ? v->last_err : -EIO;
+        } else {
+            /* one run at a time for this object: starts nothing while the run holding the
+             * first missing block is in flight */
+            int r = cache_bit(v->fetching, first)
+                        ? 0
+                        : fill_ensure_locked(c, v, first, first + CACHE_FETCH_MAX_BLOCKS);
+            if (r < 0)
+                rc = r;
+            else
+                cache_arm_locked(o, &v->waiters, &p.w);
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (rc)
+            break;
+        pw_wait(&p, cancel);
+    }
+    cache_obj_cancel_wait(o, &p.w);
+    if (rc == -ECANCELED)
+        prefetch_drain(c, o, &p);
+    cache_obj_cancel_wait(o, &p.w);
+    if (rc)
+        goto out;
+done:
+    if (how)
+        *how = waited ? CACHE_MISS : CACHE_HIT;
+    if (pin)
+        rc = prefetch_pin(c, o, bucket, key);
+out:
+    if (fd >= 0)
+        close(fd);
+    cache_obj_release(o);
+out_nobj:
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.cv);
+    return rc;
+}
