@@ -34,7 +34,7 @@ DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd pro
              netcat-openbsd openssl prometheus
 NPM_DIR   := tests/e2e/node_modules
 
-.PHONY: all run test test-unit test-e2e test-asan bench lint clean deps deps-test fuzz fuzz-replay format
+.PHONY: all run test test-unit test-e2e test-asan bench lint clean deps deps-test fuzz fuzz-replay format test-deploy
 all: $(BUILD)/s3cached
 
 $(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
@@ -112,6 +112,15 @@ test-asan: deps-test
 bench: deps-test
 	@$(MAKE) --no-print-directory all
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/run.sh
+
+# Deployment files: the static checks of make test (tests/deploy/validate.sh), then a real
+# podman image build + run of deploy/Dockerfile (tests/deploy/build-image.sh; root, podman,
+# runc, debootstrap when no base image is at hand; skipped otherwise).
+test-deploy: deps-test
+	$(call apt_install,yamllint podman runc debootstrap)
+	@$(MAKE) --no-print-directory all
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached tests/deploy/validate.sh
+	@tests/deploy/build-image.sh; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
 
 # --- fuzzing (libFuzzer, clang) ------------------------------------------------------------
 # Every network/config parser has a target in tests/fuzz/fuzz_<name>.c and seeds in

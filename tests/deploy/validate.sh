@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# tests/deploy/validate.sh: checks deploy/ without deploying anything (run by
+# tests/e2e/85-deploy-validate.sh in `make test`, and by `make test-deploy`).
+#   - systemd-analyze verify (and an offline `security` score) of the unit, ExecStart
+#     pointed at the built binary;                       skipped without systemd-analyze
+#   - yamllint of every YAML file in deploy/;             skipped without yamllint
+#   - check_deploy.py: structure of the k8s manifests, compose.yaml, Dockerfile, unit,
+#     nginx.conf and envoy.yaml (python3-yaml), plus a self-test that it rejects broken
+#     copies;                                             skipped without python3-yaml
+#   - promtool check config of deploy/prometheus/prometheus.yml; skipped without promtool
+#   - nginx -t of deploy/scale-out/nginx.conf (paths moved to a temp dir); skipped
+#     without nginx
+# Last line: "deploy-validate: N passed, N failed". Exit 0 when nothing failed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+BIN=${S3CACHED_BIN:-$repo/build/s3cached}
+PY=/usr/bin/python3
+D=$repo/deploy
+P=0 F=0 S=0
+T=$(mktemp -d "${TMPDIR:-/tmp}/s3c-deploy.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+
+ok() { P=$((P + 1)); echo "ok   - $1"; }
+bad() { F=$((F + 1)); echo "FAIL - $1"; shift; [[ $# -gt 0 ]] && printf '%s\n' "$@" | tail -n 25 | sed 's/^/       | /'; return 0; }
+skip() { S=$((S + 1)); echo "skip - $1"; }
+run() { # run NAME CMD... — ok when CMD exits 0
+    local name=$1 out
+    shift
+    if out=$("$@" 2>&1); then ok "$name"; else bad "$name" "$out"; fi
+}
+
+# --- systemd ----------------------------------------------------------------------------
+UNIT=$D/systemd/s3cached.service
+if ! command -v systemd-analyze >/dev/null; then
+    skip "systemd-analyze verify: systemd-analyze not installed"
+elif [[ ! -f $UNIT ]]; then
+    bad "deploy/systemd/s3cached.service exists"
+else
+    exe=$BIN
+    [[ -x $exe ]] || exe=/bin/true
+    mkdir -p "$T/unit"
+    sed "s#/usr/local/bin/s3cached#$exe#g" "$UNIT" >"$T/unit/s3cached.service"
+    out=$(timeout 60 systemd-analyze verify "$T/unit/s3cached.service" 2>&1)
+    rc=$?
+    # systemd-analyze prints warnings about the build host's own units; keep ours
+    ours=$(grep -i 's3cached' <<<"$out" || true)
+    if [[ $rc -eq 0 && -z $ours ]]; then
+        ok "systemd-analyze verify s3cached.service"
+    else
+        bad "systemd-analyze verify s3cached.service (exit $rc)" "$out"
+    fi
+    sec=$(timeout 60 systemd-analyze security --offline=yes "$T/unit/s3cached.service" 2>&1 | tr -d '\r')
+    score=$(sed -n 's/.*Overall exposure level for s3cached.service: \([0-9.]*\).*/\1/p' <<<"$sec")
+    if [[ -z $score ]]; then
+        skip "systemd-analyze security --offline: not supported here"
+    elif awk -v s="$score" 'BEGIN { exit !(s <= 2.5) }'; then
+        ok "systemd-analyze security: exposure $score (≤ 2.5)"
+    else
+        bad "systemd-analyze security: exposure $score > 2.5" "$(grep '✗' <<<"$sec" | head -20)"
+    fi
+fi
+
+# --- YAML lint --------------------------------------------------------------------------
+mapfile -t yamls < <(find "$D" -path "$D/grafana" -prune -o \( -name '*.yaml' -o -name '*.yml' \) -print | sort)
+if command -v yamllint >/dev/null; then
+    run "yamllint (${#yamls[@]} files: tests/deploy/yamllint.yaml)" \
+        timeout 60 yamllint -s -c "$here/yamllint.yaml" "${yamls[@]}"
+else
+    skip "yamllint: not installed (apt-get install yamllint); python3-yaml parsing still runs"
+fi
+
+# --- structure --------------------------------------------------------------------------
+if ! "$PY" -c 'import yaml' 2>/dev/null; then
+    skip "structural checks: $PY has no yaml module (apt-get install python3-yaml)"
+else
+    out=$(timeout 60 "$PY" "$here/check_deploy.py" "$repo" "$BIN" 2>&1)
+    echo "$out" | grep -v '^check_deploy:'
+    line=$(grep -E '^check_deploy: [0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -1)
+    if [[ -z $line ]]; then
+        bad "check_deploy.py ran to the end" "$out"
+    else
+        P=$((P + $(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")))
+        F=$((F + $(sed -E 's/.*, ([0-9]+) failed/\1/' <<<"$line")))
+    fi
+
+    # self-test: broken copies must be rejected (the checks can fail)
+    mutate() { # mutate NAME FILE SED-EXPR — copy deploy/, break FILE, expect a FAIL line
+        local name=$1 file=$2 expr=$3 m=$T/mut
+        rm -rf "$m"
+        mkdir -p "$m"
+        cp -r "$D" "$m/deploy"
+        ln -s "$repo/Makefile" "$m/Makefile"
+        for x in include gateway cache backends config; do ln -s "$repo/$x" "$m/$x"; done
+        sed -i "$expr" "$m/deploy/$file"
+        if cmp -s "$m/deploy/$file" "$D/$file"; then
+            bad "self-test: $name (the edit changed nothing)"
+        elif timeout 60 "$PY" "$here/check_deploy.py" "$m" "$BIN" >"$T/mut.out" 2>&1; then
+            bad "self-test: check_deploy.py rejects $name" "$(tail -5 "$T/mut.out")"
+        else
+            ok "self-test: check_deploy.py rejects $name"
+        fi
+    }
+    mutate "a readiness probe on the wrong path" k8s/daemonset.yaml '0,/path: \/_\/health/s//path: \/healthz/'
+    mutate "a misspelt Secret name" k8s/deployment.yaml 's/name: s3cached-keys/name: s3cached-key/'
+    mutate "a volume mount without a volume" k8s/daemonset.yaml '0,/- name: keys$/s//- name: keyz/'
+    mutate "an unknown S3CACHED_ option" k8s/configmap.yaml 's/S3CACHED_CACHE_SIZE:/S3CACHED_CACHE_SIZ:/'
+    mutate "USER root in the runtime stage" Dockerfile 's/^USER s3cached:s3cached/USER root/'
+    mutate "a COPY of a missing source" Dockerfile 's#^COPY cache/ cache/#COPY cachex/ cache/#'
+    mutate "a unit without ProtectSystem=strict" systemd/s3cached.service 's/^ProtectSystem=strict/ProtectSystem=full/'
+    mutate "nginx hashing on \$request_uri" scale-out/nginx.conf 's/hash \$uri consistent;/hash $request_uri;/'
+    mutate "compose publishing beyond loopback" compose.yaml 's/"127.0.0.1:9000:9000"/"9000:9000"/'
+fi
+
+# --- Prometheus config ------------------------------------------------------------------
+PROM=$D/prometheus/prometheus.yml
+if ! command -v promtool >/dev/null; then
+    skip "promtool check config: promtool not installed (apt-get install prometheus)"
+elif [[ -f $PROM ]]; then
+    echo "test-token" >"$T/admin_token"
+    sed "s#/run/secrets/admin_token#$T/admin_token#" "$PROM" >"$T/prometheus.yml"
+    run "promtool check config deploy/prometheus/prometheus.yml" timeout 60 promtool check config "$T/prometheus.yml"
+fi
+
+# --- nginx -t ---------------------------------------------------------------------------
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+NG=$D/scale-out/nginx.conf
+if [[ ! -x $NGINX ]]; then
+    skip "nginx -t: nginx not installed"
+elif [[ -f $NG ]]; then
+    mkdir -p "$T/ng/tmp" "$T/ng/logs"
+    awk -v t="$T/ng" '{ print } /^http \{/ {
+        print "    client_body_temp_path " t "/tmp/body; proxy_temp_path " t "/tmp/proxy;"
+        print "    fastcgi_temp_path " t "/tmp/f; uwsgi_temp_path " t "/tmp/u; scgi_temp_path " t "/tmp/s;" }' \
+        "$NG" >"$T/ng/nginx.conf"
+    run "nginx -t deploy/scale-out/nginx.conf" timeout 30 "$NGINX" -t -p "$T/ng" -c "$T/ng/nginx.conf" \
+        -g "pid $T/ng/nginx.pid; error_log $T/ng/logs/error.log;"
+fi
+
+echo "($S skipped)"
+echo "deploy-validate: $P passed, $F failed"
+[[ $F -eq 0 ]]

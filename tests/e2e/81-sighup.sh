@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# 81-sighup: `kill -HUP` re-reads the --credentials file (what `systemctl reload` and
+# deploy/README.md "Reloading keys" rely on): a key added to the file works after the
+# signal, a removed key stops working, and a download in flight (signed by the removed
+# key) finishes with the right bytes; the server keeps its pid and port.
+. "$(dirname "$0")/lib.sh"
+
+AK_B=AKB$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n' | tr a-f A-F)
+SK_B=$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
+CREDS=$T/credentials
+printf '# key A\n%s %s admin\n' "$S3_AK" "$S3_SK" >"$CREDS"
+E2E_AUTH_ARGS="--credentials $CREDS"
+start_server
+PID0=$S3_PID
+
+# get_as AK SK KEY OUT — signed GET, prints the status code
+get_as() {
+    timeout "$CT" curl -s -o "$4" -w '%{http_code}' --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$1:$2" \
+        -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "$S3_EP/$3"
+}
+hup_and_wait() { # SIGHUP, then wait for the "reloaded" log line number N
+    local want=$1 i
+    kill -HUP "$S3_PID"
+    for ((i = 0; i < 50; i++)); do
+        [[ $(grep -c 'SIGHUP: credentials reloaded' "$S3_LOG") -ge $want ]] && return 0
+        sleep 0.1
+    done
+    echo "no 'SIGHUP: credentials reloaded' line #$want in the log:"
+    grep -i sighup "$S3_LOG" | tail -n 5
+    return 1
+}
+
+mkdir -p "$S3_STORE/keys"
+mkfile "$S3_STORE/keys/small" 64K
+mkfile "$S3_STORE/keys/big" 96M
+
+check "key A reads" expect_eq "status A" "$(get_as "$S3_AK" "$S3_SK" keys/small "$T/a1")" 200
+check "key B (not yet in the file) → 403" expect_eq "status B" "$(get_as "$AK_B" "$SK_B" keys/small "$T/b0")" 403
+
+# add B, reload
+printf '%s %s\n' "$AK_B" "$SK_B" >>"$CREDS"
+check "SIGHUP after adding key B reloads" hup_and_wait 1
+check "key B reads after SIGHUP" expect_eq "status B" "$(get_as "$AK_B" "$SK_B" keys/small "$T/b1")" 200
+check "key B's bytes are right" sha_eq "$T/b1" "$S3_STORE/keys/small"
+check "key A still reads" expect_eq "status A" "$(get_as "$S3_AK" "$S3_SK" keys/small "$T/a2")" 200
+
+# a slow download signed by A is in flight while A is removed
+timeout 120 curl -s -o "$T/inflight" -w '%{http_code}' --limit-rate 24M --aws-sigv4 "aws:amz:$S3_REGION:s3" \
+    --user "$S3_AK:$S3_SK" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "$S3_EP/keys/big" >"$T/inflight.code" 2>&1 &
+DLPID=$!
+for ((i = 0; i < 50; i++)); do
+    [[ $(stat -c %s "$T/inflight" 2>/dev/null || echo 0) -gt 1000000 ]] && break
+    sleep 0.1
+done
+got=$(stat -c %s "$T/inflight" 2>/dev/null || echo 0)
+check "download is in flight before the reload ($got of $((96 << 20)) bytes)" \
+    bash -c "[[ $got -gt 0 && $got -lt $((96 << 20)) ]]"
+
+printf '# key A removed\n%s %s admin\n' "$AK_B" "$SK_B" >"$CREDS.new" && mv "$CREDS.new" "$CREDS"
+check "SIGHUP after removing key A reloads" hup_and_wait 2
+check "removed key A → 403" expect_eq "status A" "$(get_as "$S3_AK" "$S3_SK" keys/small "$T/a3")" 403
+check "key B (now admin) reads /_/stats signed" expect_eq "status" \
+    "$(timeout "$CT" curl -s -o "$T/st" -w '%{http_code}' --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$AK_B:$SK_B" \
+        -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "$S3_EP/_/stats")" 200
+
+wait "$DLPID"
+dlrc=$?
+check "the in-flight download (signed by the removed key) completed: curl exit $dlrc, status $(cat "$T/inflight.code")" \
+    bash -c "[[ $dlrc -eq 0 && \$(cat '$T/inflight.code') == 200 ]]"
+check "the in-flight download's bytes are right" sha_eq "$T/inflight" "$S3_STORE/keys/big"
+
+# a broken file is refused and the previous keys stay in force
+printf 'only-one-field\n' >"$CREDS"
+kill -HUP "$S3_PID"
+sleep 0.5
+check "a malformed credentials file is reported and ignored" bash -c \
+    "grep -q 'SIGHUP: credentials not reloaded' '$S3_LOG' || { grep -i sighup '$S3_LOG' | tail -3; exit 1; }"
+check "key B still reads after the failed reload" expect_eq "status B" "$(get_as "$AK_B" "$SK_B" keys/small "$T/b2")" 200
+check "same process after three SIGHUPs" bash -c "[[ $S3_PID == $PID0 ]] && kill -0 $PID0 && [[ \$(curl -s '$S3_EP/_/health') == ok* ]]"
+stop_server TERM
