@@ -821,9 +821,12 @@ static int s3_status_to_err(struct s3_call *c)
     case 416:
         return -S3E_INVALID_RANGE;
     case 403:
-        log_warn("be_s3: upstream rejected the gateway's credentials: %s %s/%s: %ld %s %s",
-                 c->method, c->bucket ? c->bucket : "", c->key ? c->key : "", c->status,
-                 c->code[0] ? c->code : "-", c->message);
+        /* A HEAD's 403 has no body, hence no code: say so rather than print nothing. */
+        log_warn("be_s3: upstream %s rejected the gateway's request: %s %s/%s: %ld %s%s%s "
+                 "(check --backend-access-key/--backend-secret-key and the key's permissions)",
+                 c->be->base, c->method, c->bucket ? c->bucket : "", c->key ? c->key : "",
+                 c->status, c->code[0] ? c->code : "(no error body)", c->message[0] ? " " : "",
+                 c->message);
         return -S3E_ACCESS_DENIED;
     case 404:
         if (rc == -S3E_NO_SUCH_KEY || rc == -S3E_NO_SUCH_BUCKET || rc == -S3E_NO_SUCH_UPLOAD)
@@ -900,9 +903,11 @@ static void s3_backoff(int attempt)
 static int s3_retryable_curl(CURLcode cc)
 {
     switch (cc) {
+    /* Not CURLE_OPERATION_TIMEDOUT: that attempt already waited the whole --backend-timeout
+     * (connect, or no byte for that long), and the client is waiting behind it; a stalled
+     * upstream must cost one timeout, not S3_ATTEMPTS of them. */
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_OPERATION_TIMEDOUT:
     case CURLE_SEND_ERROR:
     case CURLE_RECV_ERROR:
     case CURLE_GOT_NOTHING:

@@ -1,17 +1,38 @@
 """46-s3-backend.py — s3cached as a caching proxy for an S3 endpoint: the upstream is a second
 s3cached on a file backend (its /_/stats counts what reached it). Through the gateway with
 boto3: bucket, put, get, range, head, list with pagination and delimiter, copy, multipart,
-delete, all compared by SHA-256; hits never reach the upstream; 16 concurrent cold GETs reach
-it once; upstream killed mid-transfer (error to the client, nothing partial cached); upstream
-down (cached objects served, misses fail fast); wrong upstream credentials (clear error)."""
+delete, all compared by SHA-256; awscli cp of 100 MiB both ways; hits never reach the upstream
+(its client and backend counters stay still); 16 concurrent cold GETs reach it as one HEAD and
+one block fetch run; upstream connections are reused (ss); upstream killed mid-transfer (error
+to the client, nothing partial cached, x-cache miss on the refetch); upstream down (cached
+objects served, misses fail fast); wrong upstream credentials (403 AccessDenied XML to the
+client and a log line naming the upstream's 403). Faults of other kinds: 47-s3-backend-faults."""
 import concurrent.futures as cf
 import os
 import signal
+import subprocess
 import time
 
 import e2elib as E
 
 MiB = 1 << 20
+
+
+def upstream_conns(port):
+    """Local ports of the TCP connections to 127.0.0.1:@port in any state (TIME-WAIT included,
+    so connections closed in the last minute count too)."""
+    out = subprocess.run(["ss", "-tanH"], capture_output=True, text=True, check=True).stdout
+    ports = set()
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[4] == "127.0.0.1:%d" % port and f[3].startswith("127.0.0.1:"):
+            ports.add(int(f[3].rsplit(":", 1)[1]))
+    return ports
+
+
+def upstream_backend(up):
+    b = up.stats()["backend"]
+    return b["requests"], b["bytes_read"]
 
 
 def upstream_out(up, ak):
@@ -82,25 +103,35 @@ def main():
 
     def hits_stay_local():
         s3.get_object(Bucket=B, Key="o/3")["Body"].read()
-        before = upstream_out(up, up.ak)
+        before, be_before = upstream_out(up, up.ak), upstream_backend(up)
         for _ in range(5):
             r = s3.get_object(Bucket=B, Key="o/3")
             E.same_bytes("hit", r["Body"].read(), data["o/3"])
             E.eq("x-cache", r["ResponseMetadata"]["HTTPHeaders"].get("x-cache"), "hit")
+            r = s3.get_object(Bucket=B, Key="o/3", Range="bytes=100-199")
+            E.same_bytes("ranged hit", r["Body"].read(), data["o/3"][100:200])
         E.eq("upstream (bytes, requests) during hits", upstream_out(up, up.ak), before)
+        E.eq("upstream backend (requests, bytes_read) during hits", upstream_backend(up), be_before)
 
     def coalesced16():
         body = os.urandom(12 * MiB)
         with open(os.path.join(up.store, B, "cold16"), "wb") as f:
             f.write(body)
-        before, _ = upstream_out(up, up.ak)
+        before, n_before = upstream_out(up, up.ak)
         with cf.ThreadPoolExecutor(16) as ex:
             rs = list(ex.map(lambda _: gw.req("GET", "/%s/cold16" % B, timeout=60), range(16)))
         for r in rs:
             E.eq("status", r.status, 200)
             E.same_bytes("body", r.body, body)
-        after, _ = upstream_out(up, up.ak)
+        after, n_after = upstream_out(up, up.ak)
         E.eq("bytes the upstream sent for 16 cold GETs", after - before, len(body))
+        # one HEAD (metadata) and one ranged GET per fetch run: 12 MiB of 4 MiB blocks is one run
+        if n_after - n_before > 3:
+            raise E.Fail("16 cold GETs made %d upstream requests (want a HEAD and one block "
+                         "fetch run)" % (n_after - n_before))
+        hows = sorted(r.h("x-cache") for r in rs)
+        if hows.count("miss") != 1:
+            raise E.Fail("x-cache of the 16 readers: %r (want one miss)" % hows)
 
     def upstream_dies_midway():
         body = os.urandom(64 * MiB)
@@ -138,6 +169,46 @@ def main():
         r = gw.req("GET", "/%s/dies" % B, timeout=60)
         E.eq("status after the upstream is back", r.status, 200)
         E.same_bytes("body after the upstream is back (nothing partial was kept)", r.body, body)
+        E.eq("x-cache after the upstream is back (fetched again)", r.h("x-cache"), "miss")
+
+    def awscli_100m():
+        src = os.path.join(gw.tmp, "aws100.bin")
+        with open(src, "wb") as f:
+            for _ in range(100):
+                f.write(os.urandom(MiB))
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=gw.ak, AWS_SECRET_ACCESS_KEY=gw.sk,
+                   AWS_DEFAULT_REGION=E.REGION, AWS_CONFIG_FILE="/dev/null",
+                   AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+        aws = ["timeout", "120", "/usr/bin/aws", "--endpoint-url", gw.endpoint]
+        subprocess.run(aws + ["s3", "cp", src, "s3://%s/big/aws100" % B], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        E.eq("upstream bytes of the awscli multipart upload",
+             E.sha_file(os.path.join(up.store, B, "big", "aws100")), E.sha_file(src))
+        back = src + ".back"
+        subprocess.run(aws + ["s3", "cp", "s3://%s/big/aws100" % B, back], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        E.eq("awscli download (parallel ranged GETs)", E.sha_file(back), E.sha_file(src))
+        os.unlink(back)
+        os.unlink(src)
+
+    def connection_reuse():
+        for i in range(40):
+            with open(os.path.join(up.store, B, "reuse%02d" % i), "wb") as f:
+                f.write(b"r%d" % i)
+        before = upstream_conns(up.port)
+        for i in range(40):                  # 40 cold GETs: a HEAD and a GET upstream each
+            r = gw.req("GET", "/%s/reuse%02d" % (B, i))
+            E.eq("status", r.status, 200)
+            E.eq("body", r.body, b"r%d" % i)
+        after = upstream_conns(up.port)
+        new = after - before
+        print("       . 40 cold GETs (80 upstream requests) used %d new upstream connection(s); "
+              "%d to the upstream in all (ss)" % (len(new), len(after)))
+        if not after:
+            raise E.Fail("ss shows no connection to the upstream port %d at all" % up.port)
+        if len(new) > 8:
+            raise E.Fail("%d new upstream connections for 80 sequential upstream requests: "
+                         "connections are not reused" % len(new))
 
     def wrong_credentials():
         bad = E.Server(t, extra=["--backend", "http://127.0.0.1:%d" % up.port,
@@ -145,10 +216,18 @@ def main():
                                  "--backend-timeout", "5s"]).start()
         try:
             r = bad.req("GET", "/%s/o/2" % B)
-            if r.status < 400 or not r.code():
+            if r.status < 400 or not r.code() or not r.request_id_ok():
                 raise E.Fail("GET with wrong upstream credentials: %s %r" % (r.status, r.body[:300]))
+            print("       . wrong upstream credentials: the client gets %s %s" % (r.status, r.code()))
             log = open(bad.log, errors="replace").read()
-            if "SignatureDoesNotMatch" not in log and "credentials" not in log:
+            r = bad.req("GET", "/%s" % B, query="list-type=2")
+            if r.status != 403 or r.code() != "AccessDenied":
+                raise E.Fail("listing with wrong upstream credentials: %s %r" % (r.status, r.body[:300]))
+            import re
+            if not re.search(r"upstream .* rejected the gateway's request: HEAD .* 403", log):
+                raise E.Fail("no log line names the upstream's rejection of the HEAD:\n" + bad.log_tail(10))
+            log = open(bad.log, errors="replace").read()
+            if not re.search(r"rejected the gateway's request: GET .* 403 SignatureDoesNotMatch", log):
                 raise E.Fail("no log line names the upstream's rejection:\n" + bad.log_tail(10))
         finally:
             bad.stop()
@@ -159,6 +238,8 @@ def main():
     t.check("copy, multipart (boto3 upload_file), delete through the S3 backend", copy_multipart_delete)
     t.check("hits never reach the upstream", hits_stay_local)
     t.check("16 concurrent cold GETs: the upstream sends the object once", coalesced16)
+    t.check("awscli cp of 100 MiB up (multipart) and down (ranged GETs) through the S3 backend", awscli_100m)
+    t.check("upstream connections are reused (ss: a handful for 80 requests)", connection_reuse)
     t.check("upstream killed mid-transfer: client error, nothing partial cached; down: hits served, misses fail fast", upstream_dies_midway)
     t.check("wrong upstream credentials: S3 error to the client and a log line", wrong_credentials)
     gw.stop()
