@@ -502,6 +502,11 @@ void cache_obj_release(struct cache_obj *o)
         w->armed = 0;
     }
     if (o->v) {
+        /* The request whose lookup created this version is its miss, and one that starts the
+         * first fetch meanwhile is not another. Going away without having started any fetch
+         * (a HEAD, a failed precondition), it leaves the next request that does to be a miss. */
+        if (o->v->first_fetch_owned && o->how == CACHE_MISS && !o->guessed)
+            o->v->first_fetch_owned = 0;
         switch (o->how) {
         case CACHE_HIT: c->st.hits++; break;
         case CACHE_MISS: c->st.misses++; break;
@@ -753,25 +758,17 @@ static int fresh(struct cache *c, const struct cver *v)
     return age_ms < c->revalidate_ms;
 }
 
-static int any_fetch(const struct cver *v)
-{
-    for (const struct fetch *f = v->fetches; f; f = f->next)
-        if (f->running)
-            return 1;
-    return 0;
-}
-
 static void bind_locked(struct cache_obj *h, struct cver *v, int from_lookup)
 {
     h->v = v;
     v->refs++;
     if (from_lookup)
         return;
+    /* Metadata from the cache, no backend request: a hit unless reading bytes says otherwise
+     * (cache_obj_open_range() refines the guess for every GET that reads). A request that reads
+     * no byte (HEAD, 304, 412, an empty range) was answered from the cache alone. */
     h->guessed = 1;
-    if (v->npresent == v->nblocks)
-        h->how = CACHE_HIT;
-    else
-        h->how = any_fetch(v) ? CACHE_COALESCED : CACHE_MISS;
+    h->how = CACHE_HIT;
 }
 
 int cache_obj_meta(struct cache_obj *o, struct cache_waiter *w, const struct be_meta **meta,

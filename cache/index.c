@@ -474,8 +474,11 @@ int index_mark(struct index *ix, const struct index_key *k, uint64_t version, ui
     if (rc)
         return rc;
     *delta_used = 0;
-    if ((rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v))))
+    if ((rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v)))) {
+        if (rc == -ENOENT)
+            rc = -ESTALE; /* evicted or invalidated while its blocks were being fetched */
         goto out;
+    }
     if ((rc = rec_decode(&v, &e, NULL, 0, 1)))
         goto out;
     if (e.version != version || first + n > e.nblocks) {

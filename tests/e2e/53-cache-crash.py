@@ -1,0 +1,213 @@
+"""53-cache-crash: the cache survives kill -9. Several big cold GETs are filling when the server
+is killed (three rounds, different moments); restarted on the same cache dir, every object is
+served equal to its source (twice: the second read comes from what the cache kept). A warm
+cache restarted with --revalidate-after never serves the first GET as a hit with zero backend
+requests, after a clean stop and after kill -9 of an idle server."""
+import concurrent.futures as cf
+import hashlib
+import http.client
+import os
+import random
+import signal
+import sys
+import time
+
+import e2elib as E
+
+MiB = 1 << 20
+B = "crash"
+t = E.Suite("53-cache-crash.py")
+OPTS = ["--cache-size", "1G", "--block-size", "4M", "--readahead", "8M"]
+srv = E.Server(t, extra=OPTS).start()
+SUM = {}
+
+
+def write_obj(key, size):
+    path = os.path.join(srv.store, B, key)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    h = hashlib.sha256()
+    base = os.urandom(MiB)
+    with open(path, "wb") as f:
+        left, i = size, 0
+        while left:
+            piece = (i.to_bytes(8, "big") + key.encode() + base[40:])[:min(left, MiB)]
+            f.write(piece)
+            h.update(piece)
+            left -= len(piece)
+            i += 1
+    SUM[key] = h.hexdigest()
+
+
+def sget(key, rng=None, timeout=60, slow=False):
+    path = "/%s/%s" % (B, key)
+    hdrs = {"host": "127.0.0.1:%d" % srv.port}
+    if rng:
+        hdrs["range"] = "bytes=%d-%d" % rng
+    E.sign_headers("GET", path, "", hdrs, E.EMPTY_SHA, srv.ak, srv.sk)
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers=hdrs)
+        r = conn.getresponse()
+        h = hashlib.sha256()
+        n = 0
+        while True:
+            blk = r.read(256 * 1024 if slow else MiB)
+            if not blk:
+                break
+            h.update(blk)
+            n += len(blk)
+            if slow:
+                time.sleep(0.002)
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, h.hexdigest(), n
+    finally:
+        conn.close()
+
+
+def kill9_restart(extra=None):
+    p = srv.proc
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    srv.proc = None
+    if extra is not None:
+        srv.extra = extra
+    srv.start()
+
+
+def verify(keys, what):
+    for k in keys:
+        for i in range(2):
+            st, h, sh, n = sget(k)
+            E.eq("%s: status of %s (read %d)" % (what, k, i + 1), st, 200)
+            if sh != SUM[k]:
+                raise E.Fail("%s: %s read %d (x-cache %s) differs from its source (%d bytes)"
+                             % (what, k, i + 1, h.get("x-cache"), n))
+
+
+def crash_round(rnd, frac, ranged):
+    """Kills the server once the backend has delivered @frac of the bytes the round asks for."""
+    keys = ["r%d/%d" % (rnd, i) for i in range(5)]
+    for i, k in enumerate(keys):
+        write_obj(k, 64 * MiB + i * 777)
+    os.sync()
+    total = sum(64 * MiB + i * 777 for i in range(5))
+    rng = random.Random(rnd)
+    b0 = srv.stats()["backend"]["bytes_read"]
+    with cf.ThreadPoolExecutor(len(keys) + 2) as ex:
+        fs = [ex.submit(sget, k, None, 30, True) for k in keys]
+        if ranged:
+            fs += [ex.submit(sget, keys[0], (30 * MiB, 40 * MiB), 30),
+                   ex.submit(sget, keys[1], (rng.randrange(40 * MiB), 64 * MiB - 1), 30)]
+        deadline = time.time() + 20
+        got = 0
+        while time.time() < deadline:
+            got = srv.stats()["backend"]["bytes_read"] - b0
+            if got >= max(1, frac * total):
+                break
+            time.sleep(0.003)
+        kill9_restart()
+        for f in fs:
+            try:
+                f.result()
+            except Exception:  # noqa: BLE001 - the server died under it
+                pass
+    print("       # round %d: killed after %.1f of %.1f MiB had been read from the backend"
+          % (rnd, got / MiB, total / MiB))
+    verify(keys, "after kill -9 (round %d, %.1f MiB read from the backend)" % (rnd, got / MiB))
+    c = srv.stats()["cache"]
+    if c["used_bytes"] > c["capacity_bytes"]:
+        raise E.Fail("used_bytes %d > capacity after restart" % c["used_bytes"])
+
+
+def prior_objects_intact():
+    # everything from the rounds above, read once more after yet another restart
+    kill9_restart()
+    verify(sorted(SUM), "after a final kill -9")
+
+
+def warm_restart_clean():
+    write_obj("warm/a", 20 * MiB + 1)
+    st, h, sh, n = sget("warm/a")
+    E.eq("first GET", sh, SUM["warm/a"])
+    # a few hundred more indexed objects, so that startup has an index worth the name
+    s3 = srv.boto3()
+    small = {}
+
+    def put(i):
+        k = "warm/s/%03d" % i
+        small[k] = os.urandom(1000 + i)
+        s3.put_object(Bucket=B, Key=k, Body=small[k])
+    with cf.ThreadPoolExecutor(8) as ex:
+        list(ex.map(put, range(400)))
+    objs = srv.stats()["cache"]["objects"]
+    srv.stop()
+    srv.extra = OPTS + ["--revalidate-after", "never"]
+    t0 = time.time()
+    srv.start()
+    up = time.time() - t0
+    print("       # restart with %d cached objects: healthy after %.2f s" % (objs, up))
+    if up > 2.0:
+        raise E.Fail("startup with a warm cache of %d objects took %.2f s" % (objs, up))
+    s0 = srv.stats()
+    E.eq("cache.objects after restart", s0["cache"]["objects"], objs)
+    E.eq("backend.requests right after start", s0["backend"]["requests"], 0)
+    st, h, sh, n = sget("warm/a")
+    E.eq("x-cache of the first GET after restart", h.get("x-cache"), "hit")
+    E.eq("body", sh, SUM["warm/a"])
+    s1 = srv.stats()
+    E.eq("backend.requests after the first GET", s1["backend"]["requests"], 0)
+    E.eq("backend.bytes_read after the first GET", s1["backend"]["bytes_read"], 0)
+    E.eq("cache.hits", s1["cache"]["hits"], 1)
+    for k in ("warm/s/000", "warm/s/123", "warm/s/399"):
+        r = srv.req("GET", "/%s/%s" % (B, k))
+        E.eq("x-cache of %s after restart" % k, r.h("x-cache"), "hit")
+        E.same_bytes("body of %s" % k, r.body, small[k])
+    E.eq("backend.requests after the small GETs", srv.stats()["backend"]["requests"], 0)
+
+
+def warm_restart_kill9():
+    write_obj("warm/b", 9 * MiB + 5)
+    st, h, sh, n = sget("warm/b")
+    E.eq("first GET", sh, SUM["warm/b"])
+    time.sleep(1.0)   # the fill's sync and index write are done once the response is; be generous
+    kill9_restart()
+    st, h, sh, n = sget("warm/b")
+    E.eq("x-cache of the first GET after kill -9", h.get("x-cache"), "hit")
+    E.eq("body", sh, SUM["warm/b"])
+    st, h, sh, n = sget("warm/a")
+    E.eq("x-cache of the older object", h.get("x-cache"), "hit")
+    E.eq("backend.requests", srv.stats()["backend"]["requests"], 0)
+
+
+def kill9_after_writes():
+    s3 = srv.boto3()
+    write_obj("wr/a", 10 * MiB)
+    st, h, sh, n = sget("wr/a")
+    E.eq("cached", sh, SUM["wr/a"])
+    new = os.urandom(5 * MiB + 1)
+    s3.put_object(Bucket=B, Key="wr/a", Body=new)
+    SUM["wr/a"] = hashlib.sha256(new).hexdigest()
+    SUM["wr/b"] = hashlib.sha256(b"short").hexdigest()
+    s3.put_object(Bucket=B, Key="wr/b", Body=b"short")
+    s3.put_object(Bucket=B, Key="wr/c", Body=b"to be deleted")
+    s3.delete_object(Bucket=B, Key="wr/c")
+    kill9_restart()
+    st, h, sh, n = sget("wr/a")
+    E.eq("overwritten object after kill -9", sh, SUM["wr/a"])
+    st, h, sh, n = sget("wr/b")
+    E.eq("new object after kill -9", sh, hashlib.sha256(b"short").hexdigest())
+    st, h, sh, n = sget("wr/c")
+    E.eq("deleted object after kill -9", st, 404)
+
+
+E.setup_or_die(t, srv, lambda: os.makedirs(os.path.join(srv.store, B)))
+t.check("kill -9 early in 5 cold 64 MiB fills: all intact after restart", crash_round, 1, 0.0, False)
+t.check("kill -9 mid-way through fills (ranges too): all intact after restart", crash_round, 2, 0.4, True)
+t.check("kill -9 late in fills: all intact after restart", crash_round, 3, 0.8, True)
+t.check("kill -9 after PUT/overwrite/DELETE: restart serves the written state", kill9_after_writes)
+t.check("every object of every round intact after one more kill -9", prior_objects_intact)
+t.check("restart (clean) with a warm cache: first GET a hit, zero backend requests", warm_restart_clean)
+t.check("restart after kill -9 of an idle warm cache: first GET a hit, zero backend requests",
+        warm_restart_kill9)
+srv.stop()
+srv.cleanup()
+sys.exit(t.finish())
