@@ -31,7 +31,7 @@ UNITHOBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(UNITHELP))
 DEB_BUILD := build-essential pkg-config libmicrohttpd-dev liblmdb-dev libcmocka-dev \
              libcurl4-openssl-dev libssl-dev zlib1g-dev
 DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc \
-             netcat-openbsd openssl prometheus
+             netcat-openbsd openssl prometheus yamllint python3-yaml systemd
 NPM_DIR   := tests/e2e/node_modules
 
 .PHONY: all run test test-unit test-e2e test-asan bench lint clean deps deps-test fuzz fuzz-replay format test-deploy
@@ -80,6 +80,17 @@ deps-test: deps
 	  echo "installing @aws-sdk/client-s3 into $(NPM_DIR)"; \
 	  (cd tests/e2e && npm install --no-audit --no-fund --silent @aws-sdk/client-s3 @aws-sdk/lib-storage); \
 	fi
+	@# s3rver: a third-party S3 server, the upstream of e2e 45 (be_s3.c interop). --no-save keeps
+	@# package.json as it is; a later npm install may prune it, and then this puts it back.
+	@if [ ! -x $(NPM_DIR)/.bin/s3rver ]; then \
+	  echo "installing s3rver into $(NPM_DIR)"; \
+	  (cd tests/e2e && npm install --no-save --no-audit --no-fund --silent s3rver); \
+	fi
+	@# offline Kubernetes schema (tests/deploy/k8s_schema.sh, e2e 85): kubernetes-models + typescript
+	@if [ ! -d tests/deploy/k8s-schema/node_modules/kubernetes-models ]; then \
+	  echo "installing kubernetes-models, typescript into tests/deploy/k8s-schema"; \
+	  (cd tests/deploy/k8s-schema && npm install --no-audit --no-fund --silent); \
+	fi
 
 # --- run ------------------------------------------------------------------------------
 run: deps
@@ -113,11 +124,12 @@ bench: deps-test
 	@$(MAKE) --no-print-directory all
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/run.sh
 
-# Deployment files: the static checks of make test (tests/deploy/validate.sh), then a real
+# Deployment files: the static checks of make test (tests/deploy/validate.sh, with the
+# Kubernetes API schema check whose npm packages deps-test installs), then a real
 # podman image build + run of deploy/Dockerfile (tests/deploy/build-image.sh; root, podman,
 # runc, debootstrap when no base image is at hand; skipped otherwise).
 test-deploy: deps-test
-	$(call apt_install,yamllint podman runc debootstrap)
+	$(call apt_install,yamllint python3-yaml systemd podman runc debootstrap)
 	@$(MAKE) --no-print-directory all
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached tests/deploy/validate.sh
 	@tests/deploy/build-image.sh; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]

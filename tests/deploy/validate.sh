@@ -7,6 +7,8 @@
 #   - check_deploy.py: structure of the k8s manifests, compose.yaml, Dockerfile, unit,
 #     nginx.conf and envoy.yaml (python3-yaml), plus a self-test that it rejects broken
 #     copies;                                             skipped without python3-yaml
+#   - k8s_schema.sh: deploy/k8s against the Kubernetes API schema (npm kubernetes-models
+#     + tsc, installed by make test-deploy), plus a self-test; skipped when not installed
 #   - promtool check config of deploy/prometheus/prometheus.yml; skipped without promtool
 #   - nginx -t of deploy/scale-out/nginx.conf (paths moved to a temp dir); skipped
 #     without nginx
@@ -110,6 +112,34 @@ else
     mutate "a unit without ProtectSystem=strict" systemd/s3cached.service 's/^ProtectSystem=strict/ProtectSystem=full/'
     mutate "nginx hashing on \$request_uri" scale-out/nginx.conf 's/hash \$uri consistent;/hash $request_uri;/'
     mutate "compose publishing beyond loopback" compose.yaml 's/"127.0.0.1:9000:9000"/"9000:9000"/'
+fi
+
+# --- Kubernetes API schema (offline: npm kubernetes-models + tsc) -------------------------
+out=$(timeout 180 "$here/k8s_schema.sh" "$D/k8s" 2>&1)
+rc=$?
+if [[ $rc -eq 77 ]]; then
+    skip "k8s schema: ${out#skip: }"
+elif [[ $rc -eq 0 ]]; then
+    ok "${out##*$'\n'}"
+    # self-test: the schema check sees misspelt fields and bad values
+    schema_mutate() { # NAME FILE SED-EXPR
+        local m=$T/k8smut
+        rm -rf "$m"
+        cp -r "$D/k8s" "$m"
+        sed -i "$3" "$m/$2"
+        if cmp -s "$m/$2" "$D/k8s/$2"; then
+            bad "self-test: k8s schema rejects $1 (the edit changed nothing)"
+        elif timeout 180 "$here/k8s_schema.sh" "$m" >"$T/k8smut.out" 2>&1; then
+            bad "self-test: k8s schema rejects $1" "$(cat "$T/k8smut.out")"
+        else
+            ok "self-test: k8s schema rejects $1"
+        fi
+    }
+    schema_mutate "a misspelt field (readinessProbe.httpGet.paht)" daemonset.yaml '0,/ path: \/_\/health/s// paht: \/_\/health/'
+    schema_mutate "a string where an integer goes, an unknown Service type" deployment.yaml \
+        's/periodSeconds: 5/periodSeconds: "5s"/; s/type: ClusterIP/type: ClusterIPP/'
+else
+    bad "k8s manifests match the Kubernetes API schema (tests/deploy/k8s_schema.sh)" "$out"
 fi
 
 # --- Prometheus config ------------------------------------------------------------------

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # 81-sighup: `kill -HUP` re-reads the --credentials file (what `systemctl reload` and
 # deploy/README.md "Reloading keys" rely on): a key added to the file works after the
-# signal, a removed key stops working, and a download in flight (signed by the removed
-# key) finishes with the right bytes; the server keeps its pid and port.
+# signal, a removed key stops working, a download in flight (signed by the removed key)
+# finishes with the right bytes, and a keep-alive connection open across the signal
+# serves its next request without reconnecting; the server keeps its pid and port.
 . "$(dirname "$0")/lib.sh"
 
 AK_B=AKB$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n' | tr a-f A-F)
@@ -48,13 +49,21 @@ check "key A still reads" expect_eq "status A" "$(get_as "$S3_AK" "$S3_SK" keys/
 timeout 120 curl -s -o "$T/inflight" -w '%{http_code}' --limit-rate 24M --aws-sigv4 "aws:amz:$S3_REGION:s3" \
     --user "$S3_AK:$S3_SK" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "$S3_EP/keys/big" >"$T/inflight.code" 2>&1 &
 DLPID=$!
+# and a keep-alive connection signed by B: the big object, then (on the same connection,
+# after the reload) a small one. %{num_connects} is 0 when curl reused the connection.
+timeout 120 curl -s --limit-rate 24M --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$AK_B:$SK_B" \
+    -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -w '%{http_code} %{num_connects}\n' \
+    -o "$T/ka.big" "$S3_EP/keys/big" -o "$T/ka.small" "$S3_EP/keys/small" >"$T/ka.codes" 2>&1 &
+KAPID=$!
 for ((i = 0; i < 50; i++)); do
-    [[ $(stat -c %s "$T/inflight" 2>/dev/null || echo 0) -gt 1000000 ]] && break
+    [[ $(stat -c %s "$T/inflight" 2>/dev/null || echo 0) -gt 1000000 &&
+       $(stat -c %s "$T/ka.big" 2>/dev/null || echo 0) -gt 1000000 ]] && break
     sleep 0.1
 done
 got=$(stat -c %s "$T/inflight" 2>/dev/null || echo 0)
-check "download is in flight before the reload ($got of $((96 << 20)) bytes)" \
-    bash -c "[[ $got -gt 0 && $got -lt $((96 << 20)) ]]"
+kagot=$(stat -c %s "$T/ka.big" 2>/dev/null || echo 0)
+check "downloads are in flight before the reload ($got and $kagot of $((96 << 20)) bytes)" \
+    bash -c "[[ $got -gt 0 && $got -lt $((96 << 20)) && $kagot -gt 0 && $kagot -lt $((96 << 20)) ]]"
 
 printf '# key A removed\n%s %s admin\n' "$AK_B" "$SK_B" >"$CREDS.new" && mv "$CREDS.new" "$CREDS"
 check "SIGHUP after removing key A reloads" hup_and_wait 2
@@ -68,6 +77,12 @@ dlrc=$?
 check "the in-flight download (signed by the removed key) completed: curl exit $dlrc, status $(cat "$T/inflight.code")" \
     bash -c "[[ $dlrc -eq 0 && \$(cat '$T/inflight.code') == 200 ]]"
 check "the in-flight download's bytes are right" sha_eq "$T/inflight" "$S3_STORE/keys/big"
+wait "$KAPID"
+karc=$?
+check "keep-alive connection across the SIGHUP: both requests 200, the second on the same connection" \
+    bash -c "[[ $karc -eq 0 && \$(tr '\n' ' ' <'$T/ka.codes') == '200 1 200 0 ' ]] || { echo \"curl exit $karc; status/connects:\"; cat '$T/ka.codes'; exit 1; }"
+check "keep-alive: first object's bytes are right" sha_eq "$T/ka.big" "$S3_STORE/keys/big"
+check "keep-alive: second object's bytes are right" sha_eq "$T/ka.small" "$S3_STORE/keys/small"
 
 # a broken file is refused and the previous keys stay in force
 printf 'only-one-field\n' >"$CREDS"

@@ -163,8 +163,7 @@ reader() { # three passes over all keys through nginx; a failed read gets one re
 reader >"$T/reader.out" 2>&1 &
 RPID=$!
 sleep 0.4
-kill -KILL "${G_PID[$VICTIM]}" 2>/dev/null
-wait "${G_PID[$VICTIM]}" 2>/dev/null
+{ kill -KILL "${G_PID[$VICTIM]}"; wait "${G_PID[$VICTIM]}"; } 2>/dev/null   # no "Killed" job notice
 G_PID[$VICTIM]=
 echo "       killed gateway $VICTIM (-9) after $(grep -c '^ok' "$T/reader.out") reads; it owned ${#victim_keys[@]} keys"
 wait "$RPID"
