@@ -5,6 +5,8 @@
 #   make test-asan  the whole suite under ASan + UBSan (build-asan/)
 #   make bench      benchmarks against nginx, as ratios
 #   make lint       module confinement and banned functions
+#   make test-faults the real server under injected faults (disk full, EIO, ENOMEM, LMDB full)
+#   make soak       a bounded mixed-load run (SOAK_SECONDS, default 600); not part of make test
 
 BUILD    ?= build
 CC       ?= cc
@@ -34,11 +36,16 @@ DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd pro
              netcat-openbsd openssl prometheus yamllint python3-yaml systemd
 NPM_DIR   := tests/e2e/node_modules
 
-.PHONY: all run test test-unit test-e2e test-asan bench lint clean deps deps-test fuzz fuzz-replay format test-deploy
+.PHONY: all run test test-unit test-e2e test-asan bench lint clean deps deps-test fuzz fuzz-replay format test-deploy \
+        test-faults soak
 all: $(BUILD)/s3cached
 
 $(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# bench/startup.sh's tool: an index with N entries (make bench)
+$(BUILD)/index-fill: bench/index_fill.c $(BUILD)/libs3c.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/libs3c.a: $(OBJS)
 	@mkdir -p $(dir $@)
@@ -121,8 +128,9 @@ test-asan: deps-test
 	  E2E_ASAN=1 $(ASAN_MAKE) test-unit test-e2e
 
 bench: deps-test
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all $(BUILD)/index-fill
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/run.sh
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached INDEX_FILL_BIN=$(CURDIR)/$(BUILD)/index-fill bench/startup.sh
 
 # Deployment files: the static checks of make test (tests/deploy/validate.sh, with the
 # Kubernetes API schema check whose npm packages deps-test installs), then a real
@@ -170,6 +178,34 @@ fuzz-replay:
 	     ASAN_OPTIONS=detect_leaks=1 timeout 120 $(BUILD)/fuzz/replay_$$t tests/fuzz/corpus/$$t; \
 	  then pass=$$((pass + 1)); else fail=$$((fail + 1)); echo "FAILED: fuzz corpus $$t"; fi; \
 	done; echo "fuzz-replay: $$pass passed, $$fail failed"; [ $$fail -eq 0 ]
+
+# --- fault injection and soak (not part of make test) ---------------------------------------
+# tests/faults/faultinj.c: an LD_PRELOAD shim that fails chosen libc calls or allocations of the
+# real, unmodified server on their N-th call (path filters, rules changed at run time);
+# tests/faults/faults.py drives it: disk full, cache read errors, failing fsyncs, allocation
+# failures swept over a request mix (FAULT_SWEEP=lo:hi:step), a full LMDB map.
+FAULT_SO := $(BUILD)/faults/faultinj.so
+$(FAULT_SO): tests/faults/faultinj.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wshadow -fPIC -shared -o $@ $< -ldl
+
+test-faults: deps-test
+	@$(MAKE) --no-print-directory all $(FAULT_SO)
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached S3C_FAULTINJ=$(CURDIR)/$(FAULT_SO) \
+	  timeout -k 15 900 /usr/bin/python3 -u tests/faults/faults.py
+
+# tests/soak/soak.py: SOAK_CLIENTS boto3 threads of mixed GET/PUT/list/delete with random
+# disconnects for SOAK_SECONDS; then every acknowledged object is checked by SHA-256 and the
+# server's descriptors and RSS compared first/last. SOAK_ASAN=1 runs the ASan+UBSan build.
+SOAK_SECONDS ?= 600
+SOAK_CLIENTS ?= 6
+soak: deps-test
+	@if [ "$(SOAK_ASAN)" = 1 ]; then $(ASAN_MAKE) all; else $(MAKE) --no-print-directory all; fi
+	@S3CACHED_BIN=$(CURDIR)/$(if $(filter 1,$(SOAK_ASAN)),build-asan,$(BUILD))/s3cached \
+	  SOAK_SECONDS=$(SOAK_SECONDS) SOAK_CLIENTS=$(SOAK_CLIENTS) \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  timeout -k 15 $$(($(SOAK_SECONDS) + 600)) /usr/bin/python3 -u tests/soak/soak.py
 
 # --- hygiene --------------------------------------------------------------------------
 lint:

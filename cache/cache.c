@@ -393,6 +393,8 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     }
     c->used = t.used_bytes;
     c->st.capacity_bytes = c->cap;
+    if ((rc = drain_open(c, em)))
+        goto fail;
     *out = c;
     return 0;
 fail:
@@ -410,6 +412,8 @@ void cache_close(struct cache *c)
     if (!c)
         return;
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    if (drain_close(c))
+        return; /* an upload outlived the shutdown timeout: left to the exiting process */
     pthread_mutex_lock(&c->mu);
     c->closing = 1;
     for (unsigned i = 0; i < CACHE_KEY_BUCKETS; i++) {
@@ -752,7 +756,8 @@ static int lookup_start_locked(struct cache *c, struct ckey *ck)
 
 static int fresh(struct cache *c, const struct cver *v)
 {
-    if (c->revalidate_ms < 0)
+    /* a dirty entry is newer than the backend's copy: the backend cannot confirm it */
+    if (c->revalidate_ms < 0 || (v->flags & INDEX_F_DIRTY))
         return 1;
     int64_t age_ms = (s3c_real_ns() - v->validated_ns) / 1000000;
     return age_ms < c->revalidate_ms;
@@ -929,7 +934,8 @@ static uint64_t acct_of(uint64_t size, uint64_t bs)
     return sum;
 }
 
-int cache_invalidate(struct cache *c, const char *bucket, const char *key)
+/* Drops the cached version of (@bucket, @key); a dirty one only with @dirty_too (-EBUSY). */
+static int forget(struct cache *c, const char *bucket, const char *key, int dirty_too)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
     struct index_key k;
@@ -941,16 +947,76 @@ int cache_invalidate(struct cache *c, const char *bucket, const char *key)
         return -ENOMEM;
     }
     cache_key_load_locked(c, ck);
+    int was_dirty = ck->cur && (ck->cur->flags & INDEX_F_DIRTY);
+    if (was_dirty && !dirty_too) {
+        cache_key_put_locked(c, ck);
+        pthread_mutex_unlock(&c->mu);
+        return -EBUSY;
+    }
     uint64_t version = ck->cur ? ck->cur->version : 0;
     cache_ver_drop_locked(c, ck);
     pthread_mutex_unlock(&c->mu);
     if (version)
         index_drop(c, ck, version);
+    if (was_dirty)
+        drain_forget(c, &k);
     pthread_mutex_lock(&c->mu);
     cache_key_put_locked(c, ck);
     pthread_mutex_unlock(&c->mu);
     evict_drain_unlinks(c);
     return 0;
+}
+
+int cache_invalidate(struct cache *c, const char *bucket, const char *key)
+{
+    return forget(c, bucket, key, 0);
+}
+
+int cache_forget(struct cache *c, const char *bucket, const char *key)
+{
+    return forget(c, bucket, key, 1);
+}
+
+void cache_ver_clean(struct cache *c, const struct index_key *k, uint64_t version,
+                     const char *etag, int64_t mtime_ns)
+{
+    pthread_mutex_lock(&c->mu);
+    struct ckey *ck = cache_key_find_locked(c, k);
+    struct cver *v = ck ? ck->cur : NULL;
+    if (!v || v->version != version) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    int same = (!etag || !etag[0] || !strcmp(etag, v->meta.etag)) &&
+               (!mtime_ns || mtime_ns == v->meta.mtime_ns);
+    if (same) {
+        v->flags &= ~INDEX_F_DIRTY;
+        v->validated_ns = s3c_real_ns();
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    /* Readers hold pointers into v->meta: the backend's view goes into a new in-memory
+     * version of the same data file (not dropped: the file stays). */
+    struct be_meta m = v->meta;
+    if (etag && etag[0])
+        snprintf(m.etag, sizeof(m.etag), "%s", etag);
+    if (mtime_ns)
+        m.mtime_ns = mtime_ns;
+    struct cver *nv = ver_new(ck, version, &m, v->bs);
+    if (!nv) {
+        v->flags &= ~INDEX_F_DIRTY; /* the key reloads from the index when it goes idle */
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    nv->flags = v->flags & ~INDEX_F_DIRTY;
+    nv->validated_ns = s3c_real_ns();
+    if (nv->nblocks) {
+        memcpy(nv->present, v->present, (nv->nblocks + 7) / 8);
+        nv->npresent = v->npresent;
+    }
+    ck->cur = nv;
+    cache_ver_put_locked(c, v);
+    pthread_mutex_unlock(&c->mu);
 }
 
 struct prefix_scan {
@@ -1019,8 +1085,9 @@ int cache_stage_open(struct cache *c, int *fd, char path[4096])
     return store_stage(c->dir, fd, path);
 }
 
-int cache_adopt(struct cache *c, const char *bucket, const char *key, const char *path,
-                const struct be_meta *meta)
+/* cache_adopt() and cache_adopt_dirty(): see cache.h. */
+static int adopt(struct cache *c, const char *bucket, const char *key, const char *path,
+                 const struct be_meta *meta, int dirty)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
     struct index_key k;
@@ -1044,6 +1111,11 @@ int cache_adopt(struct cache *c, const char *bucket, const char *key, const char
     }
     if (evict_reserve(c, acct)) {
         unlink(path);
+        if (dirty) {
+            /* everything else is dirty or pinned: the writer retries once some drained */
+            rc = -S3E_SLOW_DOWN;
+            goto out;
+        }
         cache_invalidate(c, bucket, key);
         rc = 0;
         goto out;
@@ -1056,7 +1128,7 @@ int cache_adopt(struct cache *c, const char *bucket, const char *key, const char
     e.used_bytes = acct;
     e.meta = *meta;
     pthread_mutex_lock(&c->mu);
-    e.flags = ck->cur ? ck->cur->flags : 0;
+    e.flags = (ck->cur ? ck->cur->flags & INDEX_F_PINNED : 0) | (dirty ? INDEX_F_DIRTY : 0);
     pthread_mutex_unlock(&c->mu);
     store_data_path(c->dir, k.b, k.len, e.version, dpath);
     rc = -ENOMEM;
@@ -1098,6 +1170,10 @@ int cache_adopt(struct cache *c, const char *bucket, const char *key, const char
     }
     ck->loaded = v != NULL;
     pthread_mutex_unlock(&c->mu);
+    if (dirty)
+        drain_note(c, bucket, key, &k, e.version, e.size);
+    else
+        drain_forget(c, &k); /* a clean version replaced whatever was dirty */
     rc = 0;
     goto out;
 unreserve:
@@ -1106,7 +1182,8 @@ unreserve:
     pthread_mutex_lock(&c->mu);
     evict_unreserve_locked(c, acct);
     pthread_mutex_unlock(&c->mu);
-    cache_invalidate(c, bucket, key);
+    if (!dirty)
+        cache_invalidate(c, bucket, key);
 out:
     index_entry_clear(&e);
     free(name);
@@ -1115,6 +1192,18 @@ out:
     pthread_mutex_unlock(&c->mu);
     evict_drain_unlinks(c);
     return rc;
+}
+
+int cache_adopt(struct cache *c, const char *bucket, const char *key, const char *path,
+                const struct be_meta *meta)
+{
+    return adopt(c, bucket, key, path, meta, 0);
+}
+
+int cache_adopt_dirty(struct cache *c, const char *bucket, const char *key, const char *path,
+                      const struct be_meta *meta)
+{
+    return adopt(c, bucket, key, path, meta, 1);
 }
 
 /* ---- stats ----------------------------------------------------------------------------- */
@@ -1133,4 +1222,16 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     out->objects = t.objects;
     out->pinned_objects = t.pinned_objects;
     out->pinned_bytes = t.pinned_bytes;
+    out->dirty_objects = t.dirty_objects;
+    out->dirty_bytes = t.dirty_bytes;
+    struct cache_drain_stats ds;
+    cache_drain_stats(c, &ds);
+    out->dirty_limit_bytes = ds.limit_bytes;
+    out->dirty_staged_bytes = ds.staged_bytes;
+    out->drain_uploaded_objects = ds.uploaded_objects;
+    out->drain_uploaded_bytes = ds.uploaded_bytes;
+    out->drain_errors = ds.errors;
+    out->drain_inflight = ds.inflight;
+    out->drain_rate_bps = ds.rate_bps;
+    out->drain_oldest_dirty_age_s = ds.oldest_dirty_age_s;
 }

@@ -67,6 +67,7 @@ struct fetch {
     uint64_t reserved;     /* accounted bytes still reserved by this fetch */
     uint64_t woke_at;
     int need_reserve, bypass, running, err;
+    int direct;            /* a warm-up's: written around the page cache (set under c->mu) */
     unsigned char *mem;    /* bypass: the bytes */
 };
 
@@ -140,6 +141,7 @@ struct cache {
     int unlink_queued;
 
     pthread_mutex_t evict_mu; /* one evictor at a time */
+    struct drain *dr;         /* write-back (drain.c) */
 };
 
 /* cache.c */
@@ -161,6 +163,22 @@ int cache_ver_fd_locked(struct cache *c, struct cver *v, int create, int *fd);
 static inline int cache_bit(const uint8_t *bm, uint64_t b) { return bm[b / 8] >> (b % 8) & 1; }
 static inline void cache_bit_set(uint8_t *bm, uint64_t b) { bm[b / 8] |= (uint8_t)(1u << (b % 8)); }
 static inline void cache_bit_clr(uint8_t *bm, uint64_t b) { bm[b / 8] &= (uint8_t)~(1u << (b % 8)); }
+
+/* @version of @k is on the backend (index_clean() done): the in-memory version stops being
+ * dirty and takes the backend's ETag/Last-Modified (@etag ""/@mtime_ns 0: unchanged). */
+void cache_ver_clean(struct cache *c, const struct index_key *k, uint64_t version,
+                     const char *etag, int64_t mtime_ns);
+
+/* drain.c */
+int drain_open(struct cache *c, struct errmsg *em); /* loads the journal, starts drainers */
+/* Stops the drainers, waiting up to --shutdown-timeout for uploads in flight; -EBUSY when some
+ * are still running (the cache must then not be freed: the process is about to exit). */
+int drain_close(struct cache *c);
+/* (@bucket, @key) was just indexed dirty at @version. */
+void drain_note(struct cache *c, const char *bucket, const char *key, const struct index_key *k,
+                uint64_t version, uint64_t size);
+/* (@k) is no longer dirty in the index (forgotten, or replaced by a clean version). */
+void drain_forget(struct cache *c, const struct index_key *k);
 
 /* fill.c */
 /* Starts fetches for the missing, not yet fetching blocks of [b0, b1). Returns how many started

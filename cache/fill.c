@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include "cache_priv.h"
 #include "log.h"
@@ -154,6 +155,19 @@ static int fetch_complete_blocks(struct fetch *f, uint64_t from, uint64_t to)
     return 0;
 }
 
+/* Starts writing back the FETCH_WRITEBACK_BYTES windows of @f that its last @len bytes (landed
+ * at @at) completed: the disk works while the rest is copied, and the run's final fdatasync
+ * only waits for the tail. Asynchronous (SYNC_FILE_RANGE_WRITE); best effort. */
+#define FETCH_WRITEBACK_BYTES (8u << 20)
+static void fetch_writeback(const struct fetch *f, uint64_t at, uint64_t len)
+{
+    uint64_t w0 = (at - f->off) / FETCH_WRITEBACK_BYTES;
+    uint64_t w1 = (at + len - f->off) / FETCH_WRITEBACK_BYTES;
+    if (w1 > w0 && !f->bypass)
+        (void)sync_file_range(f->v->fd, (off_t)(f->off + w0 * FETCH_WRITEBACK_BYTES),
+                              (off_t)((w1 - w0) * FETCH_WRITEBACK_BYTES), SYNC_FILE_RANGE_WRITE);
+}
+
 static int fetch_on_data(void *cls, const void *buf, size_t len)
 {
     struct fetch *f = cls;
@@ -194,12 +208,101 @@ static int fetch_on_data(void *cls, const void *buf, size_t len)
     }
     int err = f->err;
     pthread_mutex_unlock(&c->mu);
+    fetch_writeback(f, f->landed - len, len);
     return err;
 }
 
+/* @n more bytes of @f are in the cache file: count them and wake readers. Returns the fetch's
+ * error, if it was failed meanwhile. */
+static int fetch_landed(struct fetch *f, uint64_t n)
+{
+    struct cache *c = f->c;
+    __atomic_add_fetch(&c->be->ctr.bytes_read, n, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&c->mu);
+    f->landed += n;
+    c->st.fill_bytes += n;
+    if (f->landed - f->woke_at >= CACHE_WAKE_BYTES || f->landed == f->end) {
+        f->woke_at = f->landed;
+        cache_wake_locked(&f->v->waiters);
+    }
+    int err = f->err;
+    pthread_mutex_unlock(&c->mu);
+    return err;
+}
+
+/* A warm-up's run from a local backend: written with O_DIRECT straight from the backend file's
+ * pages (mapped), so the bytes are copied neither through nor into the page cache (a warm-up
+ * of terabytes must not evict what clients are reading, and on a VM fresh page-cache pages are
+ * what costs most). The run's FETCH_DIRECT_ALIGN-aligned body goes direct, a last partial
+ * page through the page cache. -ENOTSUP, with nothing landed, when the cache's file system
+ * refuses O_DIRECT or the run is not aligned: the caller copies it the buffered way. */
+#define FETCH_DIRECT_ALIGN 4096u
+#define FETCH_DIRECT_CHUNK (4u << 20)
+static int fetch_copy_direct(struct fetch *f, int bfd)
+{
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    uint64_t body = (f->end - f->off) & ~(uint64_t)(FETCH_DIRECT_ALIGN - 1);
+    long pg = sysconf(_SC_PAGESIZE);
+    if (!body || f->off % FETCH_DIRECT_ALIGN || pg <= 0 || f->off % (uint64_t)pg)
+        return -ENOTSUP;
+    char path[STORE_PATH_MAX];
+    pthread_mutex_lock(&c->mu);
+    cache_ver_path(c, v, path);
+    pthread_mutex_unlock(&c->mu);
+    int dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (dfd < 0)
+        return -ENOTSUP;
+    const char *map = mmap(NULL, body, PROT_READ, MAP_SHARED, bfd, (off_t)f->off);
+    if (map == MAP_FAILED) {
+        close(dfd);
+        return -ENOTSUP;
+    }
+    (void)madvise((void *)map, body, MADV_SEQUENTIAL);
+    int rc = 0;
+    while (!rc && f->landed < f->off + body) {
+        size_t want = (size_t)S3C_MIN(f->off + body - f->landed, (uint64_t)FETCH_DIRECT_CHUNK);
+        ssize_t n = pwrite(dfd, map + (f->landed - f->off), want, (off_t)f->landed);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            /* refused at once (EINVAL; EFAULT: pages the kernel cannot write from): the
+             * buffered way; EFAULT later: the backend file shrank under us */
+            rc = (errno == EINVAL || errno == EFAULT) && f->landed == f->off ? -ENOTSUP
+                 : errno == EFAULT                                           ? -EIO
+                                                                             : -errno;
+            break;
+        }
+        if (n == 0) {
+            rc = -EIO;
+            break;
+        }
+        rc = fetch_landed(f, (uint64_t)n);
+        if ((size_t)n % FETCH_DIRECT_ALIGN && !rc)
+            rc = -EIO; /* a short direct write: the run fails, a retry fetches it again */
+    }
+    munmap((void *)map, body);
+    close(dfd);
+    if (!rc && f->landed < f->end) { /* the tail, under a page */
+        char tail[FETCH_DIRECT_ALIGN];
+        size_t want = (size_t)(f->end - f->landed);
+        ssize_t n = pread(bfd, tail, want, (off_t)f->landed);
+        if (n >= 0 && (size_t)n == want)
+            n = pwrite(v->fd, tail, want, (off_t)f->landed);
+        if (n < 0)
+            rc = -errno;
+        else if ((size_t)n < want)
+            rc = -EIO; /* the file shrank under us */
+        else
+            rc = fetch_landed(f, want);
+    }
+    return rc;
+}
+
 /* A backend that is a local file system (open_fd): move the run's bytes into the cache file
- * in the kernel with copy_file_range, waking readers as they land. -ENOTSUP: use get(). */
-static int fetch_copy_local(struct fetch *f)
+ * in the kernel with copy_file_range (or fetch_copy_direct() for a warm-up), waking readers as
+ * they land. -ENOTSUP: use get(). */
+static int fetch_copy_local(struct fetch *f, int direct)
 {
     struct cache *c = f->c;
     struct cver *v = f->v;
@@ -213,7 +316,9 @@ static int fetch_copy_local(struct fetch *f)
      * allocation. Best effort (KEEP_SIZE: the file's size is set elsewhere). */
     if (!rc)
         (void)fallocate(v->fd, FALLOC_FL_KEEP_SIZE, (off_t)f->off, (off_t)(f->end - f->off));
-    loff_t in = (loff_t)f->off, out = (loff_t)f->off;
+    if (!rc && direct && (rc = fetch_copy_direct(f, bfd)) == -ENOTSUP)
+        rc = 0; /* the buffered way */
+    loff_t in = (loff_t)f->landed, out = (loff_t)f->landed;
     while (!rc && f->landed < f->end) {
         size_t want = (size_t)S3C_MIN(f->end - f->landed, (uint64_t)(1u << 20));
         ssize_t n = copy_file_range(bfd, &in, v->fd, &out, want, 0);
@@ -230,19 +335,37 @@ static int fetch_copy_local(struct fetch *f)
             rc = -EIO; /* the file shrank under us */
             break;
         }
-        __atomic_add_fetch(&c->be->ctr.bytes_read, (uint64_t)n, __ATOMIC_RELAXED);
-        pthread_mutex_lock(&c->mu);
-        f->landed += (uint64_t)n;
-        c->st.fill_bytes += (uint64_t)n;
-        if (f->landed - f->woke_at >= CACHE_WAKE_BYTES || f->landed == f->end) {
-            f->woke_at = f->landed;
-            cache_wake_locked(&v->waiters);
-        }
-        if (f->err)
-            rc = f->err;
-        pthread_mutex_unlock(&c->mu);
+        rc = fetch_landed(f, (uint64_t)n);
+        fetch_writeback(f, f->landed - (uint64_t)n, (uint64_t)n);
     }
     close(bfd);
+    return rc;
+}
+
+/* The cache disk is full: fetch @f's first block again, into memory like a bypass, so the
+ * readers waiting on it are served (uncached) rather than failed while the disk stays full.
+ * Only while nothing has landed: no reader has taken a byte from the file yet. */
+static int fetch_to_memory(struct fetch *f)
+{
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    pthread_mutex_lock(&c->mu);
+    fetch_shrink_locked(f);
+    evict_unreserve_locked(c, f->reserved);
+    f->reserved = 0;
+    pthread_mutex_unlock(&c->mu);
+    unsigned char *mem = malloc(f->end - f->off);
+    if (!mem)
+        return -ENOMEM;
+    pthread_mutex_lock(&c->mu);
+    f->mem = mem;
+    f->bypass = 1;
+    v->bypass_seen = 1;
+    pthread_mutex_unlock(&c->mu);
+    struct be_sink sink = { fetch_on_meta, fetch_on_data, f };
+    int rc = backend_get(c->be, v->key->bucket, v->key->key, f->off, f->end - f->off, &sink);
+    if (!rc && f->landed < f->end)
+        rc = -EIO; /* short body */
     return rc;
 }
 
@@ -284,15 +407,17 @@ static void fetch_run(void *arg)
             pthread_mutex_unlock(&c->mu);
         }
     }
+    int direct = 0;
     if (!rc && !f->bypass) {
         int fd;
         pthread_mutex_lock(&c->mu);
         rc = cache_ver_fd_locked(c, v, 1, &fd);
+        direct = f->direct;
         pthread_mutex_unlock(&c->mu);
     }
     if (!rc && !f->err) {
         if (!f->bypass && c->be->ops->open_fd)
-            rc = fetch_copy_local(f);
+            rc = fetch_copy_local(f, direct);
         else
             rc = -ENOTSUP;
         if (rc == -ENOTSUP) {
@@ -302,17 +427,22 @@ static void fetch_run(void *arg)
         if (!rc && f->landed < f->end)
             rc = -EIO; /* short body */
     }
+    if ((rc == -ENOSPC || rc == -EDQUOT) && !f->bypass && !f->err && f->landed == f->off)
+        rc = fetch_to_memory(f);
     if (f->err && !rc)
         rc = f->err;
     /* One fdatasync and one index transaction for the whole run, after every byte landed; when
      * it failed midway, for the blocks that landed whole (unless the object changed). */
+    int unsynced = 0;
     if (!f->bypass && rc != -ESTALE) {
         uint64_t from = f->first + f->marked, to = from;
         while (to < f->first + f->n && S3C_MIN((to + 1) * v->bs, v->meta.size) <= f->landed)
             to++;
         if (to > from) {
             int r2 = fetch_complete_blocks(f, from, to);
-            if (!rc)
+            if (r2 && !rc && f->landed == f->end)
+                unsynced = r2; /* every byte is in the file: serve them, mark nothing present */
+            else if (!rc)
                 rc = r2;
         }
     }
@@ -337,8 +467,8 @@ static void fetch_run(void *arg)
         v->last_err = rc == -ESTALE ? -S3E_SERVICE_UNAVAILABLE : rc;
         fetch_remove_locked(v, f);
         fill_free(f);
-    } else if (f->bypass) {
-        prune_bypass_locked(v);
+    } else if (f->bypass || unsynced) {
+        prune_bypass_locked(v); /* kept for the readers still streaming its bytes */
     } else {
         fetch_remove_locked(v, f);
         fill_free(f);
@@ -347,6 +477,9 @@ static void fetch_run(void *arg)
     pthread_mutex_unlock(&c->mu);
     if (rc && rc != CACHE_ERR_CLOSING)
         log_warn("cache: fetching \"%s/%s\": %s", ck->bucket, ck->key, s3c_strerror(rc));
+    if (unsynced)
+        log_warn("cache: syncing \"%s/%s\": %s: served, not cached", ck->bucket, ck->key,
+                 s3c_strerror(unsynced));
     evict_drain_unlinks(c);
     pthread_mutex_lock(&c->mu);
     cache_ver_put_locked(c, v);
@@ -644,6 +777,8 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
     pthread_mutex_lock(&c->mu);
     if (rc > 0)
         o->next_pos = pos + (uint64_t)rc;
+    else if (cache_bit(v->present, b))
+        cache_ver_broken_locked(c, v); /* unreadable: the next request fetches it again */
     cache_ver_put_locked(c, v);
 out:
     pthread_mutex_unlock(&c->mu);

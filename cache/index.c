@@ -20,8 +20,14 @@
 
 struct index {
     MDB_env *env;
-    MDB_dbi objs, lru, info;
+    MDB_dbi objs, lru, info, dirty;
 };
+
+/* Entries that may be evicted are in the lru table: neither pinned nor dirty. */
+static int in_lru(uint32_t flags)
+{
+    return !(flags & (INDEX_F_PINNED | INDEX_F_DIRTY));
+}
 
 static int mdb_rc(int rc)
 {
@@ -246,8 +252,8 @@ static int totals_get(struct index *ix, MDB_txn *txn, struct index_totals *t)
         return 0;
     if (rc)
         return mdb_rc(rc);
-    if (v.mv_size == sizeof(*t))
-        memcpy(t, v.mv_data, sizeof(*t));
+    /* an older, shorter totals record: its fields are a prefix of ours */
+    memcpy(t, v.mv_data, S3C_MIN(v.mv_size, sizeof(*t)));
     return 0;
 }
 
@@ -330,7 +336,8 @@ int index_open(const char *dir, struct index **out, struct errmsg *em)
         goto mdb_fail;
     if ((rc = mdb_dbi_open(txn, "objs", MDB_CREATE, &ix->objs))
         || (rc = mdb_dbi_open(txn, "lru", MDB_CREATE, &ix->lru))
-        || (rc = mdb_dbi_open(txn, "info", MDB_CREATE, &ix->info)))
+        || (rc = mdb_dbi_open(txn, "info", MDB_CREATE, &ix->info))
+        || (rc = mdb_dbi_open(txn, "dirty", MDB_CREATE, &ix->dirty)))
         goto mdb_fail;
     rc = mdb_txn_commit(txn);
     txn = NULL;
@@ -351,6 +358,14 @@ fail:
         mdb_env_close(ix->env);
     free(ix);
     return rc;
+}
+
+int index_set_sync(struct index *ix, int on)
+{
+    int rc = mdb_env_set_flags(ix->env, MDB_NOSYNC, on ? 0 : 1);
+    if (!rc && on)
+        rc = mdb_env_sync(ix->env, 1);
+    return mdb_rc(rc);
 }
 
 void index_close(struct index *ix)
@@ -396,8 +411,14 @@ static int del_locked(struct index *ix, MDB_txn *txn, MDB_val *key, const struct
                       const struct index_entry *old, struct index_totals *t)
 {
     int rc = mdb_rc(mdb_del(txn, ix->objs, key, NULL));
-    if (!rc && !(old->flags & INDEX_F_PINNED))
+    if (!rc && in_lru(old->flags))
         rc = lru_del(ix, txn, old->atime_ns, k);
+    if (!rc && (old->flags & INDEX_F_DIRTY)) {
+        rc = mdb_del(txn, ix->dirty, key, NULL);
+        rc = rc == MDB_NOTFOUND ? 0 : mdb_rc(rc);
+        add64(&t->dirty_objects, -1);
+        add64(&t->dirty_bytes, -(int64_t)old->size);
+    }
     if (rc)
         return rc;
     add64(&t->used_bytes, -(int64_t)old->used_bytes);
@@ -442,9 +463,15 @@ int index_put(struct index *ix, const struct index_key *k, const char *name,
     v.mv_data = w.p;
     if ((rc = mdb_rc(mdb_put(txn, ix->objs, &key, &v, 0))))
         goto out;
-    if (!(e->flags & INDEX_F_PINNED)
-        && (rc = lru_put(ix, txn, e->atime_ns, k, e->version, e->used_bytes)))
+    if (in_lru(e->flags) && (rc = lru_put(ix, txn, e->atime_ns, k, e->version, e->used_bytes)))
         goto out;
+    if (e->flags & INDEX_F_DIRTY) {
+        MDB_val dv = { sizeof(e->version), (void *)&e->version };
+        if ((rc = mdb_rc(mdb_put(txn, ix->dirty, &key, &dv, 0))))
+            goto out;
+        t.dirty_objects++;
+        t.dirty_bytes += e->size;
+    }
     delta += (int64_t)e->used_bytes;
     t.used_bytes += e->used_bytes;
     t.objects++;
@@ -506,7 +533,7 @@ int index_mark(struct index *ix, const struct index_key *k, uint64_t version, ui
     MDB_val nv = { v.mv_size, copy };
     if ((rc = mdb_rc(mdb_put(txn, ix->objs, &key, &nv, 0))))
         goto out;
-    if (!(e.flags & INDEX_F_PINNED)) {
+    if (in_lru(e.flags)) {
         /* the lru value carries the used bytes */
         if ((rc = lru_put(ix, txn, e.atime_ns, k, e.version, used)))
             goto out;
@@ -600,9 +627,9 @@ int index_set_pinned(struct index *ix, const struct index_key *k, uint64_t versi
     uint32_t flags = on ? (e.flags | INDEX_F_PINNED) : (e.flags & ~INDEX_F_PINNED);
     if ((rc = rewrite_head(ix, txn, &key, &v, flags, e.atime_ns, e.validated_ns)))
         goto out;
-    if (on)
+    if (in_lru(e.flags) && !in_lru(flags))
         rc = lru_del(ix, txn, e.atime_ns, k);
-    else
+    else if (!in_lru(e.flags) && in_lru(flags))
         rc = lru_put(ix, txn, e.atime_ns, k, e.version, e.used_bytes);
     if (rc || (rc = totals_get(ix, txn, &t)))
         goto out;
@@ -642,7 +669,7 @@ int index_touch(struct index *ix, const struct index_touch *t, size_t n)
             continue;
         if ((rc = rewrite_head(ix, txn, &key, &v, e.flags, at, va)))
             break;
-        if (!(e.flags & INDEX_F_PINNED) && at != e.atime_ns) {
+        if (in_lru(e.flags) && at != e.atime_ns) {
             if ((rc = lru_del(ix, txn, e.atime_ns, &t[i].k)))
                 break;
             rc = lru_put(ix, txn, at, &t[i].k, e.version, e.used_bytes);
@@ -722,6 +749,96 @@ int index_prefix_scan(struct index *ix, const char *name_prefix, index_scan_f *c
         r = mdb_cursor_get(cur, &key, &v, MDB_NEXT);
     }
     if (!rc && r != 0 && r != MDB_NOTFOUND)
+        rc = mdb_rc(r);
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    free(name);
+    return rc;
+}
+
+int index_clean(struct index *ix, const struct index_key *k, uint64_t version,
+                const char *etag, int64_t mtime_ns)
+{
+    MDB_txn *txn;
+    MDB_val key = { k->len, (void *)k->b }, v;
+    struct index_entry e;
+    struct index_totals t;
+    struct wbuf w = { 0 };
+    char *name = malloc(NAME_MAX_LEN);
+    int rc = name ? txn_begin(ix, 0, &txn) : -ENOMEM;
+    if (rc) {
+        free(name);
+        return rc;
+    }
+    memset(&e, 0, sizeof(e));
+    if ((rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v)))) {
+        if (rc == -ENOENT)
+            rc = -ESTALE;
+        goto out;
+    }
+    if ((rc = rec_decode(&v, &e, name, NAME_MAX_LEN, 0)))
+        goto out;
+    if (e.version != version || !(e.flags & INDEX_F_DIRTY)) {
+        rc = -ESTALE;
+        goto out;
+    }
+    e.flags &= ~INDEX_F_DIRTY;
+    e.validated_ns = s3c_real_ns();
+    if (etag && etag[0])
+        snprintf(e.meta.etag, sizeof(e.meta.etag), "%s", etag);
+    if (mtime_ns)
+        e.meta.mtime_ns = mtime_ns;
+    if ((rc = rec_encode(&e, name, &w)))
+        goto out;
+    MDB_val nv = { w.len, w.p };
+    if ((rc = mdb_rc(mdb_put(txn, ix->objs, &key, &nv, 0))))
+        goto out;
+    if (in_lru(e.flags) && (rc = lru_put(ix, txn, e.atime_ns, k, e.version, e.used_bytes)))
+        goto out;
+    rc = mdb_del(txn, ix->dirty, &key, NULL);
+    if ((rc = rc == MDB_NOTFOUND ? 0 : mdb_rc(rc)) || (rc = totals_get(ix, txn, &t)))
+        goto out;
+    add64(&t.dirty_objects, -1);
+    add64(&t.dirty_bytes, -(int64_t)e.size);
+    rc = totals_put(ix, txn, &t);
+out:
+    index_entry_clear(&e);
+    free(w.p);
+    free(name);
+    return txn_end(txn, rc);
+}
+
+int index_dirty_scan(struct index *ix, index_dirty_f *cb, void *arg)
+{
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_val key, v;
+    char *name = malloc(NAME_MAX_LEN);
+    int rc = name ? txn_begin(ix, 1, &txn) : -ENOMEM;
+    if (rc) {
+        free(name);
+        return rc;
+    }
+    if ((rc = mdb_rc(mdb_cursor_open(txn, ix->dirty, &cur)))) {
+        mdb_txn_abort(txn);
+        free(name);
+        return rc;
+    }
+    int r = mdb_cursor_get(cur, &key, &v, MDB_FIRST);
+    while (r == 0) {
+        MDB_val ov;
+        struct index_entry e;
+        if (key.mv_size <= INDEX_KEY_MAX && mdb_get(txn, ix->objs, &key, &ov) == 0
+            && rec_decode(&ov, &e, name, NAME_MAX_LEN, 1) == 0 && (e.flags & INDEX_F_DIRTY)) {
+            struct index_key k;
+            k.len = key.mv_size;
+            memcpy(k.b, key.mv_data, k.len);
+            if ((rc = cb(arg, &k, name, &e)))
+                break;
+        }
+        r = mdb_cursor_get(cur, &key, &v, MDB_NEXT);
+    }
+    if (!rc && r != MDB_NOTFOUND)
         rc = mdb_rc(r);
     mdb_cursor_close(cur);
     mdb_txn_abort(txn);

@@ -2,7 +2,8 @@
  * index.h: the cache index (private to cache/). One LMDB environment under
  * CACHE_DIR/index with three tables: objects (name key -> record: version,
  * metadata, block bitmap, access time, flags), lru (be64 atime + name key ->
- * version, unpinned entries only) and totals (used bytes, objects, pins).
+ * version, entries neither pinned nor dirty), dirty (name key -> version: the write-back
+ * journal) and totals (used bytes, objects, pins, dirty).
  * Every call is one transaction; nothing here blocks on anything but LMDB.
  */
 #ifndef S3C_CACHE_INDEX_H
@@ -25,6 +26,7 @@ struct index_key {
 void index_key_make(const char *bucket, const char *key, struct index_key *out);
 
 #define INDEX_F_PINNED 0x1u
+#define INDEX_F_DIRTY 0x2u  /* write-back: not yet on the backend; never evicted, never revalidated */
 #define INDEX_ACCT_ROUND 4096u /* block bytes are accounted rounded up to this */
 
 struct index_entry {
@@ -45,10 +47,13 @@ uint64_t index_acct(uint64_t bytes);                                            
 
 struct index_totals {
     uint64_t used_bytes, objects, pinned_objects, pinned_bytes;
+    uint64_t dirty_objects, dirty_bytes; /* dirty_bytes: object sizes */
 };
 
 int index_open(const char *dir, struct index **out, struct errmsg *em);
 void index_close(struct index *ix);
+/* Bulk loads (tools): @on = 0 stops syncing each commit; @on = 1 syncs and restores it. */
+int index_set_sync(struct index *ix, int on);
 
 /* 0 and a copy in *@out (caller clears), or -ENOENT. @name (optional, NAME_MAX 1100+) gets the
  * full "bucket/key" name. */
@@ -86,6 +91,18 @@ int index_lru_scan(struct index *ix, index_lru_f *cb, void *arg);
 typedef int index_scan_f(void *arg, const struct index_key *k, const char *name,
                          uint64_t version);
 int index_prefix_scan(struct index *ix, const char *name_prefix, index_scan_f *cb, void *arg);
+
+/* Write-back: @version of @k reached the backend. Clears INDEX_F_DIRTY (the entry becomes
+ * evictable), records the backend's ETag and Last-Modified (@etag NULL/"" and @mtime_ns 0 keep
+ * ours) so that later revalidation sees the same object. -ESTALE when @k is gone, has another
+ * version or is not dirty (overwritten or deleted meanwhile). */
+int index_clean(struct index *ix, const struct index_key *k, uint64_t version,
+                const char *etag, int64_t mtime_ns);
+/* Calls @cb for every dirty entry (the dirty table; no scan of the objects table), @e without
+ * its bitmap. One read transaction: @cb must not write the index. */
+typedef int index_dirty_f(void *arg, const struct index_key *k, const char *name,
+                          const struct index_entry *e);
+int index_dirty_scan(struct index *ix, index_dirty_f *cb, void *arg);
 
 int index_totals(struct index *ix, struct index_totals *out);
 

@@ -1,12 +1,13 @@
 /*
  * prefetch.c: the blocking side of the cache, for warm-up jobs. cache_prefetch() runs on a
- * worker thread (WORKQ_LOW) and makes one object fully cached: it looks the metadata up through
- * the ordinary cache_obj_* path, then starts block fetches itself (fill_ensure_locked, at most
- * one run of CACHE_FETCH_MAX_BLOCKS at a time per object) and sleeps on a condition variable
- * that the cache's waiter callbacks signal, until every block is present (synced and indexed).
- * No byte is copied to user space. The fetches themselves run at WORKQ_HIGH like every fill, so
- * a live reader joining the same object shares them; since LOW work holds at most half the
- * pool, the fills a waiting prefetch depends on always find a thread (the pool needs >= 2).
+ * thread that may block (a warm thread of gateway/warm.c; a worker for cache_open_whole()) and
+ * makes one object fully cached: it looks the metadata up through the ordinary cache_obj_*
+ * path, then starts block fetches itself (fill_ensure_locked, at most one run of
+ * CACHE_FETCH_MAX_BLOCKS at a time per object; a warm-up's are marked direct: written around
+ * the page cache) and sleeps on a condition variable that the cache's waiter callbacks signal,
+ * until every block is present (synced and indexed). No byte is copied to user space. The
+ * fetches themselves run at WORKQ_HIGH like every fill, so a live reader joining the same
+ * object shares them; the callers bound how many run at once.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -116,8 +117,10 @@ static void prefetch_drain(struct cache *c, struct cache_obj *o, struct pwait *p
     }
 }
 
-int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin,
-                   enum cache_outcome *how, uint64_t *bytes, volatile int *cancel)
+/* cache_prefetch(), and with @out_fd also cache_open_whole(). */
+static int prefetch(struct cache *c, const char *bucket, const char *key, int pin,
+                    enum cache_outcome *how, uint64_t *bytes, volatile int *cancel, int *out_fd,
+                    struct be_meta *out_meta)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
     struct cache_obj *o;
@@ -154,17 +157,25 @@ int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin
         goto out;
     if (bytes)
         *bytes = m->size;
+    if (out_meta)
+        *out_meta = *m;
 
     if (m->size == 0) { /* nothing to fetch: the metadata is the whole object */
         waited = mhow != CACHE_HIT;
         goto done;
     }
-    /* Already whole on the SSD: a hit (and it refreshes the entry's recency). */
-    rc = cache_obj_open_range(o, 0, m->size, &fd);
-    if (rc == 0)
-        goto done;
-    if (rc != -EAGAIN)
-        goto out;
+    /* Already whole on the SSD: a hit (and it refreshes the entry's recency). Checked first so
+     * that opening does not start the fetches itself: the loop below starts them, as its own. */
+    pthread_mutex_lock(&c->mu);
+    int whole = o->v->npresent == o->v->nblocks;
+    pthread_mutex_unlock(&c->mu);
+    if (whole) {
+        rc = cache_obj_open_range(o, 0, m->size, &fd);
+        if (rc == 0)
+            goto done;
+        if (rc != -EAGAIN)
+            goto out;
+    }
     waited = 1;
     rc = 0;
 
@@ -201,9 +212,14 @@ int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin
         } else {
             /* one run at a time for this object: starts nothing while the run holding the
              * first missing block is in flight */
+            struct fetch *before = v->fetches;
             int r = cache_bit(v->fetching, first)
                         ? 0
                         : fill_ensure_locked(c, v, first, first + CACHE_FETCH_MAX_BLOCKS);
+            /* A warm-up's runs (pushed in front) go around the page cache; a copy source is
+             * read right after, from the page cache. */
+            for (struct fetch *x = v->fetches; r > 0 && !out_fd && x && x != before; x = x->next)
+                x->direct = 1;
             if (r < 0)
                 rc = r;
             else
@@ -225,6 +241,12 @@ done:
         *how = waited ? CACHE_MISS : CACHE_HIT;
     if (pin)
         rc = prefetch_pin(c, o, bucket, key);
+    if (!rc && out_fd && m->size && fd < 0)
+        rc = cache_obj_open_range(o, 0, m->size, &fd);
+    if (!rc && out_fd) {
+        *out_fd = fd; /* the caller's now (-1 for an empty object) */
+        fd = -1;
+    }
 out:
     if (fd >= 0)
         close(fd);
@@ -233,4 +255,47 @@ out_nobj:
     pthread_mutex_destroy(&p.mu);
     pthread_cond_destroy(&p.cv);
     return rc;
+}
+
+int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin,
+                   enum cache_outcome *how, uint64_t *bytes, volatile int *cancel)
+{
+    return prefetch(c, bucket, key, pin, how, bytes, cancel, NULL, NULL);
+}
+
+int cache_head(struct cache *c, const char *bucket, const char *key, struct be_meta *meta)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct cache_obj *o;
+    const struct be_meta *m;
+    enum cache_outcome how;
+    struct pwait p;
+    memset(&p, 0, sizeof(p));
+    p.w.suspend = pw_suspend;
+    p.w.resume = pw_resume;
+    p.w.cls = &p;
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    int rc = cache_obj_get(c, bucket, key, &o);
+    if (!rc) {
+        while ((rc = cache_obj_meta(o, &p.w, &m, &how)) == -EAGAIN)
+            pw_wait(&p, NULL);
+        if (!rc)
+            *meta = *m;
+        cache_obj_cancel_wait(o, &p.w);
+        cache_obj_release(o);
+    }
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.cv);
+    return rc;
+}
+
+int cache_open_whole(struct cache *c, const char *bucket, const char *key, int *fd,
+                     struct be_meta *meta)
+{
+    *fd = -1;
+    int rc = prefetch(c, bucket, key, 0, NULL, NULL, NULL, fd, meta);
+    if (rc == -EAGAIN) /* evicted between the fill and the open: rare, once more */
+        rc = prefetch(c, bucket, key, 0, NULL, NULL, NULL, fd, meta);
+    return rc == -EAGAIN ? -S3E_SERVICE_UNAVAILABLE : rc;
 }

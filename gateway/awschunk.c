@@ -154,7 +154,9 @@ static int check_sig(struct awschunk *c, const char *algo, const char *rest, con
     int n = snprintf(sts, sizeof(sts), "%s\n%s\n%s\n%s\n%s", algo, c->amz_date, c->scope,
                      c->prev_sig, rest);
     S3C_ASSERT(n > 0 && (size_t)n < sizeof(sts));
-    sigv4_hmac_hex(c->key, sts, (size_t)n, sig);
+    int rc = sigv4_hmac_hex(c->key, sts, (size_t)n, sig);
+    if (rc)
+        return rc;
     if (CRYPTO_memcmp(sig, want, 64))
         return -S3E_SIGNATURE_DOES_NOT_MATCH;
     memcpy(c->prev_sig, sig, 65);

@@ -16,6 +16,7 @@
 
 #include "buf.h"
 #include "cli.h"
+#include "conf.h"
 #include "json.h"
 
 struct cli_opts {
@@ -29,6 +30,7 @@ struct cli_opts {
     const char *target; /* s3://BUCKET/PREFIX */
     int pin;
     int fit;
+    const char *timeout; /* flush: a duration (conf syntax), NULL = wait as long as it takes */
 };
 
 static size_t cli_write(char *p, size_t sz, size_t n, void *cls)
@@ -330,6 +332,7 @@ static int cmd_warm(const struct cli_opts *o)
     json_free(j);
     int tty = isatty(1), rc = 1;
     struct timespec t0, t1;
+    double shown = -1; /* when progress was last printed */
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
         buf_reset(&b);
@@ -342,9 +345,14 @@ static int cmd_warm(const struct cli_opts *o)
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double el = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-        warm_progress(j, tty, el);
         const char *state = json_get_str(j, "state");
-        if (state && strcmp(state, "queued") && strcmp(state, "running")) {
+        int over = state && strcmp(state, "queued") && strcmp(state, "running");
+        /* A bar 5 times a second on a terminal, else a line a second; always the last state. */
+        if (over || shown < 0 || el - shown >= (tty ? 0.2 : 1.0)) {
+            warm_progress(j, tty, el);
+            shown = el;
+        }
+        if (over) {
             const struct json *errs = json_get(j, "errors");
             size_t ne = errs && errs->type == JSON_ARR ? errs->n : 0;
             if (tty)
@@ -364,7 +372,10 @@ static int cmd_warm(const struct cli_opts *o)
             break;
         }
         json_free(j);
-        usleep(tty ? 200000 : 1000000);
+        /* Poll in proportion to the time the job has taken (2%, 10 ms to 1 s): a short job is
+         * seen done within a few ms, a long one costs a request a second. */
+        double wait = S3C_MAX(0.01, S3C_MIN(el / 50, tty ? 0.2 : 1.0));
+        usleep((useconds_t)(wait * 1e6));
     }
     buf_free(&b);
     return rc;
@@ -376,25 +387,39 @@ static int cmd_flush(const struct cli_opts *o)
 {
     struct buf body, b;
     char *bucket = NULL, *prefix = NULL;
+    int64_t timeout_ms = -1;
+    if (o->timeout) {
+        const char *err = conf_parse_duration_ms(o->timeout, &timeout_ms);
+        if (err) {
+            fprintf(stderr, "s3cached flush: --timeout %s: %s\n", o->timeout, err);
+            return 2;
+        }
+    }
     buf_init(&body, 4096);
     buf_init(&b, 1u << 20);
+    buf_puts(&body, "{");
     if (o->target) {
         if (parse_s3_url(o->target, &bucket, &prefix)) {
             fprintf(stderr, "s3cached flush: expected s3://BUCKET[/PREFIX]\n");
+            buf_free(&body);
+            buf_free(&b);
             return 2;
         }
-        buf_puts(&body, "{\"bucket\":");
+        buf_puts(&body, "\"bucket\":");
         buf_json_str(&body, bucket);
         buf_puts(&body, ",\"prefix\":");
         buf_json_str(&body, prefix);
-        buf_puts(&body, "}");
-    } else {
-        buf_puts(&body, "{}");
     }
+    if (timeout_ms >= 0)
+        buf_printf(&body, "%s\"timeout_s\":%.3f", o->target ? "," : "", (double)timeout_ms / 1e3);
+    buf_puts(&body, "}");
     long status = cli_request(o, "POST", "/_/flush", body.p, &b);
     int rc = status == 200 ? 0 : 1;
     if (status == 200)
         printf("%s", b.p ? b.p : "");
+    else if (status == 504)
+        fprintf(stderr, "s3cached flush: not everything is on the backend yet: %s",
+                b.p ? b.p : "\n");
     else if (status > 0)
         cli_fail("POST /_/flush", status, &b);
     free(bucket);
@@ -443,6 +468,9 @@ int cli_main(const char *cmd, int argc, char **argv)
             o.pin = 1;
         } else if (!strcmp(a, "--fit")) {
             o.fit = 1;
+        } else if (!strcmp(a, "--timeout") && v) {
+            o.timeout = v;
+            i++;
         } else if (!strcmp(a, "--interval") && v) {
             o.interval_s = atof(v);
             if (o.interval_s < 0.1)

@@ -24,6 +24,7 @@
 #include "sigv4.h"
 #include "xml.h"
 #include "ratelimit.h"
+#include "fair.h"
 
 struct server;
 struct req;
@@ -39,7 +40,7 @@ enum op {
     OP_BUCKET_CREATE, OP_BUCKET_DELETE, OP_BUCKET_HEAD, OP_BUCKET_LOCATION,
     OP_BUCKET_VERSIONING, OP_BUCKET_ACL,
     OP_LIST_OBJECTS, OP_LIST_OBJECTS_V2, OP_LIST_UPLOADS, OP_DELETE_OBJECTS,
-    OP_GET, OP_HEAD, OP_PUT, OP_COPY, OP_DELETE, OP_OBJECT_ACL,
+    OP_GET, OP_HEAD, OP_PUT, OP_COPY, OP_DELETE, OP_OBJECT_ACL, OP_OBJECT_TAGGING,
     OP_MP_CREATE, OP_MP_PART, OP_MP_PART_COPY, OP_MP_COMPLETE, OP_MP_ABORT, OP_MP_LIST_PARTS,
     OP_OPTIONS,
 };
@@ -92,6 +93,7 @@ struct req {
     char addr[64];
     struct rl_bucket *rlb;        /* download rate limit of this key, or NULL */
     struct rl_timer rl_timer;     /* resumes the connection when the bucket refills */
+    struct fair_conn fair;        /* --max-bandwidth: this response's socket, while it sends */
 
     /* handler state */
     struct upload *up;
@@ -111,6 +113,9 @@ int req_run_job(struct req *rq, void (*fn)(struct req *rq));
 /* Rate limit before sending up to *@max body bytes: 0 (and *@max possibly lowered) to go on, or
  * -EAGAIN after suspending the connection until the key's bucket has refilled. */
 int req_throttle(struct req *rq, size_t *max);
+/* --max-bandwidth: a response body is being queued; its socket joins the fair share of the
+ * client. A no-op without --max-bandwidth (one branch). */
+void req_fair_start(struct req *rq);
 const char *req_header(struct req *rq, const char *name);   /* case-insensitive; NULL */
 const char *req_query(struct req *rq, const char *name);    /* decoded; "" for "?name" */
 int req_has_query(struct req *rq, const char *name);
@@ -151,6 +156,15 @@ uint64_t auth_rate_limit(struct auth *a, const char *access_key);
  * rq->auth, Content-Length / x-amz-decoded-content-length limits, Content-MD5 and
  * x-amz-checksum-* expectations. 0 or -S3E_*. */
 int upload_begin(struct req *rq, uint64_t max_size);
+/* upload_begin() in two steps, for a caller that picks the destination from the declared
+ * length: upload_prepare(), then upload_target_stage() (a staged file, as upload_begin()) or
+ * upload_target_fd() (@fd, taken over and closed by upload_free(), written from byte @off on;
+ * no staged path). */
+int upload_prepare(struct req *rq, uint64_t max_size);
+int upload_target_stage(struct req *rq);
+int upload_target_fd(struct req *rq, int fd, uint64_t off);
+/* The body's declared (decoded) length, UINT64_MAX when unknown. After a begin. */
+uint64_t upload_declared(struct req *rq);
 int upload_write(struct req *rq, const char *data, size_t len);
 /* Checks lengths and digests; on success fills @meta's size/etag/checksum fields. */
 int upload_finish(struct req *rq, struct be_meta *meta);
@@ -159,11 +173,18 @@ const char *upload_path(struct req *rq);
 /* Hands the staged path over (the caller must adopt or unlink it). */
 void upload_release_path(struct req *rq);
 void upload_free(struct req *rq);
+/* Write-back: reserves the declared body size against --dirty-limit (returned by
+ * upload_free()). 0, -S3E_SLOW_DOWN or -S3E_ENTITY_TOO_LARGE. After upload_begin(). */
+int upload_admit_dirty(struct req *rq);
+/* Copies @len bytes of @in at @in_off to @out at @out_off (copy_file_range, else pread/pwrite).
+ * 0, -EIO when @in is shorter, or -errno. */
+int gw_copy_fd(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t len);
 /* Request headers -> the stored metadata fields (content-type etc, x-amz-meta-*). */
 int meta_from_headers(struct req *rq, struct be_meta *m);
 
 /* --- handlers ------------------------------------------------------------------------------ */
-extern const struct handler h_get, h_head, h_put, h_copy, h_delete, h_object_acl;
+extern const struct handler h_get, h_head, h_put, h_copy, h_delete, h_object_acl,
+    h_object_tagging;
 extern const struct handler h_list_buckets, h_bucket_create, h_bucket_delete, h_bucket_head,
     h_bucket_location, h_bucket_versioning, h_bucket_acl, h_list_objects, h_list_uploads,
     h_delete_objects;
@@ -173,6 +194,10 @@ extern const struct handler h_admin, h_options;
 
 /* Shared by the object and multipart handlers (h_object.c). */
 int copy_source_parse(struct req *rq, char **bucket, char **key);
+/* DeleteObject of one key on a worker: the backend first, then the cache (a dirty entry is
+ * forgotten only once the backend deleted; its drain is held off meanwhile). A key the
+ * backend does not have is deleted too (0). */
+int object_delete(struct server *srv, const char *bucket, const char *key);
 int copy_source_conditions(struct req *rq, const struct be_meta *src);
 void acl_document(struct buf *b);
 
@@ -195,12 +220,15 @@ struct server {
     struct auth *auth;
     struct stats *stats;
     struct rl *rl;
+    struct fair *fair;            /* --max-bandwidth, or NULL */
     struct warm *warm;
     uint64_t start_ns;
     unsigned long req_seq;
     unsigned long inflight;       /* requests being processed or answered */
 };
 int server_run(struct conf *cf);
+/* --write-mode back */
+int gw_write_back(const struct server *srv);
 /* Bytes the peer has acknowledged on @conn's socket so far (TCP_INFO), 0 if unknown. */
 uint64_t tcp_bytes_acked(struct MHD_Connection *conn);
 

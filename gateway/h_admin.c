@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gw.h"
+#include "json.h"
 #include "s3err.h"
 #include "stats.h"
 #include "warm.h"
@@ -166,6 +167,86 @@ static int admin_unpin(struct req *rq)
     return rc ? respond_error(rq, rc) : MHD_YES;
 }
 
+/* POST /_/flush: {"bucket":"b","prefix":"p","timeout_s":N} (all optional; query parameters
+ * bucket, prefix, timeout_s too). Waits on a worker until everything written before it is on
+ * the backend: 200 {"flushed":true,...}; after timeout_s (default: none) 504 {"flushed":false,
+ * "remaining_objects":N,...}. */
+struct flush_state {
+    char *bucket, *prefix;
+    int64_t timeout_ms;
+    int rc; /* not rq->rc: a timeout is an answer here, not a failed job */
+    struct cache_flush_result res;
+};
+
+static void flush_state_free(void *p)
+{
+    struct flush_state *s = p;
+    if (!s)
+        return;
+    free(s->bucket);
+    free(s->prefix);
+    free(s);
+}
+
+static void flush_job(struct req *rq)
+{
+    struct flush_state *s = rq->job_state;
+    s->rc = cache_flush(rq->srv->cache, s->bucket, s->prefix, s->timeout_ms, &s->res);
+}
+
+static int admin_flush(struct req *rq)
+{
+    struct flush_state *s = rq->job_state;
+    if (rq->phase == PH_JOB_DONE) {
+        char out[512];
+        if (s->rc && s->rc != -ETIMEDOUT)
+            return respond_error(rq, s->rc);
+        int n = snprintf(out, sizeof(out),
+                         "{\"flushed\":%s,\"objects\":%llu,\"bytes\":%llu,"
+                         "\"remaining_objects\":%llu,\"remaining_bytes\":%llu,\"seconds\":%.3f}\n",
+                         s->rc ? "false" : "true",
+                         (unsigned long long)s->res.uploaded_objects,
+                         (unsigned long long)s->res.uploaded_bytes,
+                         (unsigned long long)s->res.remaining_objects,
+                         (unsigned long long)s->res.remaining_bytes, s->res.seconds);
+        return respond_text(rq, s->rc ? 504 : 200, "application/json", out, (size_t)n);
+    }
+    if (strcmp(rq->method, "POST"))
+        return respond_error(rq, -S3E_METHOD_NOT_ALLOWED);
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        return respond_error(rq, -ENOMEM);
+    rq->job_state = s;
+    rq->job_state_free = flush_state_free;
+    s->timeout_ms = -1;
+    const char *qb = req_query(rq, "bucket"), *qp = req_query(rq, "prefix");
+    const char *qt = req_query(rq, "timeout_s");
+    double timeout_s = qt && *qt ? atof(qt) : -1;
+    if (rq->body.len) {
+        struct json *j = NULL;
+        struct errmsg em = {{0}};
+        if (json_parse(rq->body.p, rq->body.len, &j, &em))
+            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
+                                     em.buf[0] ? em.buf : "the body must be a JSON object");
+        qb = json_get_str(j, "bucket") ? json_get_str(j, "bucket") : qb;
+        qp = json_get_str(j, "prefix") ? json_get_str(j, "prefix") : qp;
+        timeout_s = json_get_num(j, "timeout_s", timeout_s);
+        s->bucket = qb ? strdup(qb) : NULL;
+        s->prefix = qp ? strdup(qp) : NULL;
+        json_free(j);
+    } else {
+        s->bucket = qb ? strdup(qb) : NULL;
+        s->prefix = qp ? strdup(qp) : NULL;
+    }
+    if (s->prefix && !s->bucket)
+        return respond_error_msg(rq, -S3E_INVALID_ARGUMENT, "a prefix needs a bucket");
+    if (timeout_s >= 0)
+        s->timeout_ms = (int64_t)(timeout_s * 1000.0);
+    rq->phase = PH_JOB_DONE;
+    int rc = req_run_job(rq, flush_job);
+    return rc ? respond_error(rq, rc) : MHD_YES;
+}
+
 static int h_admin_end(struct req *rq)
 {
     const char *p = rq->path + 2; /* after "/_" */
@@ -185,8 +266,7 @@ static int h_admin_end(struct req *rq)
     if (!strcmp(p, "/unpin") && !strcmp(rq->method, "POST"))
         return admin_unpin(rq);
     if (!strcmp(p, "/flush"))
-        return respond_error_msg(rq, -S3E_NOT_IMPLEMENTED,
-                                 "write-back is not implemented yet: writes are already on the backend");
+        return admin_flush(rq);
     return respond_error_msg(rq, -S3E_NOT_FOUND, "No such admin endpoint");
 }
 

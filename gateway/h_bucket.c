@@ -113,6 +113,16 @@ static int h_bucket_create_end(struct req *rq)
 
 static void bucket_delete_job(struct req *rq)
 {
+    struct be_list_entry *dk = NULL;
+    size_t dn = 0;
+    /* written back but not drained: the bucket is not empty, whatever the backend holds */
+    if (cache_dirty_keys(rq->srv->cache, rq->bucket, "", &dk, &dn) == 0 && dn) {
+        for (size_t i = 0; i < dn; i++)
+            free(dk[i].key);
+        free(dk);
+        rq->rc = -S3E_BUCKET_NOT_EMPTY;
+        return;
+    }
     rq->rc = backend_bucket_delete(rq->srv->be, rq->bucket);
     if (!rq->rc) {
         uint64_t n;
@@ -213,6 +223,93 @@ static void list_state_free(void *p)
     free(s);
 }
 
+/* The rolled-up form of dirty key @key under @lr: NULL (the key itself) or a malloc'd common
+ * prefix (prefix + up to and including the delimiter). *@err on no memory. */
+static char *dirty_rollup(const struct be_list_req *lr, const char *key, int *err)
+{
+    size_t pl = lr->prefix ? strlen(lr->prefix) : 0;
+    if (!lr->delimiter)
+        return NULL;
+    const char *d = strstr(key + pl, lr->delimiter);
+    if (!d)
+        return NULL;
+    char *cp = strndup(key, (size_t)(d - key) + strlen(lr->delimiter));
+    if (!cp)
+        *err = -ENOMEM;
+    return cp;
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct be_list_entry *)a)->key, ((const struct be_list_entry *)b)->key);
+}
+
+/* Write-back: merges the keys not yet on the backend into @page (the backend's answer to @lr,
+ * or nothing when @backend_rc says it could not answer). A dirty key replaces the backend's
+ * entry of the same name; keys past a truncated page's end are left to the next page; the page
+ * is cut back to max_keys with the next marker at its new end. 0 or -ENOMEM. */
+static int list_merge_dirty(struct server *srv, const struct be_list_req *lr,
+                            struct be_list_page *page, const struct be_list_entry *dk, size_t dn)
+{
+    const char *marker = lr->marker ? lr->marker : "";
+    /* the page covers keys up to its last entry when truncated, everything after otherwise */
+    const char *end = page->truncated && page->n ? page->entries[page->n - 1].key : NULL;
+    size_t cap = page->n + dn;
+    struct be_list_entry *all = calloc(cap ? cap : 1, sizeof(*all));
+    int err = 0;
+    if (!all)
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < page->n; i++)
+        all[n++] = page->entries[i]; /* keys move; the page's array is freed below */
+    for (size_t i = 0; i < dn && !err; i++) {
+        char *cp = dirty_rollup(lr, dk[i].key, &err);
+        const char *name = cp ? cp : dk[i].key;
+        if (err)
+            break;
+        if (strcmp(name, marker) <= 0 || (end && strcmp(name, end) > 0)) {
+            free(cp);
+            continue;
+        }
+        size_t j;
+        for (j = 0; j < n && strcmp(all[j].key, name); j++)
+            ;
+        if (j < n && cp) { /* that common prefix is already listed */
+            free(cp);
+            continue;
+        }
+        char *key = cp ? cp : strdup(dk[i].key);
+        if (!key) {
+            err = -ENOMEM;
+            break;
+        }
+        if (j < n)
+            free(all[j].key);
+        else
+            j = n++;
+        all[j] = dk[i];
+        all[j].key = key;
+        all[j].is_prefix = cp != NULL;
+    }
+    free(page->entries); /* its keys moved into all[] */
+    page->entries = NULL;
+    qsort(all, n, sizeof(*all), entry_cmp);
+    if (n > lr->max_keys) {
+        for (size_t i = lr->max_keys; i < n; i++)
+            free(all[i].key);
+        n = lr->max_keys;
+        page->truncated = 1;
+    }
+    free(page->next_marker);
+    page->next_marker = page->truncated && n ? strdup(all[n - 1].key) : NULL;
+    if (page->truncated && n && !page->next_marker)
+        err = -ENOMEM;
+    page->entries = all;
+    page->n = n;
+    UNUSED(srv);
+    return err;
+}
+
 static void list_job(struct req *rq)
 {
     struct list_state *s = rq->job_state;
@@ -230,6 +327,21 @@ static void list_job(struct req *rq)
     if (lr.delimiter && !*lr.delimiter)
         lr.delimiter = NULL;
     rq->rc = backend_list(rq->srv->be, &lr, &s->page);
+    struct be_list_entry *dk = NULL;
+    size_t dn = 0;
+    if (cache_dirty_keys(rq->srv->cache, rq->bucket, lr.prefix ? lr.prefix : "", &dk, &dn) || !dn)
+        return;
+    /* Keys written back but not drained are listed even while the backend is unreachable (a
+     * listing of those alone); a backend that answers for the bucket otherwise wins. */
+    if (rq->rc && rq->rc != -S3E_NO_SUCH_BUCKET && rq->rc != -S3E_ACCESS_DENIED) {
+        be_list_page_free(&s->page);
+        rq->rc = 0;
+    }
+    if (!rq->rc)
+        rq->rc = list_merge_dirty(rq->srv, &lr, &s->page, dk, dn);
+    for (size_t i = 0; i < dn; i++)
+        free(dk[i].key);
+    free(dk);
 }
 
 /* Writes @v (URL-encoded when the client asked for encoding-type=url). */
@@ -415,11 +527,7 @@ static void delete_objects_job(struct req *rq)
         const char *k = s->objs[i].key;
         int rc = backend_check_key(k, strlen(k));
         if (!rc)
-            rc = backend_del(srv->be, rq->bucket, k);
-        if (!rc || rc == -S3E_NO_SUCH_KEY) {
-            cache_invalidate(srv->cache, rq->bucket, k);
-            rc = 0;
-        }
+            rc = object_delete(srv, rq->bucket, k);
         s->rcs[i] = rc;
         if (rc == -S3E_NO_SUCH_BUCKET) {
             rq->rc = rc;

@@ -4,6 +4,7 @@
  * AbortMultipartUpload, ListParts and ListMultipartUploads.
  */
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "gw.h"
 #include "range.h"
 #include "s3err.h"
+#include "wb_mpu.h"
 
 enum { PH_START = 0, PH_JOB_DONE };
 
@@ -31,6 +33,7 @@ struct mp_state {
     char *src_bucket, *src_key;
     uint64_t src_off, src_len;
     int has_range;
+    int inplace; /* write-back UploadPart written into the upload's data file */
 };
 
 static void mp_state_free(void *p)
@@ -86,7 +89,10 @@ static int part_number_param(struct req *rq, unsigned *out)
 static void mp_create_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;
-    rq->rc = backend_mp_create(rq->srv->be, rq->bucket, rq->key, &s->meta, s->upload_id);
+    if (gw_write_back(rq->srv))
+        rq->rc = wb_mpu_create(rq->srv, rq->bucket, rq->key, &s->meta, s->upload_id);
+    else
+        rq->rc = backend_mp_create(rq->srv->be, rq->bucket, rq->key, &s->meta, s->upload_id);
 }
 
 static int h_mp_create_end(struct req *rq)
@@ -130,7 +136,23 @@ static int h_mp_part_begin(struct req *rq)
     uint64_t max = rq->srv->cf->max_object_size;
     if (max > (5ull << 30))
         max = 5ull << 30; /* S3's largest part */
-    return upload_begin(rq, max);
+    if (!gw_write_back(rq->srv))
+        return upload_begin(rq, max);
+    int rc = upload_prepare(rq, max), fd = -1;
+    if (!rc)
+        rc = upload_admit_dirty(rq);
+    if (rc)
+        return rc;
+    uint64_t off = 0;
+    struct mp_state *s = mp_state(rq);
+    if (!s)
+        return -ENOMEM;
+    rc = wb_mpu_part_target(rq->srv, rq->bucket, rq->key, upload_id_param(rq), pn,
+                            upload_declared(rq), &fd, &off);
+    if (rc < 0)
+        return rc;
+    s->inplace = rc == 1;
+    return s->inplace ? upload_target_fd(rq, fd, off) : upload_target_stage(rq);
 }
 
 static int h_mp_part_body(struct req *rq, const char *data, size_t len)
@@ -138,9 +160,35 @@ static int h_mp_part_body(struct req *rq, const char *data, size_t len)
     return upload_write(rq, data, len);
 }
 
+/* Write-back: the staged part file (fsync'd) moves into the upload; its bytes stay counted
+ * against the dirty limit until the upload completes or is aborted. */
+static int wb_part_adopt(struct req *rq, int fd, const char *path, const struct be_part *part)
+{
+    if (fsync(fd))
+        return -errno;
+    return wb_mpu_put_part(rq->srv, rq->bucket, rq->key, upload_id_param(rq), part->number, path,
+                           part->etag);
+}
+
 static void mp_part_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;
+    if (gw_write_back(rq->srv) && s->inplace) {
+        rq->rc = wb_mpu_part_done_inplace(rq->srv, rq->bucket, rq->key, upload_id_param(rq),
+                                          s->part.number, s->part.etag, upload_fd(rq));
+        if (!rq->rc)
+            cache_dirty_hold(rq->srv->cache, s->part.size);
+        return;
+    }
+    if (gw_write_back(rq->srv)) {
+        const char *path = upload_path(rq);
+        rq->rc = path ? wb_part_adopt(rq, upload_fd(rq), path, &s->part) : -S3E_INTERNAL;
+        if (!rq->rc) {
+            upload_release_path(rq);
+            cache_dirty_hold(rq->srv->cache, s->part.size);
+        }
+        return;
+    }
     rq->rc = backend_mp_put_part(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq),
                                  upload_fd(rq), &s->part);
 }
@@ -177,10 +225,82 @@ static int h_mp_part_end(struct req *rq)
 
 /* ------------------------------------------------------------------ UploadPartCopy */
 
+/* Write-back UploadPartCopy: the source range read from the cache into a staged part. */
+static void mp_part_copy_job_wb(struct req *rq)
+{
+    struct mp_state *s = rq->job_state;
+    struct server *srv = rq->srv;
+    struct be_meta src;
+    char path[4096];
+    int in = -1, out = -1;
+    rq->rc = cache_open_whole(srv->cache, s->src_bucket, s->src_key, &in, &src);
+    if (!rq->rc)
+        rq->rc = copy_source_conditions(rq, &src);
+    uint64_t off = 0, len = src.size;
+    if (!rq->rc && s->has_range) {
+        if (s->src_off >= src.size || s->src_off + s->src_len > src.size)
+            rq->rc = -S3E_INVALID_RANGE;
+        off = s->src_off;
+        len = s->src_len;
+    }
+    if (!rq->rc && len > (5ull << 30))
+        rq->rc = -S3E_ENTITY_TOO_LARGE;
+    if (!rq->rc)
+        rq->rc = cache_dirty_admit(srv->cache, len);
+    if (rq->rc)
+        goto out;
+    if (!(rq->rc = cache_stage_open(srv->cache, &out, path))) {
+        /* the part's MD5 is its ETag: hash while copying through memory */
+        EVP_MD_CTX *mc = EVP_MD_CTX_new();
+        char *buf = malloc(1u << 20);
+        uint64_t done = 0;
+        if (!mc || !buf || !EVP_DigestInit_ex(mc, EVP_md5(), NULL))
+            rq->rc = -ENOMEM;
+        while (!rq->rc && done < len) {
+            ssize_t n = pread(in, buf, (size_t)S3C_MIN(len - done, (uint64_t)1 << 20),
+                              (off_t)(off + done));
+            if (n <= 0) {
+                rq->rc = n < 0 ? -errno : -EIO;
+                break;
+            }
+            EVP_DigestUpdate(mc, buf, (size_t)n);
+            if (write(out, buf, (size_t)n) != n)
+                rq->rc = -EIO;
+            done += (uint64_t)n;
+        }
+        unsigned char dg[EVP_MAX_MD_SIZE];
+        unsigned dl = 0;
+        if (!rq->rc && EVP_DigestFinal_ex(mc, dg, &dl) && dl == 16) {
+            for (int i = 0; i < 16; i++)
+                snprintf(s->part.etag + 2 * i, 3, "%02x", dg[i]);
+            s->part.size = len;
+            s->part.mtime_ns = s3c_real_ns();
+            rq->rc = wb_part_adopt(rq, out, path, &s->part);
+        } else if (!rq->rc) {
+            rq->rc = -EIO;
+        }
+        EVP_MD_CTX_free(mc);
+        free(buf);
+        close(out);
+        if (rq->rc)
+            unlink(path);
+        else
+            cache_dirty_hold(srv->cache, len);
+    }
+    cache_dirty_unadmit(srv->cache, len);
+out:
+    if (in >= 0)
+        close(in);
+}
+
 static void mp_part_copy_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;
     struct be_meta src;
+    if (gw_write_back(rq->srv)) {
+        mp_part_copy_job_wb(rq);
+        return;
+    }
     rq->rc = backend_head(rq->srv->be, s->src_bucket, s->src_key, &src);
     if (!rq->rc)
         rq->rc = copy_source_conditions(rq, &src);
@@ -250,11 +370,28 @@ static int body_collect(struct req *rq, const char *data, size_t len)
 static void mp_complete_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;
-    rq->rc = backend_mp_complete(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq), s->parts,
+    struct server *srv = rq->srv;
+    if (gw_write_back(srv)) {
+        char staged[4096];
+        uint64_t held = 0;
+        rq->rc = wb_mpu_complete(srv, rq->bucket, rq->key, upload_id_param(rq), s->parts, s->n,
+                                 &s->meta, staged, &held);
+        if (!rq->rc)
+            rq->rc = cache_adopt_dirty(srv->cache, rq->bucket, rq->key, staged, &s->meta);
+        if (!rq->rc)
+            wb_mpu_finish(srv, upload_id_param(rq));
+        return;
+    }
+    cache_write_begin(srv->cache, rq->bucket, rq->key);
+    rq->rc = backend_mp_complete(srv->be, rq->bucket, rq->key, upload_id_param(rq), s->parts,
                                  s->n, &s->meta);
-    if (!rq->rc && s->meta.size > rq->srv->cf->max_object_size)
+    if (!rq->rc && s->meta.size > srv->cf->max_object_size)
         rq->rc = -S3E_ENTITY_TOO_LARGE;
-    cache_invalidate(rq->srv->cache, rq->bucket, rq->key);
+    if (rq->rc)
+        cache_invalidate(srv->cache, rq->bucket, rq->key);
+    else
+        cache_forget(srv->cache, rq->bucket, rq->key); /* the backend's object is newer */
+    cache_write_end(srv->cache, rq->bucket, rq->key);
 }
 
 static int h_mp_complete_end(struct req *rq)
@@ -289,7 +426,10 @@ static int h_mp_complete_end(struct req *rq)
 
 static void mp_abort_job(struct req *rq)
 {
-    rq->rc = backend_mp_abort(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq));
+    if (gw_write_back(rq->srv))
+        rq->rc = wb_mpu_abort(rq->srv, rq->bucket, rq->key, upload_id_param(rq));
+    else
+        rq->rc = backend_mp_abort(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq));
 }
 
 static int h_mp_abort_end(struct req *rq)
@@ -321,8 +461,12 @@ static void mp_list_parts_job(struct req *rq)
     int bad = 0;
     unsigned marker = uint_param(rq, "part-number-marker", 0, BE_MAX_PARTS, &bad);
     unsigned max = uint_param(rq, "max-parts", 1000, 1000, &bad);
-    rq->rc = backend_mp_list_parts(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq), marker,
-                                   max, &s->parts, &s->n, &s->truncated);
+    if (gw_write_back(rq->srv))
+        rq->rc = wb_mpu_list_parts(rq->srv, rq->bucket, rq->key, upload_id_param(rq), marker, max,
+                                   &s->parts, &s->n, &s->truncated);
+    else
+        rq->rc = backend_mp_list_parts(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq),
+                                       marker, max, &s->parts, &s->n, &s->truncated);
 }
 
 static int h_mp_list_parts_end(struct req *rq)
@@ -374,10 +518,16 @@ static void mp_list_uploads_job(struct req *rq)
     struct mp_state *s = rq->job_state;
     int bad = 0;
     unsigned max = uint_param(rq, "max-uploads", 1000, 1000, &bad);
-    rq->rc = backend_mp_list_uploads(rq->srv->be, rq->bucket, req_query(rq, "prefix"),
+    if (gw_write_back(rq->srv))
+        rq->rc = wb_mpu_list_uploads(rq->srv, rq->bucket, req_query(rq, "prefix"),
                                      req_query(rq, "key-marker"),
                                      req_query(rq, "upload-id-marker"), max, &s->uploads, &s->n,
                                      &s->truncated);
+    else
+        rq->rc = backend_mp_list_uploads(rq->srv->be, rq->bucket, req_query(rq, "prefix"),
+                                         req_query(rq, "key-marker"),
+                                         req_query(rq, "upload-id-marker"), max, &s->uploads,
+                                         &s->n, &s->truncated);
 }
 
 static int h_list_uploads_end(struct req *rq)

@@ -135,9 +135,17 @@ static struct put_state *put_state_new(struct req *rq)
     return ps;
 }
 
+int gw_write_back(const struct server *srv)
+{
+    return srv->cf->write_mode && strcmp(srv->cf->write_mode, "back") == 0;
+}
+
 static int h_put_begin(struct req *rq)
 {
-    return upload_begin(rq, rq->srv->cf->max_object_size);
+    int rc = upload_begin(rq, rq->srv->cf->max_object_size);
+    if (!rc && gw_write_back(rq->srv))
+        rc = upload_admit_dirty(rq);
+    return rc;
 }
 
 static int h_put_body(struct req *rq, const char *data, size_t len)
@@ -145,7 +153,8 @@ static int h_put_body(struct req *rq, const char *data, size_t len)
     return upload_write(rq, data, len);
 }
 
-/* Worker: durable staged file -> backend -> cache. */
+/* Worker: durable staged file -> backend -> cache (write-through), or -> the cache as a dirty
+ * entry the drainer uploads later (write-back). */
 static void put_job(struct req *rq)
 {
     struct put_state *ps = rq->job_state;
@@ -155,9 +164,18 @@ static void put_job(struct req *rq)
         ps->rc = -errno;
         return;
     }
+    if (gw_write_back(srv)) {
+        const char *path = upload_path(rq);
+        ps->rc = path ? cache_adopt_dirty(srv->cache, rq->bucket, rq->key, path, &ps->meta)
+                      : -S3E_INTERNAL;
+        upload_release_path(rq);
+        return;
+    }
+    cache_write_begin(srv->cache, rq->bucket, rq->key); /* no drain of an older dirty copy */
     ps->rc = backend_put(srv->be, rq->bucket, rq->key, fd, ps->meta.size, &ps->meta);
     if (ps->rc) {
         cache_invalidate(srv->cache, rq->bucket, rq->key);
+        cache_write_end(srv->cache, rq->bucket, rq->key);
         return;
     }
     /* The backend's own view (Last-Modified, and the ETag an S3 upstream gives a large PUT it
@@ -173,8 +191,9 @@ static void put_job(struct req *rq)
         cache_adopt(srv->cache, rq->bucket, rq->key, path, &ps->meta);
         upload_release_path(rq);
     } else {
-        cache_invalidate(srv->cache, rq->bucket, rq->key);
+        cache_forget(srv->cache, rq->bucket, rq->key);
     }
+    cache_write_end(srv->cache, rq->bucket, rq->key);
 }
 
 static int respond_put_ok(struct req *rq, const struct be_meta *m)
@@ -285,11 +304,66 @@ static void copy_state_free(void *p)
     free(cs);
 }
 
+/* Write-back CopyObject: the source is read from the cache (it may exist nowhere else yet),
+ * the copy becomes a dirty entry. */
+static void copy_job_write_back(struct req *rq)
+{
+    struct copy_state *cs = rq->job_state;
+    struct server *srv = rq->srv;
+    struct be_meta src, m;
+    char path[4096];
+    int in = -1, out = -1;
+    uint64_t admitted = 0;
+    cs->rc = cache_open_whole(srv->cache, cs->src_bucket, cs->src_key, &in, &src);
+    if (!cs->rc)
+        cs->rc = copy_source_conditions(rq, &src);
+    if (!cs->rc && src.size > srv->cf->max_object_size)
+        cs->rc = -S3E_ENTITY_TOO_LARGE;
+    if (!cs->rc && !(cs->rc = cache_dirty_admit(srv->cache, src.size)))
+        admitted = src.size;
+    if (!cs->rc)
+        cs->rc = cache_stage_open(srv->cache, &out, path);
+    if (cs->rc)
+        goto out;
+    if (src.size)
+        cs->rc = gw_copy_fd(in, 0, out, 0, src.size);
+    if (!cs->rc && fsync(out) != 0)
+        cs->rc = -errno;
+    close(out);
+    if (cs->rc) {
+        unlink(path);
+        goto out;
+    }
+    m = src;
+    if (cs->replace) {
+        m = cs->replace_meta;
+        m.size = src.size;
+        memcpy(m.etag, src.etag, sizeof(m.etag));
+        m.parts_count = src.parts_count;
+        m.part_size = src.part_size;
+        memcpy(m.checksum_algo, src.checksum_algo, sizeof(m.checksum_algo));
+        memcpy(m.checksum, src.checksum, sizeof(m.checksum));
+    }
+    m.mtime_ns = s3c_real_ns();
+    cs->rc = cache_adopt_dirty(srv->cache, rq->bucket, rq->key, path, &m);
+    if (!cs->rc)
+        cs->out = m;
+out:
+    if (in >= 0)
+        close(in);
+    if (admitted)
+        cache_dirty_unadmit(srv->cache, admitted);
+}
+
 static void copy_job(struct req *rq)
 {
     struct copy_state *cs = rq->job_state;
     struct server *srv = rq->srv;
     struct be_meta src;
+    if (gw_write_back(srv)) {
+        copy_job_write_back(rq);
+        return;
+    }
     cs->rc = backend_head(srv->be, cs->src_bucket, cs->src_key, &src);
     if (cs->rc == -S3E_NO_SUCH_BUCKET || cs->rc == -S3E_NO_SUCH_KEY)
         return;
@@ -299,9 +373,14 @@ static void copy_job(struct req *rq)
         cs->rc = -S3E_ENTITY_TOO_LARGE;
     if (cs->rc)
         return;
+    cache_write_begin(srv->cache, rq->bucket, rq->key);
     cs->rc = backend_copy(srv->be, cs->src_bucket, cs->src_key, rq->bucket, rq->key,
                           cs->replace ? &cs->replace_meta : NULL, &cs->out);
-    cache_invalidate(srv->cache, rq->bucket, rq->key);
+    if (cs->rc)
+        cache_invalidate(srv->cache, rq->bucket, rq->key);
+    else
+        cache_forget(srv->cache, rq->bucket, rq->key); /* the backend's copy is newer */
+    cache_write_end(srv->cache, rq->bucket, rq->key);
 }
 
 static int h_copy_end(struct req *rq)
@@ -351,10 +430,23 @@ const struct handler h_copy = {.end = h_copy_end};
 
 /* ------------------------------------------------------------------ DELETE */
 
+int object_delete(struct server *srv, const char *bucket, const char *key)
+{
+    cache_write_begin(srv->cache, bucket, key); /* waits out an upload of it in flight */
+    int rc = backend_del(srv->be, bucket, key);
+    if (rc == -S3E_NO_SUCH_KEY)
+        rc = 0;
+    if (!rc)
+        cache_forget(srv->cache, bucket, key);
+    else
+        cache_invalidate(srv->cache, bucket, key); /* a dirty copy stays: it was not deleted */
+    cache_write_end(srv->cache, bucket, key);
+    return rc;
+}
+
 static void delete_job(struct req *rq)
 {
-    rq->rc = backend_del(rq->srv->be, rq->bucket, rq->key);
-    cache_invalidate(rq->srv->cache, rq->bucket, rq->key);
+    rq->rc = object_delete(rq->srv, rq->bucket, rq->key);
 }
 
 static int h_delete_end(struct req *rq)
@@ -381,25 +473,44 @@ void acl_document(struct buf *b)
                 "</AccessControlPolicy>");
 }
 
-static void acl_job(struct req *rq)
+/* The object must exist (as a HEAD through the cache sees it: a dirty one does). */
+static void exists_job(struct req *rq)
 {
     struct be_meta m;
-    rq->rc = backend_head(rq->srv->be, rq->bucket, rq->key, &m);
+    rq->rc = cache_head(rq->srv->cache, rq->bucket, rq->key, &m);
 }
 
-static int h_object_acl_end(struct req *rq)
+/* GetObjectAcl (a fixed owner-full-control document) and GetObjectTagging (no tags: s3cached
+ * stores none; `aws s3 cp s3://... s3://...` asks before copying). */
+static int h_object_doc_end(struct req *rq, int tagging)
 {
     if (rq->phase != PH_JOB_DONE) {
         rq->phase = PH_JOB_DONE;
-        int rc = req_run_job(rq, acl_job);
+        int rc = req_run_job(rq, exists_job);
         return rc ? respond_error(rq, rc) : MHD_YES;
     }
     if (rq->rc)
         return respond_error(rq, rq->rc);
     struct buf b;
     buf_init(&b, 4096);
-    acl_document(&b);
+    if (tagging) {
+        respond_xml_start(&b, "Tagging");
+        buf_puts(&b, "<TagSet></TagSet></Tagging>");
+    } else {
+        acl_document(&b);
+    }
     return respond_xml(rq, 200, &b);
 }
 
+static int h_object_acl_end(struct req *rq)
+{
+    return h_object_doc_end(rq, 0);
+}
+
+static int h_object_tagging_end(struct req *rq)
+{
+    return h_object_doc_end(rq, 1);
+}
+
 const struct handler h_object_acl = {.end = h_object_acl_end};
+const struct handler h_object_tagging = {.end = h_object_tagging_end};

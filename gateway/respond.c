@@ -307,6 +307,8 @@ int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, 
         MHD_add_response_header(r, "Content-Range", cr);
     }
     rq->bytes_out = is_head ? 0 : len;
+    if (!is_head && len)
+        req_fair_start(rq);
     /* An aborted large download is charged what TCP saw acknowledged since now. */
     if (!is_head && len >= (1u << 20))
         rq->tcp_acked_start = tcp_bytes_acked(rq->conn) + 1;

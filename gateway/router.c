@@ -20,6 +20,7 @@ static const char *const op_names[] = {
     [OP_LIST_UPLOADS] = "ListMultipartUploads", [OP_DELETE_OBJECTS] = "DeleteObjects",
     [OP_GET] = "GetObject", [OP_HEAD] = "HeadObject", [OP_PUT] = "PutObject",
     [OP_COPY] = "CopyObject", [OP_DELETE] = "DeleteObject", [OP_OBJECT_ACL] = "GetObjectAcl",
+    [OP_OBJECT_TAGGING] = "GetObjectTagging",
     [OP_MP_CREATE] = "CreateMultipartUpload", [OP_MP_PART] = "UploadPart",
     [OP_MP_PART_COPY] = "UploadPartCopy", [OP_MP_COMPLETE] = "CompleteMultipartUpload",
     [OP_MP_ABORT] = "AbortMultipartUpload", [OP_MP_LIST_PARTS] = "ListParts",
@@ -180,7 +181,9 @@ static enum op router_object_op(struct req *rq)
             return OP_MP_LIST_PARTS;
         if (req_has_query(rq, "acl"))
             return OP_OBJECT_ACL;
-        if (req_has_query(rq, "tagging") || req_has_query(rq, "retention") ||
+        if (req_has_query(rq, "tagging"))
+            return OP_OBJECT_TAGGING;
+        if (req_has_query(rq, "retention") ||
             req_has_query(rq, "legal-hold") || req_has_query(rq, "torrent") ||
             req_has_query(rq, "attributes"))
             return OP_NONE;
@@ -292,6 +295,7 @@ const struct handler *router_handler(enum op op)
     case OP_COPY: return &h_copy;
     case OP_DELETE: return &h_delete;
     case OP_OBJECT_ACL: return &h_object_acl;
+    case OP_OBJECT_TAGGING: return &h_object_tagging;
     case OP_MP_CREATE: return &h_mp_create;
     case OP_MP_PART: return &h_mp_part;
     case OP_MP_PART_COPY: return &h_mp_part_copy;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "gw.h"
+#include "wb_mpu.h"
 #include "log.h"
 #include "s3err.h"
 #include "stats.h"
@@ -111,6 +112,7 @@ static void req_free(struct req *rq)
         rl_timer_cancel(rq->srv->rl, &rq->rl_timer);
         rl_bucket_release(rq->srv->rl, rq->rlb);
     }
+    fair_conn_end(rq->srv->fair, &rq->fair, 0); /* normally done by server_completed */
     for (size_t i = 0; i < rq->n_query; i++) {
         free((char *)rq->query[i].name);
         free((char *)rq->query[i].value);
@@ -146,6 +148,17 @@ int req_throttle(struct req *rq, size_t *max)
     MHD_suspend_connection(rq->conn);
     rl_timer_arm(rq->srv->rl, &rq->rl_timer, wait_ns, req_timer_resume, rq);
     return -EAGAIN;
+}
+
+void req_fair_start(struct req *rq)
+{
+    if (!rq->srv->fair)
+        return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci)
+        fair_conn_start(rq->srv->fair, &rq->fair, ci->connect_fd,
+                        rq->access_key[0] ? rq->access_key : "anonymous", rq->addr);
 }
 
 struct req_job {
@@ -379,6 +392,75 @@ static enum stats_op server_stats_op(enum op op)
     }
 }
 
+/* A GET answered from a cache file that ended early: the client went away, or the file could
+ * not be read (libmicrohttpd's sendfile and its pread fallback only close the connection).
+ * A worker re-reads what was not delivered (at most HIT_CHECK_MAX bytes: the failure point lies
+ * within the socket buffer of it); an unreadable cached copy is dropped, so the client's retry
+ * fetches the object from the backend instead of failing the same way again. */
+#define HIT_CHECK_MAX (64u << 20)
+#define HIT_CHECK_CHUNK (1u << 20)
+
+struct hit_check {
+    struct server *srv;
+    struct cache_obj *obj; /* the request's reference, moved here */
+    char *bucket, *key;
+    uint64_t off, len;
+};
+
+static void hit_check_run(void *arg)
+{
+    struct hit_check *hc = arg;
+    int fd = -1, rc = 0;
+    uint64_t pos = hc->off, end = hc->off + hc->len;
+    char *buf = NULL;
+    if (cache_obj_open_range(hc->obj, hc->off, hc->len, &fd) == 0 &&
+        (buf = malloc(HIT_CHECK_CHUNK))) {
+        while (!rc && pos < end) {
+            ssize_t n = pread(fd, buf, (size_t)S3C_MIN(end - pos, (uint64_t)HIT_CHECK_CHUNK),
+                              (off_t)pos);
+            if (n < 0 && errno == EINTR)
+                continue;
+            rc = n < 0 ? -errno : n == 0 ? -EIO : 0;
+            pos += n > 0 ? (uint64_t)n : 0;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    if (rc) {
+        log_err("cache: reading \"%s/%s\" at byte %llu: %s: dropping the cached copy",
+                hc->bucket, hc->key, (unsigned long long)pos, s3c_strerror(rc));
+        cache_invalidate(hc->srv->cache, hc->bucket, hc->key);
+    }
+    cache_obj_release(hc->obj);
+    free(hc->bucket);
+    free(hc->key);
+    free(hc);
+}
+
+/* Takes rq->obj for a hit_check of the bytes after the first @sent of the response. */
+static void hit_check_start(struct server *srv, struct req *rq, uint64_t sent)
+{
+    struct hit_check *hc = calloc(1, sizeof(*hc));
+    if (!hc)
+        return;
+    hc->srv = srv;
+    hc->bucket = strdup(rq->bucket);
+    hc->key = strdup(rq->key);
+    hc->off = rq->off + S3C_MIN(sent, rq->len);
+    hc->len = S3C_MIN(rq->len - S3C_MIN(sent, rq->len), (uint64_t)HIT_CHECK_MAX);
+    hc->obj = rq->obj;
+    cache_obj_cancel_wait(rq->obj, &rq->waiter); /* the waiter goes with rq */
+    if (!hc->bucket || !hc->key || !hc->len ||
+        workq_submit(srv->wq, WORKQ_LOW, hit_check_run, hc)) {
+        free(hc->bucket);
+        free(hc->key);
+        free(hc);
+        return;
+    }
+    rq->obj = NULL; /* the job releases it */
+}
+
 static void server_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                              enum MHD_RequestTerminationCode toe)
 {
@@ -404,6 +486,7 @@ static void server_completed(void *cls, struct MHD_Connection *conn, void **con_
             sent = rq->bytes_out_streamed;
         rq->bytes_out = sent;
     }
+    fair_conn_end(srv->fair, &rq->fair, sent); /* before MHD closes the socket */
     uint64_t now = s3c_mono_ns();
     if (rq->sc) {
         if (sent > rq->bytes_out_streamed)
@@ -414,6 +497,9 @@ static void server_completed(void *cls, struct MHD_Connection *conn, void **con_
     }
     if (rq->op != OP_ADMIN || rq->status >= 400 || log_enabled(S3C_LOG_DEBUG))
         server_access_log(rq, toe, (now - rq->t_start_ns) / 100000);
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && rq->op == OP_GET && rq->obj &&
+        rq->cache_how == CACHE_HIT && rq->bucket && rq->key && rq->status / 100 == 2)
+        hit_check_start(srv, rq, sent);
     int busy = rq->busy;
     req_free(rq);
     if (busy)
@@ -572,6 +658,7 @@ int server_run(struct conf *cf)
     }
     if ((rc = cache_open(cf, srv.be, srv.wq, &srv.cache, &em)))
         goto fail;
+    cache_dirty_hold(srv.cache, wb_mpu_staged_bytes(&srv)); /* write-back parts of a past run */
     if ((rc = auth_new(cf, &srv.auth, &em)))
         goto fail;
     if ((rc = stats_new(&srv.stats)) || (rc = stats_start_ticker(srv.stats))) {
@@ -584,6 +671,10 @@ int server_run(struct conf *cf)
     }
     if ((rc = rl_new(&srv.rl))) {
         errmsg_set(&em, "cannot start the rate limiter: %s", strerror(-rc));
+        goto fail;
+    }
+    if (cf->max_bandwidth && (rc = fair_new(cf->max_bandwidth, &srv.fair))) {
+        errmsg_set(&em, "cannot start fair sharing: %s", strerror(-rc));
         goto fail;
     }
     if ((rc = server_read_tls(cf, &tls_cert, &tls_key, &em)))
@@ -675,6 +766,7 @@ int server_run(struct conf *cf)
     warm_free(srv.warm); /* cancels jobs; their workers end before the queue stops */
     MHD_stop_daemon(srv.daemon);
     rl_free(srv.rl);
+    fair_free(srv.fair); /* every connection has completed */
     workq_free(srv.wq); /* background fills finish; nothing resumes connections any more */
     srv.wq = NULL;
     if (qfd != MHD_INVALID_SOCKET)
@@ -697,6 +789,7 @@ fail:
     if (srv.stats)
         stats_free(srv.stats);
     rl_free(srv.rl);
+    fair_free(srv.fair);
     warm_free(srv.warm);
     auth_free(srv.auth);
     if (srv.cache)

@@ -31,47 +31,61 @@
 
 /* ---- primitives -------------------------------------------------------------------------- */
 
-void sigv4_sha256_hex(const void *msg, size_t len, char out[65])
+int sigv4_sha256_hex(const void *msg, size_t len, char out[65])
 {
     uint8_t d[32];
     unsigned dl = 0;
+    out[0] = '\0';
     if (!EVP_Digest(msg, len, d, &dl, EVP_sha256(), NULL) || dl != 32)
-        s3c_assert_fail("EVP_Digest(sha256)", __FILE__, __LINE__, __func__);
+        return -ENOMEM; /* OpenSSL could not allocate its context */
     hex_encode(d, 32, out);
+    return 0;
 }
 
-static void hmac_raw(const void *key, size_t klen, const void *msg, size_t len, uint8_t out[32])
+static int hmac_raw(const void *key, size_t klen, const void *msg, size_t len, uint8_t out[32])
 {
     unsigned ol = 0;
     if (!HMAC(EVP_sha256(), key, (int)klen, msg, len, out, &ol) || ol != 32)
-        s3c_assert_fail("HMAC(sha256)", __FILE__, __LINE__, __func__);
+        return -ENOMEM; /* OpenSSL could not allocate its context */
+    return 0;
 }
 
-void sigv4_hmac_hex(const uint8_t key[32], const void *msg, size_t len, char out[65])
+int sigv4_hmac_hex(const uint8_t key[32], const void *msg, size_t len, char out[65])
 {
     uint8_t d[32];
-    hmac_raw(key, 32, msg, len, d);
-    hex_encode(d, 32, out);
+    out[0] = '\0';
+    int rc = hmac_raw(key, 32, msg, len, d);
+    if (!rc)
+        hex_encode(d, 32, out);
+    return rc;
 }
 
-void sigv4_signing_key(const char *secret, const char *yyyymmdd, const char *region,
-                       const char *service, uint8_t out[32])
+int sigv4_signing_key(const char *secret, const char *yyyymmdd, const char *region,
+                      const char *service, uint8_t out[32])
 {
     size_t sl = strlen(secret);
     char *k = malloc(sl + 5);
     uint8_t a[32], b[32];
+    int rc;
+    memset(out, 0, 32);
     if (!k)
-        s3c_assert_fail("malloc(signing key)", __FILE__, __LINE__, __func__);
+        return -ENOMEM;
     memcpy(k, "AWS4", 4);
     memcpy(k + 4, secret, sl + 1);
-    hmac_raw(k, sl + 4, yyyymmdd, strlen(yyyymmdd), a);
+    rc = hmac_raw(k, sl + 4, yyyymmdd, strlen(yyyymmdd), a);
     OPENSSL_cleanse(k, sl + 4);
     free(k);
-    hmac_raw(a, 32, region, strlen(region), b);
-    hmac_raw(b, 32, service, strlen(service), a);
-    hmac_raw(a, 32, "aws4_request", 12, out);
+    if (!rc)
+        rc = hmac_raw(a, 32, region, strlen(region), b);
+    if (!rc)
+        rc = hmac_raw(b, 32, service, strlen(service), a);
+    if (!rc)
+        rc = hmac_raw(a, 32, "aws4_request", 12, out);
+    if (rc)
+        memset(out, 0, 32);
     OPENSSL_cleanse(a, sizeof(a));
     OPENSSL_cleanse(b, sizeof(b));
+    return rc;
 }
 
 static int unreserved(unsigned char ch)
@@ -290,15 +304,18 @@ char *sigv4_canonical_request(const struct sigv4_input *in, const char *signed_h
 }
 
 /* signature = HMAC(key, "AWS4-HMAC-SHA256\n<date>\n<scope>\nhex(sha256(creq))"). Fills
- * @creq_hash too (for error detail). */
-static void sign_creq(const uint8_t key[32], const char *amz_date, const char *scope,
-                      const char *creq, size_t creq_len, char creq_hash[65], char sig[65])
+ * @creq_hash too (for error detail). 0 or -ENOMEM. */
+static int sign_creq(const uint8_t key[32], const char *amz_date, const char *scope,
+                     const char *creq, size_t creq_len, char creq_hash[65], char sig[65])
 {
     char sts[512];
-    sigv4_sha256_hex(creq, creq_len, creq_hash);
+    sig[0] = '\0';
+    int rc = sigv4_sha256_hex(creq, creq_len, creq_hash);
+    if (rc)
+        return rc;
     int n = snprintf(sts, sizeof(sts), SIGV4_ALGO "\n%s\n%s\n%s", amz_date, scope, creq_hash);
     S3C_ASSERT(n > 0 && (size_t)n < sizeof(sts));
-    sigv4_hmac_hex(key, sts, (size_t)n, sig);
+    return sigv4_hmac_hex(key, sts, (size_t)n, sig);
 }
 
 /* ---- signing ----------------------------------------------------------------------------- */
@@ -358,9 +375,12 @@ int sigv4_sign(const struct sigv4_input *in, const char *access_key, const char 
         rc = creq_build(&creq, in, sh.p, payload_hash, 0);
     if (rc)
         goto out;
-    sigv4_signing_key(secret, date, region, service, key);
-    sign_creq(key, amz_date, scope, creq.p, creq.len, hash, sig);
+    rc = sigv4_signing_key(secret, date, region, service, key);
+    if (!rc)
+        rc = sign_creq(key, amz_date, scope, creq.p, creq.len, hash, sig);
     OPENSSL_cleanse(key, sizeof(key));
+    if (rc)
+        goto out;
     int n = snprintf(authz, cap, SIGV4_ALGO " Credential=%s/%s, SignedHeaders=%s, Signature=%s",
                      access_key, scope, sh.p, sig);
     if (n < 0 || (size_t)n >= cap) {
@@ -795,9 +815,14 @@ int sigv4_verify(const struct sigv4_input *in, time_t now, sigv4_secret_f *looku
         rc = rc == -EMSGSIZE ? -S3E_HEADER_TOO_LARGE : rc;
         goto fail;
     }
-    sigv4_signing_key(secret, ar.date, region, service, out->signing_key);
-    sign_creq(out->signing_key, out->amz_date, out->scope, creq.p, creq.len, hash, want);
+    rc = sigv4_signing_key(secret, ar.date, region, service, out->signing_key);
+    if (!rc)
+        rc = sign_creq(out->signing_key, out->amz_date, out->scope, creq.p, creq.len, hash, want);
     buf_free(&creq);
+    if (rc) {
+        errmsg_set(em, "computing the signature: %s", strerror(-rc));
+        goto fail;
+    }
     if (!ar.sig[0] || CRYPTO_memcmp(want, ar.sig, 64)) {
         errmsg_set(em, "signature mismatch: canonical request sha256 %s, date %s, scope %s", hash,
                    out->amz_date, out->scope);

@@ -711,6 +711,10 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     ", \"stale_served\": %" PRIu64 ",\n"
                     "           \"fill_bytes\": %" PRIu64 ", \"dirty_objects\": %" PRIu64
                     ", \"dirty_bytes\": %" PRIu64 "},\n"
+                    " \"drain\": {\"dirty_limit_bytes\": %" PRIu64 ", \"staged_bytes\": %" PRIu64
+                    ", \"uploaded_objects\": %" PRIu64 ", \"uploaded_bytes\": %" PRIu64
+                    ", \"errors\": %" PRIu64 ", \"inflight\": %" PRIu64 ", \"rate_bps\": %" PRIu64
+                    ", \"oldest_dirty_age_s\": %.3f},\n"
                     " \"backend\": {\"requests\": %" PRIu64 ", \"bytes_read\": %" PRIu64
                     ", \"bytes_written\": %" PRIu64 ", \"errors\": %" PRIu64 "},\n"
                     " \"requests\": %" PRIu64 ", \"errors_4xx\": %" PRIu64
@@ -718,7 +722,10 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     stats_uptime_s(s), cs->capacity_bytes, cs->used_bytes, cs->objects,
                     cs->pinned_objects, cs->pinned_bytes, cs->hits, cs->misses, cs->coalesced,
                     cs->bypassed, cs->evictions, cs->revalidations, cs->stale_served,
-                    cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes, bc->requests,
+                    cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes, cs->dirty_limit_bytes,
+                    cs->dirty_staged_bytes, cs->drain_uploaded_objects, cs->drain_uploaded_bytes,
+                    cs->drain_errors, cs->drain_inflight, cs->drain_rate_bps,
+                    cs->drain_oldest_dirty_age_s, bc->requests,
                     bc->bytes_read, bc->bytes_written, bc->errors, total, LOAD(s->err_4xx),
                     LOAD(s->err_5xx));
     if (!rc)
@@ -821,6 +828,16 @@ static const struct prom_field prom_cache[] = {
          "Objects written back but not yet on the backend."),
     CS_F("s3cached_cache_dirty_bytes", "gauge", dirty_bytes,
          "Bytes written back but not yet on the backend."),
+    CS_F("s3cached_drain_dirty_limit_bytes", "gauge", dirty_limit_bytes,
+         "Write-back: most dirty bytes before writes get 503 SlowDown."),
+    CS_F("s3cached_drain_uploaded_objects_total", "counter", drain_uploaded_objects,
+         "Write-back: objects uploaded to the backend by the drainer."),
+    CS_F("s3cached_drain_uploaded_bytes_total", "counter", drain_uploaded_bytes,
+         "Write-back: bytes uploaded to the backend by the drainer."),
+    CS_F("s3cached_drain_errors_total", "counter", drain_errors,
+         "Write-back: drain uploads that failed (retried)."),
+    CS_F("s3cached_drain_inflight", "gauge", drain_inflight,
+         "Write-back: uploads in flight."),
 };
 #undef CS_F
 

@@ -31,6 +31,8 @@ struct upload {
     uint64_t declared; /* expected decoded length, UINT64_MAX when unknown */
     uint64_t written;
     uint64_t max;
+    uint64_t dirty_admitted; /* write-back: reserved against the dirty limit */
+    struct cache *cache;
 };
 
 static int upload_sink(void *cls, const void *data, size_t len)
@@ -85,7 +87,8 @@ static enum cksum_algo upload_header_algo(struct req *rq, const char **value)
     return CKSUM_NONE;
 }
 
-int upload_begin(struct req *rq, uint64_t max_size)
+/* upload_begin() and upload_begin_into(): everything but where the bytes go. */
+static int begin(struct req *rq, uint64_t max_size)
 {
     struct upload *up = calloc(1, sizeof(*up));
     unsigned char tmp[64];
@@ -160,7 +163,48 @@ int upload_begin(struct req *rq, uint64_t max_size)
                        &up->ck);
     if (rc)
         return rc;
-    return cache_stage_open(rq->srv->cache, &up->fd, up->path);
+    up->cache = rq->srv->cache;
+    return 0;
+}
+
+int upload_begin(struct req *rq, uint64_t max_size)
+{
+    int rc = begin(rq, max_size);
+    return rc ? rc : cache_stage_open(rq->srv->cache, &rq->up->fd, rq->up->path);
+}
+
+int upload_prepare(struct req *rq, uint64_t max_size)
+{
+    return begin(rq, max_size);
+}
+
+int upload_target_stage(struct req *rq)
+{
+    return cache_stage_open(rq->srv->cache, &rq->up->fd, rq->up->path);
+}
+
+int upload_target_fd(struct req *rq, int fd, uint64_t off)
+{
+    rq->up->fd = fd;
+    return lseek(fd, (off_t)off, SEEK_SET) < 0 ? -errno : 0;
+}
+
+uint64_t upload_declared(struct req *rq)
+{
+    return rq->up ? rq->up->declared : UINT64_MAX;
+}
+
+int upload_admit_dirty(struct req *rq)
+{
+    struct upload *up = rq->up;
+    if (!up)
+        return -S3E_INTERNAL;
+    /* an unknown length (chunked without x-amz-decoded-content-length) is not reserved */
+    uint64_t want = up->declared == UINT64_MAX ? 0 : up->declared;
+    int rc = cache_dirty_admit(up->cache, want);
+    if (!rc)
+        up->dirty_admitted = want;
+    return rc;
 }
 
 int upload_write(struct req *rq, const char *data, size_t len)
@@ -232,10 +276,58 @@ void upload_free(struct req *rq)
         close(up->fd);
     if (up->path[0])
         unlink(up->path);
+    if (up->dirty_admitted)
+        cache_dirty_unadmit(up->cache, up->dirty_admitted);
     cksum_free(up->ck);
     awschunk_free(up->ac);
     free(up);
     rq->up = NULL;
+}
+
+int gw_copy_fd(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t len)
+{
+    loff_t io = (loff_t)in_off, oo = (loff_t)out_off;
+    while (len) {
+        ssize_t n = copy_file_range(in, &io, out, &oo, (size_t)S3C_MIN(len, (uint64_t)1 << 30), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP))
+            break; /* fall back to copying through memory */
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EIO;
+        len -= (uint64_t)n;
+    }
+    if (!len)
+        return 0;
+    enum { CHUNK = 1 << 20 };
+    char *buf = malloc(CHUNK);
+    int rc = buf ? 0 : -ENOMEM;
+    while (!rc && len) {
+        ssize_t n = pread(in, buf, (size_t)S3C_MIN(len, (uint64_t)CHUNK), io);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -errno : -EIO;
+            break;
+        }
+        for (ssize_t w = 0; w < n && !rc;) {
+            ssize_t k = pwrite(out, buf + w, (size_t)(n - w), oo);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k < 0)
+                rc = -errno;
+            else {
+                w += k;
+                oo += k;
+            }
+        }
+        io += n;
+        len -= (uint64_t)n;
+    }
+    free(buf);
+    return rc;
 }
 
 static void copy_field(char *dst, size_t cap, const char *v)

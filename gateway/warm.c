@@ -1,10 +1,11 @@
 /*
  * warm.c: warm-up jobs. A job is created by POST /_/warm, resolves its key list on a
  * low-priority worker (listing a prefix, taking a key list, or reading a manifest object: one key
- * a line, warmed in that order), then --warm-concurrency low-priority workers take keys in order
- * and make each object fully cached, pinning it when asked. WORKQ_LOW work never occupies more
- * than half the worker threads, so live requests (and the block fetches they and the warm-up
- * trigger, which run at high priority) always find a thread.
+ * a line, warmed in that order), then the warm threads take its keys in order and make each
+ * object fully cached, pinning it when asked. The warm threads are this module's own (as many
+ * as objects may be warmed at once over all jobs: --warm-concurrency, at most half the worker
+ * pool): they only wait, while the block fetches they start run on the work queue. So a
+ * warm-up never holds more than half the workers, and live requests always find a thread.
  *   queued -> running -> done | failed | cancelled
  * Each job is saved as CACHE_DIR/warm/ID.json (atomically, progress at most once a second); after
  * a restart, jobs that were queued or running show as "interrupted", never vanish.
@@ -54,7 +55,8 @@ struct warm_job {
     int persist_warned;
     int pin, fit, cancel, shutdown;
     const char *state;
-    unsigned workers;        /* running key workers */
+    unsigned workers;        /* keys being warmed by the warm threads */
+    int resolved;            /* the key list is final: the warm threads may take keys */
     uint64_t objects_total, objects_done, objects_cached, bytes_total, bytes_done;
     struct buf errors;       /* JSON array items */
     unsigned nerrors;
@@ -66,8 +68,11 @@ struct warm {
     pthread_mutex_t mu;
     pthread_cond_t cv;       /* jobs' workers ended */
     pthread_mutex_t pmu;     /* job files being written */
-    pthread_cond_t slot_cv;  /* a fetch slot was freed, or a job cancelled */
-    unsigned slots, slots_used; /* objects being fetched at once, over all jobs */
+    pthread_cond_t slot_cv;  /* keys to warm, a job cancelled, or stop */
+    unsigned slots;          /* warm threads: objects being warmed at once, over all jobs */
+    pthread_t *threads;
+    unsigned nthreads;       /* started */
+    int stop;
     unsigned nworkers;       /* threads of the workq */
     struct warm_job *jobs;   /* newest first */
     unsigned seq, running;
@@ -243,20 +248,41 @@ static void job_finish_locked(struct warm *w, struct warm_job *j)
     pthread_cond_broadcast(&w->cv);
 }
 
-static void key_worker(void *arg)
+/* Finishes @j once nothing of it is in flight and nothing more will start: every key taken, or
+ * cancelled. May drop w->mu (job_persist_locked); the caller holds a reference to @j. */
+static void job_maybe_finish_locked(struct warm *w, struct warm_job *j)
 {
-    struct worker_arg *a = arg;
-    struct warm *w = a->w;
-    struct warm_job *j = a->j;
+    if (j->resolved && !j->finished_ns && !j->workers &&
+        (j->cancel || j->next_key >= j->nkeys - j->skipped))
+        job_finish_locked(w, j);
+}
+
+/* The oldest running job with a key to take, or NULL. */
+static struct warm_job *job_next_locked(struct warm *w)
+{
+    struct warm_job *pick = NULL;
+    for (struct warm_job *j = w->jobs; j; j = j->next) /* newest first */
+        if (j->resolved && !j->finished_ns && !j->cancel && j->next_key < j->nkeys - j->skipped)
+            pick = j;
+    return pick;
+}
+
+/* A warm thread: takes the next key of the oldest running job and makes it cached, until
+ * warm_free(). Sleeps while there is nothing to warm. */
+static void *warm_thread(void *arg)
+{
+    struct warm *w = arg;
     struct cache *c = w->srv->cache;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!j->cancel && j->next_key < j->nkeys - j->skipped && w->slots_used >= w->slots)
+        struct warm_job *j = NULL;
+        while (!w->stop && !(j = job_next_locked(w)))
             pthread_cond_wait(&w->slot_cv, &w->mu);
-        if (j->cancel || j->next_key >= j->nkeys - j->skipped)
+        if (w->stop)
             break;
         const char *key = j->keys[j->next_key++];
-        w->slots_used++;
+        j->workers++;
+        j->refs++;
         pthread_mutex_unlock(&w->mu);
         enum cache_outcome how = CACHE_MISS;
         int rc = 0;
@@ -271,8 +297,7 @@ static void key_worker(void *arg)
         }
         int cached = !rc && how == CACHE_HIT;
         pthread_mutex_lock(&w->mu);
-        w->slots_used--;
-        pthread_cond_broadcast(&w->slot_cv);
+        j->workers--;
         if (rc && !j->cancel) {
             job_error_locked(j, key, rc);
         } else if (!rc) {
@@ -280,14 +305,13 @@ static void key_worker(void *arg)
             j->objects_cached += cached ? 1 : 0;
             j->bytes_done += size;
         }
-        if (s3c_real_ns() - j->persisted_ns > 1000000000ll)
+        if (s3c_real_ns() - j->persisted_ns > 1000000000ll && !j->finished_ns)
             job_persist_locked(w, j);
+        job_maybe_finish_locked(w, j);
+        job_release_locked(j);
     }
-    if (--j->workers == 0)
-        job_finish_locked(w, j);
-    job_release_locked(j);
     pthread_mutex_unlock(&w->mu);
-    free(a);
+    return NULL;
 }
 
 static int manifest_data(void *cls, const void *p, size_t n)
@@ -408,26 +432,10 @@ static void job_main(void *arg)
     } else {
         j->state = "running";
         j->objects_total = j->nkeys;
+        j->resolved = 1; /* the warm threads take it from here, while this saves it */
+        pthread_cond_broadcast(&w->slot_cv);
         job_persist_locked(w, j);
-        unsigned n = S3C_MIN((unsigned)S3C_MAX(1, w->srv->cf->warm_concurrency), w->slots);
-        j->workers = 1;
-        for (unsigned i = 1; i < n; i++) {
-            struct worker_arg *b = malloc(sizeof(*b));
-            if (!b)
-                break;
-            *b = (struct worker_arg){w, j};
-            j->refs++;
-            j->workers++;
-            if (workq_submit(w->srv->wq, WORKQ_LOW, key_worker, b)) {
-                j->refs--;
-                j->workers--;
-                free(b);
-                break;
-            }
-        }
-        pthread_mutex_unlock(&w->mu);
-        key_worker(a); /* this thread is one of the key workers; it frees @a */
-        return;
+        job_maybe_finish_locked(w, j); /* nothing to warm, or cancelled meanwhile */
     }
     job_release_locked(j);
     pthread_mutex_unlock(&w->mu);
@@ -450,13 +458,24 @@ int warm_new(struct server *srv, struct warm **out)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     w->nworkers = srv->cf->workers > 0 ? (unsigned)srv->cf->workers
                                        : 4 * (unsigned)(ncpu > 0 ? ncpu : 1) + 4;
-    /* A waiting prefetch holds a LOW thread and its fill a HIGH one: at most a quarter of the
-     * pool in prefetches leaves at least half of it to live requests. */
+    /* A warming object holds a warm thread (waiting) and at most one worker (its fetch run): at
+     * most half the pool in warm-up fetches leaves the other half to live requests. */
     w->slots = S3C_MAX(1u, S3C_MIN((unsigned)S3C_MAX(1, srv->cf->warm_concurrency),
-                                   w->nworkers / 4));
+                                   w->nworkers / 2));
     pthread_mutex_lock(&w->mu);
     warm_load(w);
     pthread_mutex_unlock(&w->mu);
+    int rc = 0;
+    if (!(w->threads = calloc(w->slots, sizeof(*w->threads))))
+        rc = -ENOMEM;
+    while (!rc && w->nthreads < w->slots) {
+        rc = -pthread_create(&w->threads[w->nthreads], NULL, warm_thread, w);
+        w->nthreads += !rc;
+    }
+    if (rc) {
+        warm_free(w);
+        return rc;
+    }
     *out = w;
     return 0;
 }
@@ -470,8 +489,25 @@ void warm_free(struct warm *w)
         if (!j->finished_ns)
             j->cancel = j->shutdown = 1;
     pthread_cond_broadcast(&w->slot_cv);
-    while (w->running)
+    for (int again = 1; again;) { /* finish idle running jobs (finishing drops w->mu) */
+        again = 0;
+        for (struct warm_job *j = w->jobs; j && !again; j = j->next)
+            if (j->resolved && !j->finished_ns && !j->workers) {
+                j->refs++;
+                job_maybe_finish_locked(w, j);
+                job_release_locked(j);
+                again = 1;
+            }
+    }
+    while (w->running) /* keys in flight end; jobs still resolving see the cancel */
         pthread_cond_wait(&w->cv, &w->mu);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->slot_cv);
+    pthread_mutex_unlock(&w->mu);
+    for (unsigned i = 0; i < w->nthreads; i++)
+        pthread_join(w->threads[i], NULL);
+    free(w->threads);
+    pthread_mutex_lock(&w->mu);
     while (w->jobs) {
         struct warm_job *j = w->jobs;
         w->jobs = j->next;
@@ -554,7 +590,7 @@ int warm_start(struct warm *w, const char *body, size_t len, struct buf *out, st
 {
     struct warm_job *j;
     if (w->nworkers < 2) {
-        /* a prefetch waits on a LOW thread for fills that need a HIGH one */
+        /* a warm-up's fetches may hold half the workers: with one, live requests would wait */
         errmsg_set(em, "warm-up needs at least 2 worker threads (--workers)");
         return -S3E_INVALID_REQUEST;
     }
@@ -657,11 +693,16 @@ int warm_cancel(struct warm *w, const char *id)
 {
     int rc = -S3E_NOT_FOUND;
     pthread_mutex_lock(&w->mu);
-    for (struct warm_job *j = w->jobs; j; j = j->next)
-        if (!strcmp(id, j->id)) {
-            j->cancel = 1;
-            rc = 0;
-        }
+    struct warm_job *j = w->jobs;
+    while (j && strcmp(id, j->id))
+        j = j->next;
+    if (j) {
+        j->cancel = 1;
+        j->refs++;
+        job_maybe_finish_locked(w, j); /* no key in flight: it ends now */
+        job_release_locked(j);
+        rc = 0;
+    }
     pthread_cond_broadcast(&w->slot_cv);
     pthread_mutex_unlock(&w->mu);
     return rc;

@@ -1,7 +1,8 @@
 /*
  * warm.h: cache warm-up jobs behind POST/GET/DELETE /_/warm and POST /_/unpin. A job lists its
  * keys (a prefix, a key list, or a manifest object, in order) and fetches them into the cache
- * on low-priority workers, never ahead of live requests.
+ * from this module's own threads; their fetches take at most half the workers, so live requests
+ * never queue behind a warm-up.
  */
 #ifndef S3C_WARM_H
 #define S3C_WARM_H
@@ -12,7 +13,7 @@ struct warm;
 struct server;
 
 int warm_new(struct server *srv, struct warm **out);
-/* Cancels every job and waits for their workers. */
+/* Cancels every job, waits for what is in flight and stops the warm threads. */
 void warm_free(struct warm *w);
 /* POST /_/warm: 0 and the new job's JSON ({"job":"ID"}) in @out, or -S3E_* with @em. */
 int warm_start(struct warm *w, const char *body, size_t len, struct buf *out, struct errmsg *em);

@@ -48,6 +48,11 @@ struct cache_stats {
     uint64_t hits, misses, coalesced, bypassed, evictions, revalidations, stale_served;
     uint64_t fill_bytes; /* bytes written into the cache from the backend */
     uint64_t dirty_objects, dirty_bytes;
+    /* write-back drain (drain.c) */
+    uint64_t dirty_limit_bytes, dirty_staged_bytes; /* staged: admitted writes in progress */
+    uint64_t drain_uploaded_objects, drain_uploaded_bytes, drain_errors, drain_inflight;
+    uint64_t drain_rate_bps;
+    double drain_oldest_dirty_age_s;
 };
 
 /* Opens (creating) the cache under cf->cache_dir: reclaims orphaned temp files, opens the LMDB
@@ -101,10 +106,62 @@ int cache_stage_open(struct cache *c, int *fd, char path[4096]);
  * (capacity), the file is unlinked and the key only invalidated. Always consumes @path. */
 int cache_adopt(struct cache *c, const char *bucket, const char *key, const char *path,
                 const struct be_meta *meta);
-/* Forget (@bucket, @key) (DELETE, or a write that did not go through cache_adopt). */
+/* Forget (@bucket, @key) (a write that did not go through cache_adopt, an admin
+ * invalidation). A dirty entry (write-back, not yet on the backend) is kept: -EBUSY. */
 int cache_invalidate(struct cache *c, const char *bucket, const char *key);
-/* Forget every key of @bucket starting with @prefix; *@n the number dropped. */
+/* Forget (@bucket, @key) even when dirty (DELETE, once the backend deleted it). */
+int cache_forget(struct cache *c, const char *bucket, const char *key);
+/* Forget every key of @bucket starting with @prefix (dirty ones are kept); *@n the number
+ * looked at. */
 int cache_invalidate_prefix(struct cache *c, const char *bucket, const char *prefix, uint64_t *n);
+
+/* --- write-back (cache/drain.c) ------------------------------------------------------------
+ * An object written in --write-mode back is adopted dirty: durable in the cache (data fsync'd,
+ * the index row and its journal row committed in one LMDB transaction), served to readers at
+ * once, never evicted nor revalidated, and uploaded by the drainer threads (oldest first,
+ * bounded parallelism, retried with backoff while the backend fails) until the backend
+ * confirms; only then is it clean. Dirty entries found at start are drained. */
+
+/* cache_adopt() for write-back: @path (fsync'd by the caller) becomes the dirty version. 0,
+ * -S3E_SLOW_DOWN when the capacity is all dirty or pinned, or an index/disk error. Always
+ * consumes @path. */
+int cache_adopt_dirty(struct cache *c, const char *bucket, const char *key, const char *path,
+                      const struct be_meta *meta);
+/* Reserves @bytes of the dirty limit for a write in progress: 0, -S3E_SLOW_DOWN (limit
+ * reached: the client backs off and retries), -S3E_ENTITY_TOO_LARGE (more than the limit).
+ * cache_dirty_unadmit() returns the reservation when the write ended either way. */
+int cache_dirty_admit(struct cache *c, uint64_t bytes);
+void cache_dirty_unadmit(struct cache *c, uint64_t bytes);
+/* Counts @bytes held outside the index (staged multipart parts) against the dirty limit
+ * unconditionally; cache_dirty_unadmit() releases them. */
+void cache_dirty_hold(struct cache *c, uint64_t bytes);
+/* Excludes (@bucket, @key) from draining while a gateway write of it runs (DELETE, a
+ * write-through PUT over a dirty key): waits for an upload of it in flight to end. Blocking
+ * (workers only); pair with cache_write_end(). */
+int cache_write_begin(struct cache *c, const char *bucket, const char *key);
+void cache_write_end(struct cache *c, const char *bucket, const char *key);
+
+struct cache_flush_result {
+    uint64_t remaining_objects, remaining_bytes; /* of those written before the call */
+    uint64_t uploaded_objects, uploaded_bytes;   /* uploads that ended during the call */
+    double seconds;
+};
+/* Blocking (workers only): returns 0 once everything written before the call (in @bucket,
+ * under @prefix; NULL/"" = all) is on the backend; -ETIMEDOUT after @timeout_ms (< 0: no
+ * limit). Retries of objects in backoff start at once. */
+int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t timeout_ms,
+                struct cache_flush_result *out);
+/* Not-yet-drained keys of @bucket under @prefix, sorted by key (size, ETag, Last-Modified
+ * filled): for listings to merge. The caller frees every key, then the array. */
+int cache_dirty_keys(struct cache *c, const char *bucket, const char *prefix,
+                     struct be_list_entry **out, size_t *n);
+
+struct cache_drain_stats {
+    uint64_t dirty_objects, dirty_bytes, staged_bytes, limit_bytes, inflight;
+    uint64_t uploaded_objects, uploaded_bytes, errors, rate_bps;
+    double oldest_dirty_age_s;
+};
+void cache_drain_stats(struct cache *c, struct cache_drain_stats *out);
 
 void cache_get_stats(struct cache *c, struct cache_stats *out);
 /* Cache jobs queued or running on the workq (fills, lookups, background flushes): 0 when the
@@ -124,5 +181,14 @@ unsigned cache_busy(struct cache *c);
  * -S3E_INSUFFICIENT_STORAGE when nothing can be evicted to hold it. */
 int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin,
                    enum cache_outcome *how, uint64_t *bytes, volatile int *cancel);
+
+/* Blocking (workers only): the metadata of (@bucket, @key) as a HEAD through the cache sees it
+ * (a dirty object included). 0 or the backend's error. */
+int cache_head(struct cache *c, const char *bucket, const char *key, struct be_meta *meta);
+/* Blocking (workers only), as cache_prefetch(): makes (@bucket, @key) whole in the cache and
+ * opens it. 0 with *@fd (the caller's; -1 for an empty object, read it at offset 0..size) and
+ * *@meta, or the backend's error. The write-back path's CopyObject/UploadPartCopy source. */
+int cache_open_whole(struct cache *c, const char *bucket, const char *key, int *fd,
+                     struct be_meta *meta);
 
 #endif

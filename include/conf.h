@@ -43,11 +43,13 @@ enum conf_type {
     X("virtual-host-domain", STR,  virtual_host_domain, "",               "DOMAIN: Host BUCKET.DOMAIN selects BUCKET (virtual-hosted style)") \
     X("write-mode",          ENUM, write_mode,          "through",        "through|back  PUT answers after the backend write, or once durable in the cache") \
     X("dirty-limit",         SIZE, dirty_limit,         "",               "write-back: most not-yet-drained bytes before writes get 503 SlowDown (default cache-size/2)") \
+    X("drain-concurrency",   INT,  drain_concurrency,   "4",              "write-back: parallel uploads of dirty objects to the backend") \
     X("block-size",          SIZE, block_size,          "8M",             "cache fill granularity") \
     X("readahead",           SIZE, readahead,           "16M",            "read-ahead for sequential readers (0 = off)") \
     X("revalidate-after",    DUR,  revalidate_after,    "60s",            "age after which a cached entry is checked with the backend ('never' for immutable data)") \
     X("warm-concurrency",    INT,  warm_concurrency,    "4",              "parallel fetches of a warm job") \
     X("client-rate-limit",   SIZE, client_rate_limit,   "",               "per-key bandwidth limit in bytes/s (K M G suffixes), 0 = none") \
+    X("max-bandwidth",       SIZE, max_bandwidth,       "",               "total download bandwidth in bytes/s, shared equally among active clients when reached (0 = none)") \
     X("accounting",          BOOL, accounting,          "true",           "count bytes and requests per client and bucket (/_/stats, /_/metrics)") \
     X("tls-cert",            STR,  tls_cert,            "",               "PEM certificate: serve HTTPS") \
     X("tls-key",             STR,  tls_key,             "",               "PEM private key of --tls-cert") \

@@ -76,11 +76,12 @@ int sigv4_sign(const struct sigv4_input *in, const char *access_key, const char 
                const char *region, const char *service, const char *amz_date,
                const char *payload_hash, char *authz, size_t cap);
 
-/* Building blocks, exposed for the chunk decoder, the signer and the unit tests. */
-void sigv4_signing_key(const char *secret, const char *yyyymmdd, const char *region,
-                       const char *service, uint8_t out[32]);
-void sigv4_hmac_hex(const uint8_t key[32], const void *msg, size_t len, char out[65]);
-void sigv4_sha256_hex(const void *msg, size_t len, char out[65]);
+/* Building blocks, exposed for the chunk decoder, the signer and the unit tests. Each returns
+ * 0, or -ENOMEM when OpenSSL cannot allocate (then @out is zeroed / the empty string). */
+int sigv4_signing_key(const char *secret, const char *yyyymmdd, const char *region,
+                      const char *service, uint8_t out[32]);
+int sigv4_hmac_hex(const uint8_t key[32], const void *msg, size_t len, char out[65]);
+int sigv4_sha256_hex(const void *msg, size_t len, char out[65]);
 /* Canonical request text (malloc'd, NUL-terminated) for @in with @signed_headers
  * ("host;x-amz-date", lower case, sorted) and @payload_hash. NULL on ENOMEM or when a
  * signed header is missing. */

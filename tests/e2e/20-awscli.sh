@@ -105,12 +105,31 @@ t_missing_key() {
     grep -q '404' "$T/nk.out" || { echo "expected a 404 message:"; cat "$T/nk.out"; return 1; }
 }
 
+# aws s3 cp between two S3 URLs asks GetObjectTagging first, then copies (CopyObject, or
+# UploadPartCopy for a large object).
+t_cp_s3_to_s3() {
+    local tags
+    tags=$(awsc s3api get-object-tagging --bucket "$B" --key big/big.bin --output json) || return 1
+    expect_match "get-object-tagging of an untagged object" "$tags" '"TagSet": \[\]' || return 1
+    awsc s3 cp "s3://$B/dir/small.txt" "s3://$B/copies/small.txt" --only-show-errors || return 1
+    awsc s3 cp "s3://$B/big/big.bin" "s3://$B/copies/big.bin" --only-show-errors || return 1
+    awsc s3 cp "s3://$B/copies/big.bin" "$T/dst/big-copy.bin" --only-show-errors || return 1
+    sha_eq "$T/src/big.bin" "$T/dst/big-copy.bin" || return 1
+    awsc s3 cp "s3://$B/copies/small.txt" "$T/dst/small-copy.txt" --only-show-errors || return 1
+    sha_eq "$T/src/small.txt" "$T/dst/small-copy.txt" || return 1
+    if awsc s3api get-object-tagging --bucket "$B" --key no/such >"$T/tg.out" 2>&1; then
+        echo "get-object-tagging of a missing key succeeded"; return 1
+    fi
+    grep -q 'NoSuchKey' "$T/tg.out" || { cat "$T/tg.out"; return 1; }
+}
+
 mkdir -p "$T/src" "$T/dst"
 start_server
 check "aws s3 mb creates the bucket directory" t_mb
 check "aws s3 cp small file up and down (sha256, store too)" t_cp_small
 check "aws s3 cp empty file up and down" t_cp_empty
 check "aws s3 cp 100 MiB (multipart up, ranged parallel down)" t_cp_100m
+check "aws s3 cp s3:// to s3:// (GetObjectTagging, copy, part copy)" t_cp_s3_to_s3
 check "aws s3 sync up, down, no-op, --delete" t_sync
 check "aws s3 ls (prefixes, recursive, buckets)" t_ls
 check "aws s3api get-object --range" t_range_get

@@ -166,7 +166,7 @@ def free_port():
 class Server:
     """One s3cached on a temp store/cache. Use: srv = Server(suite); srv.start(); ...; srv.stop()."""
 
-    def __init__(self, suite, auth=None, extra=()):
+    def __init__(self, suite, auth=None, extra=(), env=None):
         self.suite = suite
         self.tmp = tempfile.mkdtemp(prefix="s3c-e2e-py.", dir=os.environ.get("TMPDIR", "/tmp"))
         self.store = os.path.join(self.tmp, "store")
@@ -178,6 +178,7 @@ class Server:
         self.token = "tok" + binascii.hexlify(os.urandom(8)).decode()
         self.auth = auth if auth is not None else ["--access-key", self.ak, "--secret-key", self.sk]
         self.extra = list(extra)
+        self.env = dict(env or {})  # added to the server's environment (e.g. LD_PRELOAD)
         self.proc = None
         self.port = None
         self.n = 0
@@ -200,7 +201,8 @@ class Server:
             cmd += self.auth + self.extra
             with open(self.log, "wb") as lf:
                 self.proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL)
+                                             stdin=subprocess.DEVNULL,
+                                             env=dict(os.environ, **self.env) if self.env else None)
             deadline = time.time() + 10
             while time.time() < deadline:
                 if self.proc.poll() is not None:

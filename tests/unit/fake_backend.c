@@ -202,10 +202,39 @@ out:
     return rc;
 }
 
+/* PUT from @fd (the drainer's upload): fails with fail_all like the rest. */
+static int fake_put_op(struct backend *be, const char *bucket, const char *key, int fd,
+                       uint64_t len, const struct be_meta *meta)
+{
+    struct fake_be *fb = be->priv;
+    (void)meta;
+    pthread_mutex_lock(&fb->mu);
+    fb->n_put++;
+    int fail = fb->fail_all;
+    pthread_mutex_unlock(&fb->mu);
+    if (fail)
+        return fail;
+    unsigned char *data = malloc(len ? len : 1);
+    if (!data)
+        return -ENOMEM;
+    for (uint64_t got = 0; got < len;) {
+        ssize_t n = pread(fd, data + got, (size_t)(len - got), (off_t)got);
+        if (n <= 0) {
+            free(data);
+            return -EIO;
+        }
+        got += (uint64_t)n;
+    }
+    put(fb, bucket, key, data, len, 0);
+    free(data);
+    return 0;
+}
+
 static const struct backend_ops fake_ops = {
     .scheme = "fake",
     .head = fake_head,
     .get = fake_get,
+    .put = fake_put_op,
 };
 
 struct fake_be *fake_be_new(void)

@@ -890,6 +890,110 @@ static void test_cache_invalidate(void **state)
     assert_int_equal(cache_invalidate(e->c, "bkt", "never-cached"), 0);
 }
 
+/* Stages @data as a fsync'd file in the cache directory; returns its path in @path. */
+static void stage(struct env *e, const char *data, size_t len, char path[4096])
+{
+    int fd;
+    assert_int_equal(cache_stage_open(e->c, &fd, path), 0);
+    assert_int_equal(write(fd, data, len), (ssize_t)len);
+    assert_int_equal(fsync(fd), 0);
+    close(fd);
+}
+
+/* Write-back: a dirty object is served at once without the backend, survives a restart,
+ * cannot be invalidated or evicted, is listed, and reaches the backend once it is back;
+ * a flush waits for that and times out while the backend is down. */
+static void test_cache_write_back(void **state)
+{
+    struct env *e = *state;
+    unsigned char buf[100];
+    enum cache_outcome how;
+    char path[4096];
+    struct be_meta m;
+    struct cache_flush_result fr;
+    memset(&m, 0, sizeof(m));
+    m.size = 10;
+    snprintf(m.etag, sizeof(m.etag), "%s", "00112233445566778899aabbccddeeff");
+    e->fb->fail_all = -S3E_SERVICE_UNAVAILABLE; /* the backend is down */
+    stage(e, "ckpt-00001", 10, path);
+    assert_int_equal(cache_adopt_dirty(e->c, "bkt", "ck/1", path, &m), 0);
+    assert_int_equal(stats(e).dirty_objects, 1);
+    assert_int_equal(stats(e).dirty_bytes, 10);
+    unsigned heads = fake_be_heads(e->fb), gets = fake_be_gets(e->fb);
+    assert_int_equal(read_range(e->c, "bkt", "ck/1", 0, UINT64_MAX, buf, &how, NULL), 0);
+    assert_int_equal(how, CACHE_HIT);
+    assert_memory_equal(buf, "ckpt-00001", 10);
+    assert_int_equal(cache_invalidate(e->c, "bkt", "ck/1"), -EBUSY);
+    /* listed for a listing to merge */
+    struct be_list_entry *dk;
+    size_t dn;
+    assert_int_equal(cache_dirty_keys(e->c, "bkt", "ck/", &dk, &dn), 0);
+    assert_int_equal(dn, 1);
+    assert_string_equal(dk[0].key, "ck/1");
+    assert_int_equal(dk[0].size, 10);
+    free(dk[0].key);
+    free(dk);
+    /* the limit: half the 64 MiB cache by default */
+    assert_int_equal(cache_dirty_admit(e->c, 40u << 20), -S3E_ENTITY_TOO_LARGE);
+    assert_int_equal(cache_dirty_admit(e->c, 30u << 20), 0);
+    assert_int_equal(cache_dirty_admit(e->c, 3u << 20), -S3E_SLOW_DOWN);
+    cache_dirty_unadmit(e->c, 30u << 20);
+    assert_int_equal(cache_dirty_admit(e->c, 3u << 20), 0);
+    cache_dirty_unadmit(e->c, 3u << 20);
+    /* kill and restart: still dirty, still served, not revalidated */
+    env_reopen(e);
+    e->fb->fail_all = -S3E_SERVICE_UNAVAILABLE;
+    assert_int_equal(read_range(e->c, "bkt", "ck/1", 0, UINT64_MAX, buf, &how, NULL), 0);
+    assert_int_equal(how, CACHE_HIT);
+    assert_memory_equal(buf, "ckpt-00001", 10);
+    assert_int_equal(fake_be_heads(e->fb), heads);
+    assert_int_equal(fake_be_gets(e->fb), gets);
+    assert_int_equal(cache_flush(e->c, NULL, NULL, 300, &fr), -ETIMEDOUT);
+    assert_int_equal(fr.remaining_objects, 1);
+    /* an overwrite while dirty: only the newest reaches the backend */
+    m.size = 9;
+    stage(e, "ckpt-0002", 9, path);
+    assert_int_equal(cache_adopt_dirty(e->c, "bkt", "ck/1", path, &m), 0);
+    assert_int_equal(stats(e).dirty_objects, 1);
+    e->fb->fail_all = 0; /* the backend is back */
+    assert_int_equal(cache_flush(e->c, "bkt", "ck/", 10000, &fr), 0);
+    assert_int_equal(fr.remaining_objects, 0);
+    assert_int_equal(stats(e).dirty_objects, 0);
+    assert_int_equal(stats(e).dirty_bytes, 0);
+    /* clean now: evictable and invalidatable; the backend holds the newest bytes */
+    assert_int_equal(cache_invalidate(e->c, "bkt", "ck/1"), 0);
+    uint64_t size;
+    assert_int_equal(read_range(e->c, "bkt", "ck/1", 0, UINT64_MAX, buf, &how, &size), 0);
+    assert_int_equal(how, CACHE_MISS);
+    assert_int_equal(size, 9);
+    assert_memory_equal(buf, "ckpt-0002", 9);
+    assert_int_equal(cache_dirty_keys(e->c, "bkt", "", &dk, &dn), 0);
+    assert_int_equal(dn, 0);
+    free(dk);
+}
+
+/* A forgotten dirty object (DELETE) is not uploaded later, even after a restart. */
+static void test_cache_write_back_forget(void **state)
+{
+    struct env *e = *state;
+    char path[4096];
+    struct be_meta m;
+    struct cache_flush_result fr;
+    memset(&m, 0, sizeof(m));
+    m.size = 4;
+    e->fb->fail_all = -S3E_SERVICE_UNAVAILABLE;
+    stage(e, "gone", 4, path);
+    assert_int_equal(cache_adopt_dirty(e->c, "bkt", "x", path, &m), 0);
+    assert_int_equal(cache_forget(e->c, "bkt", "x"), 0);
+    assert_int_equal(stats(e).dirty_objects, 0);
+    env_reopen(e);
+    unsigned puts = e->fb->n_put;
+    e->fb->fail_all = 0;
+    assert_int_equal(cache_flush(e->c, NULL, NULL, 2000, &fr), 0);
+    usleep(300000); /* a drainer would have started by now */
+    assert_int_equal(e->fb->n_put, puts);
+}
+
 struct range_arg {
     struct env *e;
     uint64_t off, len;
@@ -1078,6 +1182,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cache_stale_if_error, setup_always, teardown),
         cmocka_unit_test_setup_teardown(test_cache_adopt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_invalidate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_write_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_write_back_forget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_parallel_ranges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_concurrent_eviction, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_cache_missing_data_file, setup, teardown),

@@ -1,0 +1,651 @@
+/*
+ * drain.c: write-back. Objects written in --write-mode back are adopted into
+ * the cache as dirty entries (INDEX_F_DIRTY plus a row of the index's dirty
+ * table: the journal); this file drains them to the backend with a few
+ * threads of its own, oldest first, and marks each clean only after the
+ * backend confirmed it. It also keeps the dirty limit, excludes gateway
+ * writes of a key from its drain (cache_write_begin/end), and answers flushes.
+ *
+ * Memory mirrors the journal: one struct dirty per dirty key, loaded from the
+ * index at open, added by cache_adopt(dirty), removed when the drain of its
+ * newest version is confirmed or the key is forgotten. dr->mu guards it all;
+ * nothing holds dr->mu across backend, disk or index I/O.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "cache_priv.h"
+#include "conf.h"
+#include "log.h"
+
+#define DRAIN_BACKOFF_MIN_MS 200
+#define DRAIN_BACKOFF_MAX_MS 30000
+#define DRAIN_THREADS_MAX 32
+
+struct dirty {
+    struct dirty *next;
+    struct index_key k;
+    char *bucket, *key;
+    uint64_t version, size;
+    uint64_t seq;       /* of the newest write */
+    uint64_t since_seq; /* of the oldest write not yet on the backend */
+    int64_t since_ns;   /* when that write was acknowledged (oldest dirty age) */
+    int inflight;       /* a drainer is uploading (some version of) it */
+    unsigned attempts;
+    int64_t next_try_ms;
+};
+
+struct wlock {
+    struct wlock *next;
+    struct index_key k;
+    unsigned n;
+};
+
+struct drain {
+    struct cache *c;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* drainers: new work, closing */
+    pthread_cond_t done_cv; /* flushes, write locks: an upload ended */
+    struct dirty *list;     /* unordered; small (bounded by the dirty limit) */
+    struct wlock *locks;
+    uint64_t seq;
+    uint64_t dirty_bytes, staged_bytes, limit;
+    unsigned nthreads;
+    pthread_t threads[DRAIN_THREADS_MAX];
+    int closing;
+    /* stats */
+    uint64_t uploaded_objects, uploaded_bytes, errors;
+    int64_t rate_t0_ms;
+    uint64_t rate_b0, rate_bps;
+};
+
+static int64_t now_ms(void)
+{
+    return s3c_mono_ns() / 1000000;
+}
+
+static int key_eq(const struct index_key *a, const struct index_key *b)
+{
+    return a->len == b->len && memcmp(a->b, b->b, a->len) == 0;
+}
+
+static struct dirty *find_locked(struct drain *dr, const struct index_key *k)
+{
+    for (struct dirty *d = dr->list; d; d = d->next)
+        if (key_eq(&d->k, k))
+            return d;
+    return NULL;
+}
+
+static int locked_locked(struct drain *dr, const struct index_key *k)
+{
+    for (struct wlock *l = dr->locks; l; l = l->next)
+        if (key_eq(&l->k, k))
+            return 1;
+    return 0;
+}
+
+static void dirty_free(struct dirty *d)
+{
+    if (!d)
+        return;
+    free(d->bucket);
+    free(d->key);
+    free(d);
+}
+
+static void unlink_locked(struct drain *dr, struct dirty *d)
+{
+    for (struct dirty **p = &dr->list; *p; p = &(*p)->next) {
+        if (*p == d) {
+            *p = d->next;
+            break;
+        }
+    }
+    dr->dirty_bytes -= S3C_MIN(dr->dirty_bytes, d->size);
+    dirty_free(d);
+}
+
+/* Adds or updates the record of a dirty (@bucket, @key) at @version. mu held. */
+static int note_locked(struct drain *dr, const char *bucket, const char *key,
+                       const struct index_key *k, uint64_t version, uint64_t size)
+{
+    struct dirty *d = find_locked(dr, k);
+    if (!d) {
+        d = calloc(1, sizeof(*d));
+        if (!d || !(d->bucket = strdup(bucket)) || !(d->key = strdup(key))) {
+            dirty_free(d);
+            return -ENOMEM;
+        }
+        d->k = *k;
+        d->since_seq = dr->seq + 1;
+        d->since_ns = s3c_real_ns();
+        d->next = dr->list;
+        dr->list = d;
+    } else {
+        dr->dirty_bytes -= S3C_MIN(dr->dirty_bytes, d->size);
+    }
+    d->version = version;
+    d->size = size;
+    d->seq = ++dr->seq;
+    d->attempts = 0;
+    d->next_try_ms = 0;
+    dr->dirty_bytes += size;
+    pthread_cond_signal(&dr->work_cv);
+    return 0;
+}
+
+/* The oldest dirty record a drainer may take now; *@wait_ms how long until one may be due. */
+static struct dirty *pick_locked(struct drain *dr, int64_t *wait_ms)
+{
+    struct dirty *best = NULL;
+    int64_t now = now_ms();
+    *wait_ms = 1000;
+    for (struct dirty *d = dr->list; d; d = d->next) {
+        if (d->inflight || locked_locked(dr, &d->k))
+            continue;
+        if (d->next_try_ms > now) {
+            *wait_ms = S3C_MIN(*wait_ms, d->next_try_ms - now);
+            continue;
+        }
+        if (!best || d->seq < best->seq)
+            best = d;
+    }
+    return best;
+}
+
+static unsigned backoff_ms(unsigned attempts)
+{
+    unsigned ms = DRAIN_BACKOFF_MIN_MS;
+    for (unsigned i = 1; i < attempts && ms < DRAIN_BACKOFF_MAX_MS; i++)
+        ms *= 2;
+    ms = S3C_MIN(ms, (unsigned)DRAIN_BACKOFF_MAX_MS);
+    unsigned r = 0;
+    if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+        r = 0;
+    return ms / 2 + r % (ms / 2 + 1); /* "equal jitter" */
+}
+
+/* Uploads @version of (@bucket, @key) from its cache file. 0, or the backend's/disk's error.
+ * *@etag and *@mtime_ns: the backend's view of what it stored (empty/0 when unknown). */
+static int upload_one(struct cache *c, const struct index_key *k, const char *bucket,
+                      const char *key, uint64_t version, char etag[BE_ETAG_MAX],
+                      int64_t *mtime_ns)
+{
+    struct index_entry e;
+    char p[STORE_PATH_MAX];
+    int fd = -1, rc = index_get(c->ix, k, &e);
+    etag[0] = '\0';
+    *mtime_ns = 0;
+    if (rc)
+        return rc == -ENOENT ? -ESTALE : rc;
+    if (e.version != version || !(e.flags & INDEX_F_DIRTY)) {
+        index_entry_clear(&e);
+        return -ESTALE;
+    }
+    store_data_path(c->dir, k->b, k->len, version, p);
+    fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        rc = -errno;
+        log_err("drain: \"%s/%s\": cannot open its cache file %s: %s", bucket, key, p,
+                strerror(-rc));
+        index_entry_clear(&e);
+        return rc;
+    }
+    struct be_meta m = e.meta;
+    index_entry_clear(&e);
+    rc = backend_put(c->be, bucket, key, fd, m.size, &m);
+    close(fd);
+    if (rc)
+        return rc;
+    struct be_meta stored;
+    if (backend_head(c->be, bucket, key, &stored) == 0 && stored.size == m.size) {
+        snprintf(etag, BE_ETAG_MAX, "%s", stored.etag);
+        *mtime_ns = stored.mtime_ns;
+    }
+    return 0;
+}
+
+static void *drainer(void *arg)
+{
+    struct drain *dr = arg;
+    struct cache *c = dr->c;
+    pthread_mutex_lock(&dr->mu);
+    while (!dr->closing) {
+        int64_t wait_ms;
+        struct dirty *d = pick_locked(dr, &wait_ms);
+        if (!d) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t ns = ts.tv_nsec + wait_ms * 1000000;
+            ts.tv_sec += (time_t)(ns / 1000000000);
+            ts.tv_nsec = (long)(ns % 1000000000);
+            pthread_cond_timedwait(&dr->work_cv, &dr->mu, &ts);
+            continue;
+        }
+        d->inflight = 1;
+        struct index_key k = d->k;
+        uint64_t version = d->version, size = d->size;
+        char *bucket = strdup(d->bucket), *key = strdup(d->key);
+        pthread_mutex_unlock(&dr->mu);
+
+        char etag[BE_ETAG_MAX];
+        int64_t mtime = 0;
+        int rc = bucket && key ? upload_one(c, &k, bucket, key, version, etag, &mtime) : -ENOMEM;
+        if (rc == 0) {
+            int crc = index_clean(c->ix, &k, version, etag, mtime);
+            if (crc == 0)
+                cache_ver_clean(c, &k, version, etag, mtime);
+            else if (crc != -ESTALE)
+                log_err("drain: \"%s/%s\": marking clean: %s", bucket, key, s3c_strerror(crc));
+        }
+
+        pthread_mutex_lock(&dr->mu);
+        d = find_locked(dr, &k); /* may have been forgotten or overwritten meanwhile */
+        if (d)
+            d->inflight = 0;
+        if (rc == 0) {
+            dr->uploaded_objects++;
+            dr->uploaded_bytes += size;
+            if (d && (d->version == version || !d->version))
+                unlink_locked(dr, d);
+        } else if (rc == -ESTALE) {
+            /* overwritten or deleted while we looked: the newer record (if any) stays */
+            if (d && (d->version == version || !d->version))
+                unlink_locked(dr, d);
+        } else if (d && !d->version) {
+            unlink_locked(dr, d);
+        } else if (d) {
+            dr->errors++;
+            d->attempts++;
+            d->next_try_ms = now_ms() + backoff_ms(d->attempts);
+            if (d->attempts == 1 || d->attempts % 20 == 0)
+                log_warn("drain: \"%s/%s\" (%llu bytes) not uploaded (attempt %u, retrying): %s",
+                         bucket, key, (unsigned long long)size, d->attempts, s3c_strerror(rc));
+        }
+        pthread_cond_broadcast(&dr->done_cv);
+        pthread_mutex_unlock(&dr->mu);
+        evict_drain_unlinks(c);
+        free(bucket);
+        free(key);
+        pthread_mutex_lock(&dr->mu);
+    }
+    pthread_mutex_unlock(&dr->mu);
+    return NULL;
+}
+
+/* ---- open/close ------------------------------------------------------------------------ */
+
+struct load_arg {
+    struct drain *dr;
+    int err;
+    uint64_t n;
+};
+
+static int load_cb(void *arg, const struct index_key *k, const char *name,
+                   const struct index_entry *e)
+{
+    struct load_arg *la = arg;
+    const char *slash = strchr(name, '/');
+    if (!slash)
+        return 0;
+    char *bucket = strndup(name, (size_t)(slash - name));
+    if (!bucket) {
+        la->err = -ENOMEM;
+        return 1;
+    }
+    int rc = note_locked(la->dr, bucket, slash + 1, k, e->version, e->size);
+    free(bucket);
+    if (rc) {
+        la->err = rc;
+        return 1;
+    }
+    la->n++;
+    return 0;
+}
+
+int drain_open(struct cache *c, struct errmsg *em)
+{
+    struct drain *dr = calloc(1, sizeof(*dr));
+    if (!dr)
+        return -ENOMEM;
+    dr->c = c;
+    pthread_mutex_init(&dr->mu, NULL);
+    pthread_cond_init(&dr->work_cv, NULL);
+    pthread_cond_init(&dr->done_cv, NULL);
+    dr->limit = c->cf->dirty_limit ? c->cf->dirty_limit : c->cap / 2;
+    dr->rate_t0_ms = now_ms();
+    struct load_arg la = { dr, 0, 0 };
+    pthread_mutex_lock(&dr->mu);
+    int rc = index_dirty_scan(c->ix, load_cb, &la);
+    pthread_mutex_unlock(&dr->mu);
+    if (!rc)
+        rc = la.err;
+    if (rc) {
+        errmsg_set(em, "cache: reading the write-back journal: %s", s3c_strerror(rc));
+        c->dr = dr;
+        drain_close(c);
+        return rc;
+    }
+    if (la.n)
+        log_info("drain: %llu objects (%llu bytes) written back but not yet on the backend: "
+                 "draining them", (unsigned long long)la.n, (unsigned long long)dr->dirty_bytes);
+    int64_t want = c->cf->drain_concurrency > 0 ? c->cf->drain_concurrency : 4;
+    want = S3C_MIN(want, (int64_t)DRAIN_THREADS_MAX);
+    c->dr = dr;
+    for (int64_t i = 0; i < want; i++) {
+        if (pthread_create(&dr->threads[dr->nthreads], NULL, drainer, dr)) {
+            errmsg_set(em, "cache: starting drain threads: %s", strerror(errno));
+            drain_close(c);
+            return -EAGAIN;
+        }
+        dr->nthreads++;
+    }
+    return 0;
+}
+
+int drain_close(struct cache *c)
+{
+    struct drain *dr = c->dr;
+    if (!dr)
+        return 0;
+    pthread_mutex_lock(&dr->mu);
+    dr->closing = 1;
+    pthread_cond_broadcast(&dr->work_cv);
+    pthread_cond_broadcast(&dr->done_cv);
+    pthread_mutex_unlock(&dr->mu);
+    /* An upload in flight may take long (a big object, a slow backend): wait a bounded time,
+     * then leave it; its journal row makes the next start upload it again. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    int64_t wait_ms = c->cf->shutdown_timeout > 0 ? c->cf->shutdown_timeout : 10000;
+    until.tv_sec += (time_t)(wait_ms / 1000);
+    for (unsigned i = 0; i < dr->nthreads; i++) {
+        if (pthread_timedjoin_np(dr->threads[i], NULL, &until)) {
+            log_warn("drain: uploads still in flight at exit: they start over at the next start");
+            return -EBUSY; /* threads still use the cache: it must stay allocated */
+        }
+    }
+    while (dr->list) {
+        struct dirty *d = dr->list;
+        dr->list = d->next;
+        dirty_free(d);
+    }
+    while (dr->locks) {
+        struct wlock *l = dr->locks;
+        dr->locks = l->next;
+        free(l);
+    }
+    pthread_mutex_destroy(&dr->mu);
+    pthread_cond_destroy(&dr->work_cv);
+    pthread_cond_destroy(&dr->done_cv);
+    free(dr);
+    c->dr = NULL;
+    return 0;
+}
+
+void drain_note(struct cache *c, const char *bucket, const char *key, const struct index_key *k,
+                uint64_t version, uint64_t size)
+{
+    struct drain *dr = c->dr;
+    pthread_mutex_lock(&dr->mu);
+    if (note_locked(dr, bucket, key, k, version, size))
+        log_err("drain: no memory to track \"%s/%s\": it drains after a restart", bucket, key);
+    pthread_mutex_unlock(&dr->mu);
+}
+
+void drain_forget(struct cache *c, const struct index_key *k)
+{
+    struct drain *dr = c->dr;
+    pthread_mutex_lock(&dr->mu);
+    struct dirty *d = find_locked(dr, k);
+    if (d && !d->inflight)
+        unlink_locked(dr, d);
+    else if (d)
+        d->version = 0; /* the drainer drops it when its upload ends */
+    pthread_cond_broadcast(&dr->done_cv);
+    pthread_mutex_unlock(&dr->mu);
+}
+
+/* ---- the public API ------------------------------------------------------------------- */
+
+int cache_write_begin(struct cache *c, const char *bucket, const char *key)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct drain *dr = c->dr;
+    struct wlock *l = calloc(1, sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    index_key_make(bucket, key, &l->k);
+    pthread_mutex_lock(&dr->mu);
+    l->next = dr->locks;
+    dr->locks = l;
+    for (;;) {
+        struct dirty *d = find_locked(dr, &l->k);
+        if (!d || !d->inflight || dr->closing)
+            break;
+        pthread_cond_wait(&dr->done_cv, &dr->mu);
+    }
+    pthread_mutex_unlock(&dr->mu);
+    return 0;
+}
+
+void cache_write_end(struct cache *c, const char *bucket, const char *key)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct drain *dr = c->dr;
+    struct index_key k;
+    index_key_make(bucket, key, &k);
+    pthread_mutex_lock(&dr->mu);
+    for (struct wlock **p = &dr->locks; *p; p = &(*p)->next) {
+        if (key_eq(&(*p)->k, &k)) {
+            struct wlock *l = *p;
+            *p = l->next;
+            free(l);
+            break;
+        }
+    }
+    pthread_cond_signal(&dr->work_cv);
+    pthread_mutex_unlock(&dr->mu);
+}
+
+int cache_dirty_admit(struct cache *c, uint64_t bytes)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct drain *dr = c->dr;
+    int rc = 0;
+    pthread_mutex_lock(&dr->mu);
+    if (dr->dirty_bytes + dr->staged_bytes + bytes > dr->limit && bytes)
+        rc = bytes > dr->limit ? -S3E_ENTITY_TOO_LARGE : -S3E_SLOW_DOWN;
+    else
+        dr->staged_bytes += bytes;
+    pthread_mutex_unlock(&dr->mu);
+    return rc;
+}
+
+void cache_dirty_hold(struct cache *c, uint64_t bytes)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct drain *dr = c->dr;
+    pthread_mutex_lock(&dr->mu);
+    dr->staged_bytes += bytes;
+    pthread_mutex_unlock(&dr->mu);
+}
+
+void cache_dirty_unadmit(struct cache *c, uint64_t bytes)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct drain *dr = c->dr;
+    pthread_mutex_lock(&dr->mu);
+    dr->staged_bytes -= S3C_MIN(dr->staged_bytes, bytes);
+    pthread_mutex_unlock(&dr->mu);
+}
+
+static int matches(const struct dirty *d, const char *bucket, const char *prefix)
+{
+    if (bucket && *bucket && strcmp(d->bucket, bucket))
+        return 0;
+    return !prefix || strncmp(d->key, prefix, strlen(prefix)) == 0;
+}
+
+int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t timeout_ms,
+                struct cache_flush_result *out)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct drain *dr = c->dr;
+    int64_t t0 = now_ms();
+    int rc = 0;
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&dr->mu);
+    uint64_t upto = dr->seq;
+    uint64_t up0 = dr->uploaded_objects, upb0 = dr->uploaded_bytes;
+    for (;;) {
+        uint64_t n = 0, bytes = 0;
+        for (struct dirty *d = dr->list; d; d = d->next) {
+            if (d->since_seq > upto || !matches(d, bucket, prefix))
+                continue;
+            n++;
+            bytes += d->size;
+            if (d->next_try_ms > now_ms() && !d->inflight) {
+                d->next_try_ms = 0; /* a flush retries now */
+                pthread_cond_signal(&dr->work_cv);
+            }
+        }
+        out->remaining_objects = n;
+        out->remaining_bytes = bytes;
+        if (!n)
+            break;
+        if (dr->closing) {
+            rc = CACHE_ERR_CLOSING;
+            break;
+        }
+        int64_t left = timeout_ms < 0 ? 1000 : timeout_ms - (now_ms() - t0);
+        if (left <= 0) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = ts.tv_nsec + S3C_MIN(left, (int64_t)1000) * 1000000;
+        ts.tv_sec += (time_t)(ns / 1000000000);
+        ts.tv_nsec = (long)(ns % 1000000000);
+        pthread_cond_timedwait(&dr->done_cv, &dr->mu, &ts);
+    }
+    /* uploads that ended meanwhile (of any key: a rough figure, reported as such) */
+    out->uploaded_objects = dr->uploaded_objects - up0;
+    out->uploaded_bytes = dr->uploaded_bytes - upb0;
+    pthread_mutex_unlock(&dr->mu);
+    out->seconds = (double)(now_ms() - t0) / 1000.0;
+    return rc;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const struct be_list_entry *)a)->key, ((const struct be_list_entry *)b)->key);
+}
+
+int cache_dirty_keys(struct cache *c, const char *bucket, const char *prefix,
+                     struct be_list_entry **out, size_t *n)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct drain *dr = c->dr;
+    struct dirty **ds = NULL;
+    size_t cnt = 0, cap = 0;
+    int rc = 0;
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&dr->mu);
+    for (struct dirty *d = dr->list; d; d = d->next) {
+        if (!d->version || !matches(d, bucket, prefix))
+            continue;
+        if (cnt == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            struct dirty **nd = realloc(ds, nc * sizeof(*nd));
+            if (!nd) {
+                rc = -ENOMEM;
+                break;
+            }
+            ds = nd;
+            cap = nc;
+        }
+        ds[cnt++] = d;
+    }
+    struct be_list_entry *es = !rc && cnt ? calloc(cnt, sizeof(*es)) : NULL;
+    if (cnt && !es)
+        rc = -ENOMEM;
+    for (size_t i = 0; !rc && i < cnt; i++) {
+        if (!(es[i].key = strdup(ds[i]->key)))
+            rc = -ENOMEM;
+        es[i].size = ds[i]->size;
+    }
+    /* keys copied: the metadata comes from the index, outside the lock */
+    struct index_key *ks = !rc && cnt ? malloc(cnt * sizeof(*ks)) : NULL;
+    uint64_t *vs = ks ? malloc(cnt * sizeof(*vs)) : NULL;
+    if (cnt && !rc && (!ks || !vs))
+        rc = -ENOMEM;
+    for (size_t i = 0; !rc && i < cnt; i++) {
+        ks[i] = ds[i]->k;
+        vs[i] = ds[i]->version;
+    }
+    pthread_mutex_unlock(&dr->mu);
+    for (size_t i = 0; !rc && i < cnt; i++) {
+        struct index_entry e;
+        if (index_get(c->ix, &ks[i], &e) == 0) {
+            snprintf(es[i].etag, sizeof(es[i].etag), "%s", e.meta.etag);
+            es[i].mtime_ns = e.meta.mtime_ns;
+            es[i].size = e.size;
+            index_entry_clear(&e);
+        }
+    }
+    free(ks);
+    free(vs);
+    free(ds);
+    if (rc) {
+        for (size_t i = 0; es && i < cnt; i++)
+            free(es[i].key);
+        free(es);
+        return rc;
+    }
+    if (cnt)
+        qsort(es, cnt, sizeof(*es), cmp_entry);
+    *out = es;
+    *n = cnt;
+    return 0;
+}
+
+void cache_drain_stats(struct cache *c, struct cache_drain_stats *out)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct drain *dr = c->dr;
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&dr->mu);
+    int64_t now = now_ms(), oldest = 0, real = s3c_real_ns();
+    for (struct dirty *d = dr->list; d; d = d->next) {
+        out->dirty_objects++;
+        out->inflight += d->inflight ? 1 : 0;
+        if (!oldest || d->since_ns < oldest)
+            oldest = d->since_ns;
+    }
+    out->dirty_bytes = dr->dirty_bytes;
+    out->staged_bytes = dr->staged_bytes;
+    out->limit_bytes = dr->limit;
+    out->uploaded_objects = dr->uploaded_objects;
+    out->uploaded_bytes = dr->uploaded_bytes;
+    out->errors = dr->errors;
+    out->oldest_dirty_age_s = oldest ? (double)(real - oldest) / 1e9 : 0;
+    /* rate: bytes uploaded over the last few seconds, refreshed at most once a second */
+    if (now - dr->rate_t0_ms >= 1000) {
+        int64_t dt = now - dr->rate_t0_ms;
+        uint64_t db = dr->uploaded_bytes - dr->rate_b0;
+        dr->rate_bps = dt < 15000 ? (uint64_t)((double)db * 1000.0 / (double)dt) : 0;
+        dr->rate_t0_ms = now;
+        dr->rate_b0 = dr->uploaded_bytes;
+    }
+    out->rate_bps = dr->rate_bps;
+    pthread_mutex_unlock(&dr->mu);
+}
