@@ -284,6 +284,20 @@ static int req_start(struct req *rq, const char *url)
     return MHD_YES;
 }
 
+/* Slow bodies (slowloris): libmicrohttpd's timeout only measures silence, so a client sending
+ * a byte now and then would hold its connection and staged file forever. As with Apache's
+ * mod_reqtimeout (body=TIMEOUT,MinRate=RATE), a request gets --idle-timeout for its headers and
+ * body, extended by one second per SERVER_BODY_MIN_RATE bytes received. */
+#define SERVER_BODY_MIN_RATE 1024 /* bytes/s */
+
+static int server_body_too_slow(const struct server *srv, const struct req *rq)
+{
+    uint64_t elapsed_ns = s3c_mono_ns() - rq->t_start_ns;
+    uint64_t allowed_ns = (uint64_t)srv->cf->idle_timeout * 1000000ull +
+                          rq->bytes_in / SERVER_BODY_MIN_RATE * 1000000000ull;
+    return elapsed_ns > allowed_ns;
+}
+
 static enum MHD_Result server_access(void *cls, struct MHD_Connection *conn, const char *url,
                                      const char *method, const char *version,
                                      const char *upload_data, size_t *upload_data_size,
@@ -310,6 +324,13 @@ static enum MHD_Result server_access(void *cls, struct MHD_Connection *conn, con
                 rq->rc = rq->h->body(rq, upload_data, n);
         }
         *upload_data_size = 0;
+        if (server_body_too_slow(srv, rq)) {
+            log_info("%s %s %s: body slower than %d bytes/s (%llu bytes in %llu ms): closing",
+                     rq->id, rq->method, rq->path ? rq->path : "-", SERVER_BODY_MIN_RATE,
+                     (unsigned long long)rq->bytes_in,
+                     (unsigned long long)((s3c_mono_ns() - rq->t_start_ns) / 1000000));
+            return MHD_NO; /* no answer is possible mid-body: the connection is closed */
+        }
         return MHD_YES;
     }
     if (rq->answered)
