@@ -221,10 +221,7 @@ static void *drainer(void *arg)
         struct dirty *d = pick_locked(dr, &wait_ms);
         if (!d) {
             struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t ns = ts.tv_nsec + wait_ms * 1000000;
-            ts.tv_sec += (time_t)(ns / 1000000000);
-            ts.tv_nsec = (long)(ns % 1000000000);
+            s3c_deadline(CLOCK_REALTIME, wait_ms, &ts);
             pthread_cond_timedwait(&dr->work_cv, &dr->mu, &ts);
             continue;
         }
@@ -362,9 +359,8 @@ int drain_close(struct cache *c)
     /* An upload in flight may take long (a big object, a slow backend): wait a bounded time,
      * then leave it; its journal row makes the next start upload it again. */
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    int64_t wait_ms = c->cf->shutdown_timeout > 0 ? c->cf->shutdown_timeout : 10000;
-    until.tv_sec += (time_t)(wait_ms / 1000);
+    s3c_deadline(CLOCK_REALTIME, c->cf->shutdown_timeout > 0 ? c->cf->shutdown_timeout : 10000,
+                 &until);
     for (unsigned i = 0; i < dr->nthreads; i++) {
         if (pthread_timedjoin_np(dr->threads[i], NULL, &until)) {
             log_warn("drain: uploads still in flight at exit: they start over at the next start");
@@ -530,10 +526,7 @@ int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t
             break;
         }
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t ns = ts.tv_nsec + S3C_MIN(left, (int64_t)1000) * 1000000;
-        ts.tv_sec += (time_t)(ns / 1000000000);
-        ts.tv_nsec = (long)(ns % 1000000000);
+        s3c_deadline(CLOCK_REALTIME, S3C_MIN(left, (int64_t)1000), &ts);
         pthread_cond_timedwait(&dr->done_cv, &dr->mu, &ts);
     }
     /* uploads that ended meanwhile (of any key: a rough figure, reported as such) */
@@ -585,13 +578,10 @@ int cache_dirty_keys(struct cache *c, const char *bucket, const char *prefix,
     }
     /* keys copied: the metadata comes from the index, outside the lock */
     struct index_key *ks = !rc && cnt ? malloc(cnt * sizeof(*ks)) : NULL;
-    uint64_t *vs = ks ? malloc(cnt * sizeof(*vs)) : NULL;
-    if (cnt && !rc && (!ks || !vs))
+    if (cnt && !rc && !ks)
         rc = -ENOMEM;
-    for (size_t i = 0; !rc && i < cnt; i++) {
+    for (size_t i = 0; !rc && i < cnt; i++)
         ks[i] = ds[i]->k;
-        vs[i] = ds[i]->version;
-    }
     pthread_mutex_unlock(&dr->mu);
     for (size_t i = 0; !rc && i < cnt; i++) {
         struct index_entry e;
@@ -603,7 +593,6 @@ int cache_dirty_keys(struct cache *c, const char *bucket, const char *prefix,
         }
     }
     free(ks);
-    free(vs);
     free(ds);
     if (rc) {
         for (size_t i = 0; es && i < cnt; i++)

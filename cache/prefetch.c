@@ -53,12 +53,7 @@ static void pw_wait(struct pwait *p, volatile int *cancel)
             continue;
         }
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += PREFETCH_POLL_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        s3c_deadline(CLOCK_MONOTONIC, PREFETCH_POLL_MS, &ts);
         if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT)
             break;
     }

@@ -376,12 +376,7 @@ static void *fair_main(void *arg)
             continue;
         }
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += FAIR_TICK_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        s3c_deadline(CLOCK_MONOTONIC, FAIR_TICK_MS, &ts);
         int rc = 0;
         while (!f->stop && rc != ETIMEDOUT)
             rc = pthread_cond_timedwait(&f->cv, &f->mu, &ts);

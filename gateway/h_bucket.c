@@ -248,8 +248,8 @@ static int entry_cmp(const void *a, const void *b)
  * or nothing when @backend_rc says it could not answer). A dirty key replaces the backend's
  * entry of the same name; keys past a truncated page's end are left to the next page; the page
  * is cut back to max_keys with the next marker at its new end. 0 or -ENOMEM. */
-static int list_merge_dirty(struct server *srv, const struct be_list_req *lr,
-                            struct be_list_page *page, const struct be_list_entry *dk, size_t dn)
+static int list_merge_dirty(const struct be_list_req *lr, struct be_list_page *page,
+                            const struct be_list_entry *dk, size_t dn)
 {
     const char *marker = lr->marker ? lr->marker : "";
     /* the page covers keys up to its last entry when truncated, everything after otherwise */
@@ -306,7 +306,6 @@ static int list_merge_dirty(struct server *srv, const struct be_list_req *lr,
         err = -ENOMEM;
     page->entries = all;
     page->n = n;
-    UNUSED(srv);
     return err;
 }
 
@@ -338,7 +337,7 @@ static void list_job(struct req *rq)
         rq->rc = 0;
     }
     if (!rq->rc)
-        rq->rc = list_merge_dirty(rq->srv, &lr, &s->page, dk, dn);
+        rq->rc = list_merge_dirty(&lr, &s->page, dk, dn);
     for (size_t i = 0; i < dn; i++)
         free(dk[i].key);
     free(dk);

@@ -4,7 +4,6 @@
  * AbortMultipartUpload, ListParts and ListMultipartUploads.
  */
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,11 +250,12 @@ static void mp_part_copy_job_wb(struct req *rq)
         goto out;
     if (!(rq->rc = cache_stage_open(srv->cache, &out, path))) {
         /* the part's MD5 is its ETag: hash while copying through memory */
-        EVP_MD_CTX *mc = EVP_MD_CTX_new();
+        struct cksum *ck = NULL;
+        struct cksum_result res;
         char *buf = malloc(1u << 20);
         uint64_t done = 0;
-        if (!mc || !buf || !EVP_DigestInit_ex(mc, EVP_md5(), NULL))
-            rq->rc = -ENOMEM;
+        if (!buf || (rq->rc = cksum_new(CKSUM_WANT_MD5, CKSUM_NONE, &ck)))
+            rq->rc = rq->rc ? rq->rc : -ENOMEM;
         while (!rq->rc && done < len) {
             ssize_t n = pread(in, buf, (size_t)S3C_MIN(len - done, (uint64_t)1 << 20),
                               (off_t)(off + done));
@@ -263,23 +263,19 @@ static void mp_part_copy_job_wb(struct req *rq)
                 rq->rc = n < 0 ? -errno : -EIO;
                 break;
             }
-            EVP_DigestUpdate(mc, buf, (size_t)n);
+            cksum_update(ck, buf, (size_t)n);
             if (write(out, buf, (size_t)n) != n)
                 rq->rc = -EIO;
             done += (uint64_t)n;
         }
-        unsigned char dg[EVP_MAX_MD_SIZE];
-        unsigned dl = 0;
-        if (!rq->rc && EVP_DigestFinal_ex(mc, dg, &dl) && dl == 16) {
-            for (int i = 0; i < 16; i++)
-                snprintf(s->part.etag + 2 * i, 3, "%02x", dg[i]);
+        if (!rq->rc) {
+            cksum_final(ck, &res);
+            snprintf(s->part.etag, sizeof(s->part.etag), "%s", res.md5_hex);
             s->part.size = len;
             s->part.mtime_ns = s3c_real_ns();
             rq->rc = wb_part_adopt(rq, out, path, &s->part);
-        } else if (!rq->rc) {
-            rq->rc = -EIO;
         }
-        EVP_MD_CTX_free(mc);
+        cksum_free(ck);
         free(buf);
         close(out);
         if (rq->rc)

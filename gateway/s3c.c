@@ -44,6 +44,14 @@ int64_t s3c_real_ns(void)
     return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
+void s3c_deadline(clockid_t clock, int64_t ms, struct timespec *ts)
+{
+    clock_gettime(clock, ts);
+    int64_t ns = ts->tv_nsec + ms % 1000 * 1000000;
+    ts->tv_sec += (time_t)(ms / 1000 + ns / 1000000000);
+    ts->tv_nsec = (long)(ns % 1000000000);
+}
+
 void s3c_http_date(int64_t t, char out[32])
 {
     static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};

@@ -19,7 +19,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checksum.h"
 #include "gw.h"
 #include "log.h"
 #include "s3err.h"
@@ -321,8 +321,7 @@ int wb_mpu_create(struct server *srv, const char *bucket, const char *key,
         free(in);
         return -EIO;
     }
-    for (size_t i = 0; i < sizeof(rnd); i++)
-        snprintf(upload_id + 2 * i, 3, "%02x", rnd[i]);
+    hex_encode(rnd, sizeof(rnd), upload_id);
     mpu_root(srv, root);
     if (mkdir(root, 0755) && errno != EEXIST) {
         free(in);
@@ -511,14 +510,18 @@ int wb_mpu_abort(struct server *srv, const char *bucket, const char *key, const 
     return rc;
 }
 
+/* The hex MD5 of @n bytes at @p (the MD5 of the part MD5s of a multipart ETag). */
 static int md5_hex(const unsigned char *p, size_t n, char out[33])
 {
-    unsigned char dg[EVP_MAX_MD_SIZE];
-    unsigned dl = 0;
-    if (!EVP_Digest(p, n, dg, &dl, EVP_md5(), NULL) || dl != 16)
-        return -EIO;
-    for (int i = 0; i < 16; i++)
-        snprintf(out + 2 * i, 3, "%02x", dg[i]);
+    struct cksum *ck;
+    struct cksum_result res;
+    int rc = cksum_new(CKSUM_WANT_MD5, CKSUM_NONE, &ck);
+    if (rc)
+        return rc;
+    cksum_update(ck, p, n);
+    cksum_final(ck, &res);
+    cksum_free(ck);
+    memcpy(out, res.md5_hex, 33);
     return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdarg.h>
 
 #define S3C_VERSION "0.1.0"
@@ -43,6 +44,9 @@ void errmsg_set(struct errmsg *em, const char *fmt, ...) __attribute__((format(p
 /* Clocks. */
 uint64_t s3c_mono_ns(void);  /* CLOCK_MONOTONIC */
 int64_t s3c_real_ns(void);   /* CLOCK_REALTIME, ns since the epoch */
+/* *@ts = now on @clock + @ms: the deadline of a pthread_cond_timedwait() on a condition variable
+ * using that clock. */
+void s3c_deadline(clockid_t clock, int64_t ms, struct timespec *ts);
 
 /* Formats @t (UTC) as an RFC 7231 date, "Sun, 06 Nov 1994 08:49:37 GMT" (30 bytes). */
 void s3c_http_date(int64_t t, char out[32]);
