@@ -166,8 +166,9 @@ def free_port():
 class Server:
     """One s3cached on a temp store/cache. Use: srv = Server(suite); srv.start(); ...; srv.stop()."""
 
-    def __init__(self, suite, auth=None, extra=(), env=None):
+    def __init__(self, suite, auth=None, extra=(), env=None, port=None):
         self.suite = suite
+        self.fixed_port = port  # restarts listen on the same port (an upstream others point at)
         self.tmp = tempfile.mkdtemp(prefix="s3c-e2e-py.", dir=os.environ.get("TMPDIR", "/tmp"))
         self.store = os.path.join(self.tmp, "store")
         self.cache = os.path.join(self.tmp, "cache")
@@ -193,7 +194,7 @@ class Server:
             raise SystemExit(self._fatal("no executable at S3CACHED_BIN=%s (run make)" % BIN))
         for _ in range(3):
             self.n += 1
-            self.port = free_port()
+            self.port = self.fixed_port or free_port()
             self.log = os.path.join(self.tmp, "server.%d.log" % self.n)
             cmd = [BIN, "serve", "--listen", "127.0.0.1:%d" % self.port,
                    "--backend", "file://" + self.store, "--cache-dir", self.cache,

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# bench/checkpoint.sh (make bench): a 1 GiB checkpoint written with awscli (multipart, 8 MiB
+# parts) into s3cached --write-mode back, against the local disk's sequential write rate
+# measured in the same run (dd conv=fdatasync: write-back also acknowledges after fsync), and
+# against --write-mode through to an upstream s3cached on the same machine. Ratios of seconds.
+#   CKPT_MB   checkpoint size in MiB (default 1024)
+#   BENCH_DIR work directory (default ${TMPDIR:-/tmp}/s3c-bench)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+BIN=${S3CACHED_BIN:-$repo/build/s3cached}
+MB=${CKPT_MB:-1024}
+W=${BENCH_DIR:-${TMPDIR:-/tmp}/s3c-bench}/ckpt
+PY=/usr/bin/python3
+PIDS=()
+cleanup() { local p; for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$W"; }
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+rm -rf "$W"; mkdir -p "$W/up-store"
+port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+serve() { # NAME PORT ARGS... ; waits for /_/health
+    local name=$1 p=$2; shift 2
+    "$BIN" serve --listen "127.0.0.1:$p" --cache-dir "$W/$name-cache" --cache-size 8G --anonymous \
+        --log-level warn "$@" >"$W/$name.log" 2>&1 </dev/null &
+    PIDS+=($!)
+    for _ in $(seq 1 200); do curl -sf -o /dev/null "http://127.0.0.1:$p/_/health" && return 0; sleep 0.05; done
+    echo "checkpoint: $name did not start"; exit 1
+}
+now() { date +%s.%N; }
+secs() { $PY -c "print(round($2 - $1, 3))"; }
+head -c $((MB << 20)) /dev/urandom >"$W/ckpt.pt"
+UP=$(port); WB=$(port); WT=$(port)
+serve up "$UP" --backend "file://$W/up-store"
+serve wb "$WB" --backend "http://127.0.0.1:$UP" --write-mode back
+serve wt "$WT" --backend "http://127.0.0.1:$UP" --write-mode through
+curl -sf -X PUT "http://127.0.0.1:$UP/ckpt" >/dev/null
+export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench AWS_DEFAULT_REGION=us-east-1
+unset AWS_CA_BUNDLE
+aws_cp() { /usr/bin/aws --endpoint-url "http://127.0.0.1:$1" --no-sign-request s3 cp "$W/ckpt.pt" "s3://ckpt/$2" --only-show-errors; }
+sync
+t0=$(now); dd if=/dev/zero of="$W/dd.out" bs=8M count=$((MB / 8)) conv=fdatasync status=none; t1=$(now)
+rm -f "$W/dd.out"; sync
+dd_s=$(secs "$t0" "$t1")
+t0=$(now); aws_cp "$WB" wb.pt; t1=$(now); wb_s=$(secs "$t0" "$t1")
+curl -sf -X POST "http://127.0.0.1:$WB/_/flush" >/dev/null; sync
+t0=$(now); aws_cp "$WT" wt.pt; t1=$(now); wt_s=$(secs "$t0" "$t1")
+cmp -s "$W/ckpt.pt" "$W/up-store/ckpt/wb.pt" || { echo "checkpoint: the drained copy differs"; exit 1; }
+mbs() { $PY -c "print(round($MB / $1))"; }
+echo "checkpoint ($MB MiB, awscli multipart): dd conv=fdatasync ${dd_s}s ($(mbs "$dd_s") MiB/s); write-back ${wb_s}s ($(mbs "$wb_s") MiB/s) = $($PY -c "print(round($dd_s / $wb_s, 2))")x the disk (goal 0.9); write-through to a local upstream ${wt_s}s = write-back $($PY -c "print(round($wt_s / $wb_s, 2))")x faster (goal 3x against a ~200 MB/s backend; no throttled upstream here)"
