@@ -47,6 +47,10 @@ $(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
 $(BUILD)/index-fill: bench/index_fill.c $(BUILD)/libs3c.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
 
+# make bench's slow link: a loopback relay with a bandwidth cap (bench/throttle.c)
+$(BUILD)/throttle: bench/throttle.c
+	$(CC) $(CFLAGS) -o $@ $< -lpthread
+
 $(BUILD)/libs3c.a: $(OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
@@ -128,7 +132,7 @@ test-asan: deps-test
 	  E2E_ASAN=1 $(ASAN_MAKE) test-unit test-e2e
 
 bench: deps-test
-	@$(MAKE) --no-print-directory all $(BUILD)/index-fill
+	@$(MAKE) --no-print-directory all $(BUILD)/index-fill $(BUILD)/throttle
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/run.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached INDEX_FILL_BIN=$(CURDIR)/$(BUILD)/index-fill bench/startup.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/checkpoint.sh

@@ -2,7 +2,10 @@
 # bench/checkpoint.sh (make bench): a 1 GiB checkpoint written with awscli (multipart, 8 MiB
 # parts) into s3cached --write-mode back, against the local disk's sequential write rate
 # measured in the same run (dd conv=fdatasync: write-back also acknowledges after fsync), and
-# against --write-mode through to an upstream s3cached on the same machine. Ratios of seconds.
+# against --write-mode through to an upstream s3cached on the same machine, reached directly and
+# across a link capped at SLOW_BPS (build/throttle; default 200 MB/s, an HDD array's pace).
+# Ratios of seconds.
+#   SLOW_BPS  the slow backend's bandwidth in bytes/s (default 200e6)
 #   CKPT_MB   checkpoint size in MiB (default 1024)
 #   BENCH_DIR work directory (default ${TMPDIR:-/tmp}/s3c-bench)
 set -euo pipefail
@@ -29,10 +32,17 @@ serve() { # NAME PORT ARGS... ; waits for /_/health
 now() { date +%s.%N; }
 secs() { $PY -c "print(round($2 - $1, 3))"; }
 head -c $((MB << 20)) /dev/urandom >"$W/ckpt.pt"
-UP=$(port); WB=$(port); WT=$(port)
+UP=$(port); WB=$(port); WT=$(port); SLOW=$(port); WS=$(port)
+SLOW_BPS=${SLOW_BPS:-200e6}
+THROTTLE_BIN=${THROTTLE_BIN:-$(dirname "$BIN")/throttle}
 serve up "$UP" --backend "file://$W/up-store"
 serve wb "$WB" --backend "http://127.0.0.1:$UP" --write-mode back
 serve wt "$WT" --backend "http://127.0.0.1:$UP" --write-mode through
+if [[ -x $THROTTLE_BIN ]]; then
+    "$THROTTLE_BIN" "$SLOW" "$UP" "$SLOW_BPS" >/dev/null &
+    PIDS+=($!)
+    serve ws "$WS" --backend "http://127.0.0.1:$SLOW" --write-mode through
+fi
 curl -sf -X PUT "http://127.0.0.1:$UP/ckpt" >/dev/null
 export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench AWS_DEFAULT_REGION=us-east-1
 unset AWS_CA_BUNDLE
@@ -44,6 +54,17 @@ dd_s=$(secs "$t0" "$t1")
 t0=$(now); aws_cp "$WB" wb.pt; t1=$(now); wb_s=$(secs "$t0" "$t1")
 curl -sf -X POST "http://127.0.0.1:$WB/_/flush" >/dev/null; sync
 t0=$(now); aws_cp "$WT" wt.pt; t1=$(now); wt_s=$(secs "$t0" "$t1")
+ws_s=
+if [[ -x $THROTTLE_BIN ]]; then
+    t0=$(now); aws_cp "$WS" ws.pt; t1=$(now); ws_s=$(secs "$t0" "$t1")
+    cmp -s "$W/ckpt.pt" "$W/up-store/ckpt/ws.pt" || { echo "checkpoint: the write-through copy differs"; exit 1; }
+fi
 cmp -s "$W/ckpt.pt" "$W/up-store/ckpt/wb.pt" || { echo "checkpoint: the drained copy differs"; exit 1; }
 mbs() { $PY -c "print(round($MB / $1))"; }
-echo "checkpoint ($MB MiB, awscli multipart): dd conv=fdatasync ${dd_s}s ($(mbs "$dd_s") MiB/s); write-back ${wb_s}s ($(mbs "$wb_s") MiB/s) = $($PY -c "print(round($dd_s / $wb_s, 2))")x the disk (goal 0.9); write-through to a local upstream ${wt_s}s = write-back $($PY -c "print(round($wt_s / $wb_s, 2))")x faster (goal 3x against a ~200 MB/s backend; no throttled upstream here)"
+echo "checkpoint ($MB MiB, awscli multipart): dd conv=fdatasync ${dd_s}s ($(mbs "$dd_s") MiB/s); write-back ${wb_s}s ($(mbs "$wb_s") MiB/s) = $($PY -c "print(round($dd_s / $wb_s, 2))")x the disk (goal 0.9)"
+echo "  write-through to a local upstream (unthrottled) ${wt_s}s: write-back $($PY -c "print(round($wt_s / $wb_s, 2))")x faster"
+if [[ -n $ws_s ]]; then
+    echo "  write-through to a ${SLOW_BPS} B/s backend ${ws_s}s ($(mbs "$ws_s") MiB/s): write-back $($PY -c "print(round($ws_s / $wb_s, 2))")x faster (goal 3x)"
+else
+    echo "  no $THROTTLE_BIN (make $(dirname "$BIN")/throttle): the slow-backend comparison was skipped"
+fi

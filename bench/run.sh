@@ -4,6 +4,8 @@
 #   - GET throughput of 64 MiB objects (http-large, curl, concurrency 4)
 #   - requests/s of 112 KiB objects (http-small, wrk)
 #   - cold-miss throughput (fresh cache dir, each object once) vs a direct nginx read
+#   - a warm-up job vs that direct read; the S3 backend (nginx upstream) cold and hits
+#   - the same over a slow backend: the upstream behind build/throttle at SLOW_BPS (1 GB/s)
 # Uses the reference scripts in ../shared/bench (relative to the repo). Everything it
 # starts is stopped by pid; total time is bounded (~5 minutes).
 #   BENCH_DIR   where the dataset and caches live      (default ${TMPDIR:-/tmp}/s3c-bench)
@@ -156,6 +158,44 @@ run upstream-once http-large BASE_URL="$UPSTREAM/$BUCKET/large" LIST="$LARGE" CO
 run s3be-cold http-large BASE_URL="http://127.0.0.1:$U_PORT/$BUCKET/large" LIST="$LARGE" CONCURRENCY=4 TOOL=once SERVER_PID="$U_PID"
 run s3be-hits http-large BASE_URL="http://127.0.0.1:$U_PORT/$BUCKET/large" LIST="$LARGE" CONCURRENCY=4 TOOL=curl SERVER_PID="$U_PID"
 stop_pid "$U_PID" 10
+
+# A backend that is slower than the gateway, as in a deployment (the product exists because the
+# object store is slower than the GPUs' appetite): the same nginx upstream behind a relay capped
+# at SLOW_BPS in total (build/throttle, default 1 GB/s, a 10 GbE-class object store). Direct
+# reads, cold misses and a warm-up all cross the same capped link, so the ratios say what the
+# gateway costs when the backend, not this 2-core machine's CPU, sets the pace.
+SLOW_BPS=${SLOW_BPS:-1e9}
+THROTTLE_BIN=${THROTTLE_BIN:-$(dirname "$BIN")/throttle}
+if [[ -x $THROTTLE_BIN ]]; then
+    echo "== slow backend: the nginx upstream behind a ${SLOW_BPS} B/s link ($THROTTLE_BIN)"
+    SLOW_PORT=$(free_port)
+    "$THROTTLE_BIN" "$SLOW_PORT" "$UP_PORT" "$SLOW_BPS" >/dev/null &
+    SLOW_PID=$!
+    S3_PIDS+=("$SLOW_PID")
+    sleep 0.3
+    SLOW=http://127.0.0.1:$SLOW_PORT
+    run slow-direct http-large BASE_URL="$SLOW/$BUCKET/large" LIST="$LARGE" CONCURRENCY=4 TOOL=once SERVER_PID="$UP_PID"
+    read -r SC_PID SC_PORT < <(start_s3 "$W/cache-slow" --backend "$SLOW") || true
+    [[ -n ${SC_PORT:-} ]] || { echo "bench: s3cached (slow backend) did not start"; exit 1; }
+    S3_PIDS+=("$SC_PID")
+    run slow-cold http-large BASE_URL="http://127.0.0.1:$SC_PORT/$BUCKET/large" LIST="$LARGE" CONCURRENCY=4 TOOL=once SERVER_PID="$SC_PID"
+    stop_pid "$SC_PID" 10
+    read -r SW_PID SW_PORT < <(start_s3 "$W/cache-slowwarm" --backend "$SLOW" --warm-concurrency 4) || true
+    [[ -n ${SW_PORT:-} ]] || { echo "bench: s3cached (slow warm) did not start"; exit 1; }
+    S3_PIDS+=("$SW_PID")
+    t0=$(now_ns)
+    # nginx cannot list: the job gets the shard list a loader would read (--keys)
+    sed 's|^|large/|' "$LARGE" >"$W/slow-keys"
+    timeout 300 "$BIN" warm --endpoint "http://127.0.0.1:$SW_PORT" --keys "$W/slow-keys" "s3://$BUCKET" >/dev/null || echo "bench: warm (slow backend) failed" >&2
+    t1=$(now_ns)
+    wgbps=$(awk -v b="$wbytes" -v d=$((t1 - t0)) 'BEGIN { printf "%.2f", b / d }')
+    printf 'slow-warm\tGBps=%s bytes=%s\n' "$wgbps" "$wbytes" >>"$RESULTS"
+    printf '%-22s GBps=%s bytes=%s\n' slow-warm "$wgbps" "$wbytes"
+    stop_pid "$SW_PID" 10
+    stop_pid "$SLOW_PID" 5
+else
+    echo "bench: no $THROTTLE_BIN (make $(dirname "$BIN")/throttle): slow-backend figures skipped"
+fi
 PORT=$UP_PORT "$SB/nginx-static" stop >/dev/null 2>&1 || true
 
 echo
@@ -178,4 +218,10 @@ printf '%-34s %10s %10s %8s\n' "warm-up vs a parallel reader (c4)" "$no" "$(fiel
 printf '%-34s %10s %10s %8s\n' "S3 backend (nginx upstream)" "reference" "s3cached" "ratio"
 printf '%-34s %10s %10s %8s\n' "  cold miss 64MiB vs direct GET" "$(field upstream-once GBps)" "$(field s3be-cold GBps)" "$(ratio "$(field s3be-cold GBps)" "$(field upstream-once GBps)")"
 printf '%-34s %10s %10s %8s\n' "  hits vs file-backend hits" "$sl" "$(field s3be-hits GBps)" "$(ratio "$(field s3be-hits GBps)" "$sl")"
+if [[ -n $(field slow-direct GBps) ]]; then
+    sd=$(field slow-direct GBps)
+    printf '%-34s %10s %10s %8s\n' "slow backend (${SLOW_BPS} B/s link)" "direct" "s3cached" "ratio"
+    printf '%-34s %10s %10s %8s\n' "  cold miss 64MiB vs direct GET" "$sd" "$(field slow-cold GBps)" "$(ratio "$(field slow-cold GBps)" "$sd")"
+    printf '%-34s %10s %10s %8s\n' "  warm-up vs a parallel reader" "$sd" "$(field slow-warm GBps)" "$(ratio "$(field slow-warm GBps)" "$sd")"
+fi
 echo "results log: $RESULTS   total $(($(date +%s) - T0))s"
