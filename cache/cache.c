@@ -227,7 +227,7 @@ void cache_ver_put_locked(struct cache *c, struct cver *v)
     }
     if (v->fd >= 0)
         close(v->fd);
-    if (v->dropped) {
+    if (v->dropped && !v->unindexed) {
         char p[STORE_PATH_MAX];
         cache_ver_path(c, v, p);
         evict_queue_unlink_locked(c, p);
@@ -271,6 +271,7 @@ void cache_key_load_locked(struct cache *c, struct ckey *ck)
                 v->npresent++;
             }
         }
+        v->unverified = v->npresent > 0;
         ck->cur = v;
     } else if (v) {
         cache_ver_put_locked(c, v);
@@ -280,15 +281,33 @@ void cache_key_load_locked(struct cache *c, struct ckey *ck)
 
 static void key_free_locked(struct cache *c, struct ckey *ck);
 
+void cache_key_index_written_locked(struct cache *c, struct ckey *ck, int rc, int is_delete)
+{
+    if (rc == 0 && ck->index_stale) {
+        ck->index_stale = 0;
+        ck->refs--; /* the caller holds another: never the last */
+        S3C_ASSERT(ck->refs > 0);
+    } else if (rc && rc != -ESTALE && is_delete && !ck->index_stale) {
+        ck->loaded = 1;
+        ck->index_stale = 1;
+        ck->refs++;
+    }
+}
+
 void cache_key_put_locked(struct cache *c, struct ckey *ck)
 {
     if (!ck)
         return;
     S3C_ASSERT(ck->refs > 0);
-    if (--ck->refs)
+    if (--ck->refs) {
+        /* held for its stale index record alone: it keeps no uncached version (nor its bytes) */
+        if (ck->refs == 1 && ck->index_stale && ck->cur && ck->cur->unindexed)
+            cache_ver_drop_locked(c, ck);
         return;
+    }
     S3C_ASSERT(!ck->waiters);
-    if (!c->closing && ck->cur && ck->loaded && !ck->lookup_running && ck->bucket[0]) {
+    if (!c->closing && ck->cur && !ck->cur->unindexed && ck->loaded && !ck->lookup_running
+        && ck->bucket[0]) {
         idle_push_locked(c, ck);
         while (c->nidle > c->max_idle) {
             struct ckey *old = c->idle_head;
@@ -322,6 +341,8 @@ static void key_free_locked(struct cache *c, struct ckey *ck)
 
 int cache_ver_fd_locked(struct cache *c, struct cver *v, int create, int *fd)
 {
+    if (v->unindexed)
+        return -ENOSPC; /* never on the disk: a fetch of it reads into memory (fill.c) */
     if (v->fd >= 0) {
         *fd = v->fd;
         return 0;
@@ -435,6 +456,16 @@ void cache_close(struct cache *c)
         idle_remove_locked(c, ck);
         if (!ck->refs)
             key_free_locked(c, ck);
+    }
+    for (unsigned i = 0; i < CACHE_KEY_BUCKETS; i++) {
+        for (struct ckey *ck = c->keys[i], *next; ck; ck = next) {
+            next = ck->hnext;
+            if (ck->index_stale) {
+                ck->index_stale = 0;
+                if (!--ck->refs)
+                    key_free_locked(c, ck);
+            }
+        }
     }
     pthread_mutex_unlock(&c->mu);
     evict_flush_touches(c);
@@ -578,6 +609,7 @@ static void index_drop(struct cache *c, struct ckey *ck, uint64_t version)
     pthread_mutex_lock(&c->mu);
     if (!rc)
         c->used = (uint64_t)((int64_t)c->used + delta);
+    cache_key_index_written_locked(c, ck, rc, 1);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -640,6 +672,7 @@ static int version_create(struct cache *c, struct ckey *ck, const struct be_meta
         return rc;
     }
     c->used = (uint64_t)((int64_t)c->used + delta);
+    cache_key_index_written_locked(c, ck, 0, 0);
     if (oldv && oldv != e.version) {
         /* a version we no longer held in memory: its file goes too */
         char p[STORE_PATH_MAX];
@@ -649,6 +682,24 @@ static int version_create(struct cache *c, struct ckey *ck, const struct be_meta
     pthread_mutex_unlock(&c->mu);
     *out = v;
     return 0;
+}
+
+/* A version of @ck with metadata @m that the index could not take: served from the backend
+ * without caching (a bypass) to the requests that wait for it, never written to the disk or
+ * indexed. 0 and *@out (one ref), or -ENOMEM. No lock held. */
+static int version_unindexed(struct cache *c, struct ckey *ck, const struct be_meta *m,
+                             struct cver **out)
+{
+    pthread_mutex_lock(&c->mu);
+    struct cver *v = ver_new(ck, store_new_version(), m, (uint32_t)c->block_size);
+    if (v) {
+        v->unindexed = 1;
+        v->validated_ns = s3c_real_ns();
+        v->first_fetch_owned = 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    *out = v;
+    return v ? 0 : -ENOMEM;
 }
 
 static void lookup_run(void *arg)
@@ -702,6 +753,13 @@ static void lookup_run(void *arg)
         drop_version = 0;
     }
     rc = version_create(c, ck, &m, flags, &nv);
+    if (rc && rc != -ENOMEM) {
+        /* the object is there, the index cannot hold it (LMDB map full, an index or disk
+         * error): read it from the backend, uncached, rather than fail the read */
+        log_warn("cache: indexing \"%s/%s\": %s: served uncached", ck->bucket, ck->key,
+                 s3c_strerror(rc));
+        rc = version_unindexed(c, ck, &m, &nv);
+    }
     pthread_mutex_lock(&c->mu);
     if (rc) {
         log_err("cache: indexing \"%s/%s\": %s", ck->bucket, ck->key, s3c_strerror(rc));
@@ -763,6 +821,27 @@ static int fresh(struct cache *c, const struct cver *v)
     return age_ms < c->revalidate_ms;
 }
 
+/* Whether @ck's current version may be served: one loaded from the index with blocks present
+ * must have its data file. A record can outlive its file (a delete of the record that failed
+ * with the LMDB map full, a file removed by hand): that version is dropped, so the request
+ * looks the object up as a miss instead of failing on the missing file. Opens the file (kept
+ * in v->fd for the read that follows); may release c->mu meanwhile. */
+static int cur_usable_locked(struct cache *c, struct ckey *ck)
+{
+    struct cver *v = ck->cur;
+    if (!v->unverified)
+        return 1;
+    v->unverified = 0;
+    int fd;
+    v->refs++;
+    int rc = cache_ver_fd_locked(c, v, 0, &fd);
+    if (rc == -ENOENT && ck->cur == v)
+        cache_ver_broken_locked(c, v);
+    int ok = ck->cur == v;
+    cache_ver_put_locked(c, v);
+    return ok;
+}
+
 static void bind_locked(struct cache_obj *h, struct cver *v, int from_lookup)
 {
     h->v = v;
@@ -794,7 +873,7 @@ int cache_obj_meta(struct cache_obj *o, struct cache_waiter *w, const struct be_
             goto out;
         }
         o->waited_lookup = 0;
-        if (ck->cur) {
+        if (ck->cur && cur_usable_locked(c, ck)) {
             if (ck->lookup_stale) {
                 o->stale = 1;
                 c->st.stale_served++;
@@ -808,7 +887,7 @@ int cache_obj_meta(struct cache_obj *o, struct cache_waiter *w, const struct be_
             goto out;
         }
         /* the lookup was overtaken by a replace/invalidate: look again */
-    } else if (ck->cur && fresh(c, ck->cur)) {
+    } else if (ck->cur && fresh(c, ck->cur) && cur_usable_locked(c, ck)) {
         bind_locked(o, ck->cur, 0);
         goto bound;
     }
@@ -1152,6 +1231,7 @@ static int adopt(struct cache *c, const char *bucket, const char *key, const cha
     pthread_mutex_lock(&c->mu);
     evict_unreserve_locked(c, acct);
     c->used = (uint64_t)((int64_t)c->used + delta);
+    cache_key_index_written_locked(c, ck, 0, 0);
     uint64_t curv = ck->cur ? ck->cur->version : 0;
     cache_ver_drop_locked(c, ck);
     if (oldv && oldv != curv) {

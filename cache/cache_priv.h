@@ -49,6 +49,11 @@ struct ckey {
     int lookup_stale;     /* lookup_done failed and cur is served stale */
     int lookup_same;      /* lookup_done confirmed cur (revalidated, unchanged) */
     struct cache_waiter *waiters; /* waiting for a lookup */
+    /* A delete of its index record failed (LMDB map full): the record left behind may name a
+     * version we dropped (its data file unlinked). The cache then holds a ref, so the key stays
+     * in memory, loaded, and the record is never read back, until a later write of the record
+     * (put or delete) succeeds: cache_key_index_written_locked(). */
+    int index_stale;
     /* Idle keys (no references, a current version) stay in memory, with their open data fd, in a
      * bounded LRU so that hits need no index read and no open(2). */
     struct ckey *idle_prev, *idle_next;
@@ -83,7 +88,11 @@ struct cver {
     int64_t validated_ns, touched_ns;
     int fd;
     int dropped; /* no longer indexed: unlink the file when freed */
+    int unindexed; /* the index could not take it (LMDB map full, index error): it has no data
+                    * file (cache_ver_fd_locked() fails with -ENOSPC, so fetches go to memory
+                    * as bypasses) and is not kept once no request holds its key */
     int bypass_seen;
+    int unverified; /* loaded from the index with blocks present, data file not yet opened */
     int first_fetch_owned; /* created by a lookup: that lookup's request is the miss, so the
                             * request that happens to start the first fetch is not another */
     struct fetch *fetches;
@@ -151,6 +160,10 @@ struct ckey *cache_key_find_locked(struct cache *c, const struct index_key *k);
 struct ckey *cache_key_get_locked(struct cache *c, const char *bucket, const char *key,
                                   const struct index_key *k);
 void cache_key_load_locked(struct cache *c, struct ckey *ck);
+/* After a write of @ck's index record returned @rc: a delete that failed (@rc other than 0 and
+ * -ESTALE) marks the record stale (ckey.index_stale), one that succeeded (or any successful
+ * put) ends that. */
+void cache_key_index_written_locked(struct cache *c, struct ckey *ck, int rc, int is_delete);
 void cache_key_put_locked(struct cache *c, struct ckey *ck);
 void cache_ver_put_locked(struct cache *c, struct cver *v);
 void cache_ver_drop_locked(struct cache *c, struct ckey *ck); /* cur -> NULL, dropped */

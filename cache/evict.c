@@ -214,6 +214,7 @@ int evict_reserve(struct cache *c, uint64_t bytes)
                 c->used = (uint64_t)((int64_t)c->used + delta);
                 c->st.evictions++;
             }
+            cache_key_index_written_locked(c, ck, d, 1);
             cache_key_put_locked(c, ck);
             pthread_mutex_unlock(&c->mu);
         }

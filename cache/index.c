@@ -3,24 +3,39 @@
  * LMDB environment (MDB_NOTLS, 64 GiB sparse map), record encoding and the
  * running totals. It does not know about files, fills or locks: cache.c
  * decides, index.c records, one transaction per call.
+ * A failed meta page write leaves LMDB's environment in its fatal state (every
+ * transaction then fails with MDB_PANIC): the next call that finds no other
+ * call inside the environment closes and reopens it (index_recover()).
  */
 #include <errno.h>
 #include <lmdb.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "index.h"
+#include "log.h"
 
 #define INDEX_MAP_SIZE (64ULL << 30)
+#define INDEX_REOPEN_RETRY_NS 1000000000ull /* after a failed reopen */
 #define REC_FORMAT 2u
 #define NAME_MAX_LEN 2048
 
 struct index {
-    MDB_env *env;
+    /* Read-held by every call for the life of its transaction (calls run concurrently, as
+     * LMDB allows); write-held only by index_recover(), which closes and reopens env. */
+    pthread_rwlock_t lock;
+    MDB_env *env; /* NULL after a failed reopen: calls fail until one succeeds */
     MDB_dbi objs, lru, info, dirty;
+    char *dir;
+    uint64_t map;         /* the map size index_open() settled on */
+    int nosync;           /* index_set_sync(0) */
+    int broken;           /* atomic: MDB_PANIC seen, a reopen is due */
+    uint64_t retry_at_ns; /* monotonic; no reopen attempt before it (write-held lock) */
+    uint64_t reopens;     /* atomic */
 };
 
 /* Entries that may be evicted are in the lru table: neither pinned nor dirty. */
@@ -305,66 +320,97 @@ static int lru_put(struct index *ix, MDB_txn *txn, int64_t atime, const struct i
 
 /* ---- open/close ------------------------------------------------------------------------ */
 
-int index_open(const char *dir, struct index **out, struct errmsg *em)
+/* Opens ix->env on @dir with a map of @map bytes (smaller where address space is limited) and
+ * its tables. 0 or an LMDB/errno code; ix->env is NULL on failure. */
+static int env_open(struct index *ix, const char *dir, uint64_t map)
 {
-    struct index *ix = calloc(1, sizeof(*ix));
     MDB_txn *txn = NULL;
     int rc;
-    if (!ix)
-        return -ENOMEM;
-    if (mkdir(dir, 0755) && errno != EEXIST) {
-        rc = -errno;
-        errmsg_set(em, "index: mkdir %s: %s", dir, strerror(-rc));
-        goto fail;
-    }
     /* a large sparse map; smaller ones where address space is limited (ulimit -v, valgrind) */
-    for (uint64_t map = INDEX_MAP_SIZE;; map /= 4) {
-        if ((rc = mdb_env_create(&ix->env)))
-            goto mdb_fail;
+    for (;; map /= 4) {
+        if ((rc = mdb_env_create(&ix->env))) {
+            ix->env = NULL;
+            return rc;
+        }
         if ((rc = mdb_env_set_maxdbs(ix->env, 4)) || (rc = mdb_env_set_mapsize(ix->env, map))
             || (rc = mdb_env_set_maxreaders(ix->env, 1024)))
-            goto mdb_fail;
-        rc = mdb_env_open(ix->env, dir, MDB_NOTLS, 0644);
+            goto fail;
+        rc = mdb_env_open(ix->env, dir, MDB_NOTLS | (ix->nosync ? MDB_NOSYNC : 0), 0644);
         if (rc == 0)
             break;
         mdb_env_close(ix->env);
         ix->env = NULL;
         if ((rc != EINVAL && rc != ENOMEM) || map <= (256ULL << 20))
-            goto mdb_fail;
+            return rc;
     }
+    ix->map = map;
     if ((rc = mdb_txn_begin(ix->env, NULL, 0, &txn)))
-        goto mdb_fail;
+        goto fail;
     if ((rc = mdb_dbi_open(txn, "objs", MDB_CREATE, &ix->objs))
         || (rc = mdb_dbi_open(txn, "lru", MDB_CREATE, &ix->lru))
         || (rc = mdb_dbi_open(txn, "info", MDB_CREATE, &ix->info))
         || (rc = mdb_dbi_open(txn, "dirty", MDB_CREATE, &ix->dirty)))
-        goto mdb_fail;
+        goto fail;
     rc = mdb_txn_commit(txn);
     txn = NULL;
     if (rc)
-        goto mdb_fail;
+        goto fail;
     /* readers left by a killed process of ours */
     int dead = 0;
     mdb_reader_check(ix->env, &dead);
-    *out = ix;
     return 0;
-mdb_fail:
-    errmsg_set(em, "index: lmdb %s: %s", dir, mdb_strerror(rc));
-    rc = mdb_rc(rc);
 fail:
     if (txn)
         mdb_txn_abort(txn);
-    if (ix->env)
-        mdb_env_close(ix->env);
+    mdb_env_close(ix->env);
+    ix->env = NULL;
+    return rc;
+}
+
+int index_open(const char *dir, struct index **out, struct errmsg *em)
+{
+    struct index *ix = calloc(1, sizeof(*ix));
+    int rc;
+    if (!ix)
+        return -ENOMEM;
+    if (!(ix->dir = strdup(dir))) {
+        free(ix);
+        return -ENOMEM;
+    }
+    if ((rc = -pthread_rwlock_init(&ix->lock, NULL))) {
+        free(ix->dir);
+        free(ix);
+        return rc;
+    }
+    if (mkdir(dir, 0755) && errno != EEXIST) {
+        rc = -errno;
+        errmsg_set(em, "index: mkdir %s: %s", dir, strerror(-rc));
+        goto fail;
+    }
+    if ((rc = env_open(ix, dir, INDEX_MAP_SIZE))) {
+        errmsg_set(em, "index: lmdb %s: %s", dir, mdb_strerror(rc));
+        rc = mdb_rc(rc);
+        goto fail;
+    }
+    *out = ix;
+    return 0;
+fail:
+    pthread_rwlock_destroy(&ix->lock);
+    free(ix->dir);
     free(ix);
     return rc;
 }
 
 int index_set_sync(struct index *ix, int on)
 {
-    int rc = mdb_env_set_flags(ix->env, MDB_NOSYNC, on ? 0 : 1);
-    if (!rc && on)
-        rc = mdb_env_sync(ix->env, 1);
+    pthread_rwlock_rdlock(&ix->lock);
+    int rc = ix->env ? mdb_env_set_flags(ix->env, MDB_NOSYNC, on ? 0 : 1) : MDB_PANIC;
+    if (!rc) {
+        ix->nosync = !on;
+        if (on)
+            rc = mdb_env_sync(ix->env, 1);
+    }
+    pthread_rwlock_unlock(&ix->lock);
     return mdb_rc(rc);
 }
 
@@ -372,24 +418,89 @@ void index_close(struct index *ix)
 {
     if (!ix)
         return;
-    mdb_env_close(ix->env);
+    if (ix->env)
+        mdb_env_close(ix->env);
+    pthread_rwlock_destroy(&ix->lock);
+    free(ix->dir);
     free(ix);
+}
+
+uint64_t index_reopens(struct index *ix)
+{
+    return __atomic_load_n(&ix->reopens, __ATOMIC_RELAXED);
+}
+
+/* The environment is in LMDB's fatal state (MDB_PANIC: a meta page write failed; every
+ * transaction fails until it is opened again): closes and reopens it, as a restart would, if
+ * no call is inside it. Only tried, never waited for: callers may hold cache locks that a call
+ * inside the environment (a scan's callback) waits for. When calls are in flight, a later call
+ * reopens; after a failed reopen, none is tried for INDEX_REOPEN_RETRY_NS. */
+static void index_recover(struct index *ix)
+{
+    if (pthread_rwlock_trywrlock(&ix->lock))
+        return;
+    uint64_t now = s3c_mono_ns();
+    if (__atomic_load_n(&ix->broken, __ATOMIC_ACQUIRE) && now >= ix->retry_at_ns) {
+        if (ix->env)
+            mdb_env_close(ix->env);
+        ix->env = NULL;
+        int rc = env_open(ix, ix->dir, ix->map);
+        if (rc == 0) {
+            __atomic_store_n(&ix->broken, 0, __ATOMIC_RELEASE);
+            __atomic_add_fetch(&ix->reopens, 1, __ATOMIC_RELAXED);
+            log_warn("index: lmdb %s was in its fatal state (MDB_PANIC): reopened", ix->dir);
+        } else {
+            ix->retry_at_ns = now + INDEX_REOPEN_RETRY_NS;
+            log_err("index: reopening lmdb %s after MDB_PANIC: %s", ix->dir, mdb_strerror(rc));
+        }
+    }
+    pthread_rwlock_unlock(&ix->lock);
 }
 
 /* ---- operations ------------------------------------------------------------------------ */
 
+/* Every call's transaction: begun under the read-held lock, which txn_end()/txn_close()
+ * release. While a reopen is due no call enters the environment (calls in flight leave it
+ * soon, and then one reopens it); finding it in its fatal state, a call recovers and tries
+ * once more. */
 static int txn_begin(struct index *ix, int rdonly, MDB_txn **txn)
 {
-    return mdb_rc(mdb_txn_begin(ix->env, NULL, rdonly ? MDB_RDONLY : 0, txn));
+    for (int again = 0;; again = 1) {
+        if (__atomic_load_n(&ix->broken, __ATOMIC_ACQUIRE)) {
+            index_recover(ix);
+            if (__atomic_load_n(&ix->broken, __ATOMIC_ACQUIRE))
+                return -EIO;
+        }
+        pthread_rwlock_rdlock(&ix->lock);
+        int rc = ix->env ? mdb_txn_begin(ix->env, NULL, rdonly ? MDB_RDONLY : 0, txn) : MDB_PANIC;
+        if (rc == 0)
+            return 0;
+        pthread_rwlock_unlock(&ix->lock);
+        if (rc != MDB_PANIC || again)
+            return mdb_rc(rc);
+        __atomic_store_n(&ix->broken, 1, __ATOMIC_RELEASE);
+    }
 }
 
-static int txn_end(MDB_txn *txn, int rc)
+/* Commits @txn when @rc is 0, else aborts it; releases the lock. */
+static int txn_end(struct index *ix, MDB_txn *txn, int rc)
 {
     if (rc) {
         mdb_txn_abort(txn);
-        return rc;
+    } else if ((rc = mdb_txn_commit(txn)) != 0) {
+        if (rc == MDB_PANIC)
+            __atomic_store_n(&ix->broken, 1, __ATOMIC_RELEASE);
+        rc = mdb_rc(rc);
     }
-    return mdb_rc(mdb_txn_commit(txn));
+    pthread_rwlock_unlock(&ix->lock);
+    return rc;
+}
+
+/* Ends a read transaction; releases the lock. */
+static void txn_close(struct index *ix, MDB_txn *txn)
+{
+    mdb_txn_abort(txn);
+    pthread_rwlock_unlock(&ix->lock);
 }
 
 int index_get(struct index *ix, const struct index_key *k, struct index_entry *out)
@@ -402,7 +513,7 @@ int index_get(struct index *ix, const struct index_key *k, struct index_entry *o
     rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v));
     if (!rc)
         rc = rec_decode(&v, out, NULL, 0, 0);
-    mdb_txn_abort(txn);
+    txn_close(ix, txn);
     return rc;
 }
 
@@ -482,7 +593,7 @@ int index_put(struct index *ix, const struct index_key *k, const char *name,
     rc = totals_put(ix, txn, &t);
 out:
     free(w.p);
-    rc = txn_end(txn, rc);
+    rc = txn_end(ix, txn, rc);
     if (!rc && delta_used)
         *delta_used = delta;
     return rc;
@@ -546,7 +657,7 @@ int index_mark(struct index *ix, const struct index_key *k, uint64_t version, ui
     rc = totals_put(ix, txn, &t);
 out:
     free(copy);
-    rc = txn_end(txn, rc);
+    rc = txn_end(ix, txn, rc);
     if (!rc)
         *delta_used = (int64_t)add;
     return rc;
@@ -577,7 +688,7 @@ int index_del(struct index *ix, const struct index_key *k, uint64_t version, int
         goto out;
     rc = totals_put(ix, txn, &t);
 out:
-    rc = txn_end(txn, rc);
+    rc = txn_end(ix, txn, rc);
     if (!rc)
         *delta_used = -(int64_t)e.used_bytes;
     return rc;
@@ -642,7 +753,7 @@ int index_set_pinned(struct index *ix, const struct index_key *k, uint64_t versi
     }
     rc = totals_put(ix, txn, &t);
 out:
-    return txn_end(txn, rc);
+    return txn_end(ix, txn, rc);
 }
 
 int index_touch(struct index *ix, const struct index_touch *t, size_t n)
@@ -675,7 +786,7 @@ int index_touch(struct index *ix, const struct index_touch *t, size_t n)
             rc = lru_put(ix, txn, at, &t[i].k, e.version, e.used_bytes);
         }
     }
-    return txn_end(txn, rc);
+    return txn_end(ix, txn, rc);
 }
 
 int index_lru_scan(struct index *ix, index_lru_f *cb, void *arg)
@@ -687,7 +798,7 @@ int index_lru_scan(struct index *ix, index_lru_f *cb, void *arg)
     if (rc)
         return rc;
     if ((rc = mdb_rc(mdb_cursor_open(txn, ix->lru, &cur)))) {
-        mdb_txn_abort(txn);
+        txn_close(ix, txn);
         return rc;
     }
     int r = mdb_cursor_get(cur, &key, &v, MDB_FIRST);
@@ -707,7 +818,7 @@ int index_lru_scan(struct index *ix, index_lru_f *cb, void *arg)
     if (!rc && r != MDB_NOTFOUND)
         rc = mdb_rc(r);
     mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
+    txn_close(ix, txn);
     return rc;
 }
 
@@ -727,7 +838,7 @@ int index_prefix_scan(struct index *ix, const char *name_prefix, index_scan_f *c
         return rc;
     }
     if ((rc = mdb_rc(mdb_cursor_open(txn, ix->objs, &cur)))) {
-        mdb_txn_abort(txn);
+        txn_close(ix, txn);
         free(name);
         return rc;
     }
@@ -751,7 +862,7 @@ int index_prefix_scan(struct index *ix, const char *name_prefix, index_scan_f *c
     if (!rc && r != 0 && r != MDB_NOTFOUND)
         rc = mdb_rc(r);
     mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
+    txn_close(ix, txn);
     free(name);
     return rc;
 }
@@ -805,7 +916,7 @@ out:
     index_entry_clear(&e);
     free(w.p);
     free(name);
-    return txn_end(txn, rc);
+    return txn_end(ix, txn, rc);
 }
 
 int index_dirty_scan(struct index *ix, index_dirty_f *cb, void *arg)
@@ -820,7 +931,7 @@ int index_dirty_scan(struct index *ix, index_dirty_f *cb, void *arg)
         return rc;
     }
     if ((rc = mdb_rc(mdb_cursor_open(txn, ix->dirty, &cur)))) {
-        mdb_txn_abort(txn);
+        txn_close(ix, txn);
         free(name);
         return rc;
     }
@@ -841,7 +952,7 @@ int index_dirty_scan(struct index *ix, index_dirty_f *cb, void *arg)
     if (!rc && r != MDB_NOTFOUND)
         rc = mdb_rc(r);
     mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
+    txn_close(ix, txn);
     free(name);
     return rc;
 }
@@ -853,6 +964,6 @@ int index_totals(struct index *ix, struct index_totals *out)
     if (rc)
         return rc;
     rc = totals_get(ix, txn, out);
-    mdb_txn_abort(txn);
+    txn_close(ix, txn);
     return rc;
 }

@@ -50,8 +50,14 @@ struct index_totals {
     uint64_t dirty_objects, dirty_bytes; /* dirty_bytes: object sizes */
 };
 
+/* Calls may run on any threads at once. When LMDB's environment reaches its fatal state
+ * (MDB_PANIC, after a failed meta page write: the write that failed returns -EIO), a later
+ * call closes and reopens it as a restart would, once no other call is inside it; until then
+ * calls fail with -EIO. */
 int index_open(const char *dir, struct index **out, struct errmsg *em);
 void index_close(struct index *ix);
+/* How many times the environment was reopened after MDB_PANIC. */
+uint64_t index_reopens(struct index *ix);
 /* Bulk loads (tools): @on = 0 stops syncing each commit; @on = 1 syncs and restores it. */
 int index_set_sync(struct index *ix, int on);
 

@@ -74,6 +74,7 @@ struct req {
     size_t n_query;
     struct sigv4_kv *headers;     /* pointers into MHD's header storage */
     size_t n_headers;
+    size_t header_bytes;          /* request line and header lines, about as sent */
     char access_key[129];         /* authenticated key, "anonymous", or "" */
     int is_admin;
     struct sigv4_result auth;

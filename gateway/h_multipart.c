@@ -363,6 +363,62 @@ static int body_collect(struct req *rq, const char *data, size_t len)
     return rc == -EMSGSIZE ? -S3E_MALFORMED_XML : rc;
 }
 
+/* S3's largest part; UploadPart and UploadPartCopy refuse more (UploadPart also more than
+ * --max-object-size). */
+#define MP_PART_MAX (5ull << 30)
+
+static int mp_etag_eq(const char *client, const char *backend)
+{
+    size_t l = strlen(client);
+    if (l >= 2 && client[0] == '"' && client[l - 1] == '"')
+        return l - 2 == strlen(backend) && strncasecmp(client + 1, backend, l - 2) == 0;
+    return strcasecmp(client, backend) == 0;
+}
+
+/* Write-through Complete, before the backend makes the object: -S3E_ENTITY_TOO_LARGE when the
+ * parts @parts (ascending, from the request) add up to more than --max-object-size, as the
+ * backend lists them. A part not listed, or listed with another ETag, is -S3E_INVALID_PART
+ * (what the backend would answer), so that a part re-uploaded meanwhile cannot grow the object
+ * past the check. 0 when they fit, and when the check cannot apply: parts out of order or an
+ * upload the backend no longer lists (it answers those itself: InvalidPartOrder, NoSuchUpload
+ * or a repeated Complete's result). Other errors: the backend's. */
+static int mp_complete_size_check(struct req *rq, const struct be_part *parts, size_t n)
+{
+    struct server *srv = rq->srv;
+    uint64_t max = srv->cf->max_object_size, total = 0;
+    if ((uint64_t)n * MP_PART_MAX <= max)
+        return 0; /* no parts that S3 allows can exceed it */
+    for (size_t i = 1; i < n; i++)
+        if (parts[i].number <= parts[i - 1].number)
+            return 0;
+    unsigned marker = 0;
+    size_t i = 0;
+    int truncated = 1, rc = 0;
+    while (!rc && i < n && truncated) {
+        struct be_part *got = NULL;
+        size_t ng = 0;
+        rc = backend_mp_list_parts(srv->be, rq->bucket, rq->key, upload_id_param(rq), marker,
+                                   1000, &got, &ng, &truncated);
+        if (rc == -S3E_NO_SUCH_UPLOAD || rc == -S3E_NOT_IMPLEMENTED)
+            return 0;
+        for (size_t j = 0; !rc && j < ng && i < n; j++) {
+            if (got[j].number < parts[i].number)
+                continue;
+            if (got[j].number > parts[i].number || !mp_etag_eq(parts[i].etag, got[j].etag))
+                rc = -S3E_INVALID_PART;
+            else if ((total += got[j].size) > max)
+                rc = -S3E_ENTITY_TOO_LARGE;
+            i++;
+        }
+        if (ng)
+            marker = got[ng - 1].number;
+        else
+            truncated = 0;
+        free(got);
+    }
+    return rc ? rc : i < n ? -S3E_INVALID_PART : 0;
+}
+
 static void mp_complete_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;
@@ -378,11 +434,16 @@ static void mp_complete_job(struct req *rq)
             wb_mpu_finish(srv, upload_id_param(rq));
         return;
     }
+    /* Nothing may be made that is over the limit: checked first, the upload stays as it was
+     * (it can be completed with fewer parts, listed or aborted). Write-back checks in
+     * wb_mpu_complete(), before it writes anything. */
+    if ((rq->rc = mp_complete_size_check(rq, s->parts, s->n)))
+        return;
     cache_write_begin(srv->cache, rq->bucket, rq->key);
     rq->rc = backend_mp_complete(srv->be, rq->bucket, rq->key, upload_id_param(rq), s->parts,
                                  s->n, &s->meta);
     if (!rq->rc && s->meta.size > srv->cf->max_object_size)
-        rq->rc = -S3E_ENTITY_TOO_LARGE;
+        rq->rc = -S3E_ENTITY_TOO_LARGE; /* a check skipped above (backend without ListParts) */
     if (rq->rc)
         cache_invalidate(srv->cache, rq->bucket, rq->key);
     else

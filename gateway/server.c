@@ -223,6 +223,7 @@ static enum MHD_Result req_collect_header(void *cls, enum MHD_ValueKind kind, co
     h[rq->n_headers].name = key;
     h[rq->n_headers].value = value ? value : "";
     rq->n_headers++;
+    rq->header_bytes += strlen(key) + 2 + strlen(h[rq->n_headers - 1].value) + 2;
     return MHD_YES;
 }
 
@@ -246,6 +247,11 @@ static int req_start(struct req *rq, const char *url)
     struct server *srv = rq->srv;
     struct errmsg em = {{0}};
     MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, req_collect_header, rq);
+    /* libmicrohttpd refuses (431) only a header section that overflows its connection pool,
+     * which is larger than the limit: the limit itself is enforced here, as S3 does. */
+    rq->header_bytes += strlen(rq->method) + 1 + strlen(url) + sizeof(" HTTP/1.1\r\n") - 1;
+    if (rq->header_bytes > srv->cf->max_header_size)
+        return req_fail_early(rq, -S3E_HEADER_TOO_LARGE);
     /* Authentication comes first, as with S3: a bad name or key from an unauthenticated
      * client is AccessDenied, not a hint about what exists. */
     int route_rc = router_route(rq, url, req_header(rq, "Host"));

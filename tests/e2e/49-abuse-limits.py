@@ -3,7 +3,9 @@ finish their headers) do not stop another client from being served, and the idle
 closed at --idle-timeout; a body dribbled a byte at a time is cut (no staged file, nothing
 stored) while a slow but steady upload is not; --max-object-size and the part limit (the
 smaller of it and 5 GiB) give 400 EntityTooLarge (before the body with Expect: 100-continue,
-and mid-stream when the length is unknown); XML bodies over their cap and DeleteObjects over
+and mid-stream when the length is unknown), and so does a Complete whose parts add up to more,
+before anything is made (write-through, write-back, S3 backend: nothing stored, the upload
+still listed and abortable); XML bodies over their cap and DeleteObjects over
 1,000 keys give 400 MalformedXML. (Oversized headers: 43-bad-input.sh.)"""
 import base64
 import hashlib
@@ -202,6 +204,79 @@ def part_size():
 
 t.check("UploadPart over the part limit: 400 EntityTooLarge; part number > 10000: "
         "InvalidArgument", part_size)
+
+
+def complete_over_limit(gw, store, label):
+    """Parts of 5 MiB + 2 MiB, each allowed, complete to 7 MiB > --max-object-size (6 MiB):
+    Complete is refused with 400 EntityTooLarge before anything is made, and the upload stays
+    listed, listable and abortable."""
+    s3 = gw.boto3()
+    key = "mp-over/%s.bin" % label
+    p1, p2 = os.urandom(5 << 20), os.urandom(2 << 20)
+    up = s3.create_multipart_upload(Bucket=B, Key=key)["UploadId"]
+    parts = [{"PartNumber": n, "ETag": s3.upload_part(Bucket=B, Key=key, UploadId=up,
+                                                       PartNumber=n, Body=body)["ETag"]}
+             for n, body in ((1, p1), (2, p2))]
+    E.expect_client_error("%s: Complete over --max-object-size" % label,
+                          s3.complete_multipart_upload, 400, "EntityTooLarge", Bucket=B, Key=key,
+                          UploadId=up, MultipartUpload={"Parts": parts})
+    E.expect_client_error("%s: HEAD after the refused Complete" % label, s3.head_object, 404,
+                          "404", Bucket=B, Key=key)
+    if os.path.exists(os.path.join(store, B, key)):
+        raise E.Fail("%s: the refused object reached the backend" % label)
+    ups = [(u["Key"], u["UploadId"]) for u in s3.list_multipart_uploads(Bucket=B).get("Uploads", [])]
+    if (key, up) not in ups:
+        raise E.Fail("%s: the upload is no longer listed: %s" % (label, ups))
+    lp = s3.list_parts(Bucket=B, Key=key, UploadId=up)
+    E.eq("%s: ListParts after the refused Complete" % label,
+         [(x["PartNumber"], x["Size"]) for x in lp["Parts"]], [(1, 5 << 20), (2, 2 << 20)])
+    s3.abort_multipart_upload(Bucket=B, Key=key, UploadId=up)
+    ups = [u["UploadId"] for u in s3.list_multipart_uploads(Bucket=B).get("Uploads", [])]
+    if up in ups:
+        raise E.Fail("%s: the upload is still listed after Abort" % label)
+    E.expect_client_error("%s: HEAD after Abort" % label, s3.head_object, 404, "404",
+                          Bucket=B, Key=key)
+    # within the limit (a subset of the parts) Complete works
+    up = s3.create_multipart_upload(Bucket=B, Key=key)["UploadId"]
+    e1 = s3.upload_part(Bucket=B, Key=key, UploadId=up, PartNumber=1, Body=p1)["ETag"]
+    s3.upload_part(Bucket=B, Key=key, UploadId=up, PartNumber=3, Body=p2)
+    s3.complete_multipart_upload(Bucket=B, Key=key, UploadId=up,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}]})
+    E.same_bytes("%s: GET of the part-1-only object" % label,
+                 s3.get_object(Bucket=B, Key=key)["Body"].read(), p1)
+
+
+def complete_size():
+    complete_over_limit(srv, srv.store, "write-through")
+    wb = E.Server(t, extra=["--write-mode", "back", "--max-object-size", str(MAX_OBJ)])
+    os.makedirs(os.path.join(wb.store, B))
+    wb.start()
+    try:
+        complete_over_limit(wb, wb.store, "write-back")
+    finally:
+        wb.stop()
+        wb.cleanup()
+    # through an S3 backend (ListParts from the upstream), with no limit on the upstream
+    up = E.Server(t, port=E.free_port())
+    os.makedirs(os.path.join(up.store, B))
+    up.start()
+    gw = E.Server(t, extra=["--backend", "http://127.0.0.1:%d" % up.port,
+                            "--backend-access-key", up.ak, "--backend-secret-key", up.sk,
+                            "--max-object-size", str(MAX_OBJ)])
+    gw.start()
+    try:
+        complete_over_limit(gw, up.store, "s3-backend")
+    finally:
+        gw.stop()
+        gw.cleanup()
+        up.stop()
+        up.cleanup()
+    healthy()
+
+
+t.check("CompleteMultipartUpload over --max-object-size (write-through, write-back, S3 "
+        "backend): 400 EntityTooLarge before the object is made, nothing stored, the upload "
+        "still listed and abortable", complete_size)
 
 
 def xml_caps():

@@ -12,8 +12,10 @@ N-th call. Each scenario arms rules, drives requests, and checks the invariants:
 Scenarios: cache disk full (PUT, UploadPart, staged fsync, miss fill), a read error on one
 cached object (hit by sendfile, partly cached object by pread), fsync/fdatasync failures
 (staged upload, fill, LMDB, directory) and a failed rename, allocation failure at the N-th
-call swept over a request mix (FAULT_SWEEP=lo:hi:step), and a full LMDB map (S3C_FAULT_MDB_
-MAPSIZE), grown by a restart. Last line: "faults: N passed, N failed".
+call swept over a request mix (FAULT_SWEEP=lo:hi:step), a failed LMDB meta page write
+(MDB_PANIC: the index reopens itself), and a full LMDB map (S3C_FAULT_MDB_MAPSIZE: reads
+served uncached, write-back PUTs refused cleanly), grown by a restart. Last line:
+"faults: N passed, N failed".
 """
 import collections
 import glob
@@ -539,45 +541,66 @@ t.check("no descriptor leaked over all the faults above", final_fds)
 
 def index_write_error():
     # A failed write of an LMDB meta page puts the environment in its fatal state (MDB_PANIC):
-    # until a restart, nothing new can be indexed. What must hold meanwhile: no crash, clean
-    # errors, cached objects still right; and after a restart, everything.
+    # every transaction fails until it is opened again. The index reopens it (cache/index.c)
+    # at its next transaction, so only the requests of that moment meet the error: no crash,
+    # clean errors, cached objects right; then caching goes on without a restart.
     body = rnd(MIB + 9)
-    fired = 0
-    for n in (1, 2, 3):  # the n-th write of a commit: data pages first, the meta page last
-        fx.rules("pwrite:%d:EIO:1:/cache/index/" % n, "write:%d:EIO:1:/cache/index/" % n)
+    fired = []
+
+    def panicked():
+        with open(fx.srv.log, errors="replace") as f:
+            return "MDB_PANIC" in f.read()
+
+    # A commit writes its data pages (writev, or pwrite for a lone page), then the meta page
+    # (pwrite, the commit's last): a failed data write only fails that commit, a failed meta
+    # write is fatal. The n-th pwrite of a commit, n = 1, 2, ..., until one was the meta page
+    # (the index logs MDB_PANIC when its next transaction finds it).
+    rules = ["write:1:EIO:1:/cache/index/"] + ["pwrite:%d:EIO:1:/cache/index/" % n
+                                                for n in range(1, 9)]
+    for i, rule in enumerate(rules):
+        fx.rules(rule)
         r = fx.req("PUT", "/%s/idx-write" % B, body=body)
         if r.status != 200:
             clean_error("PUT with an index write failing", r, {500, 503, 507})
-        fired += len(fx.fired())
+        fired += fx.fired()
+        fx.rules()
+        # a miss indexes a new entry: the first transaction after the fault
+        probe = "probe-%d" % i
+        with open(os.path.join(fx.srv.store, B, probe), "wb") as f:
+            f.write(body[:1000])
+        E.same_bytes("GET %s after %s" % (probe, rule), fx.get(probe).body, body[:1000])
+        fx.stored[probe] = body[:1000]
+        if panicked():
+            break
     if not fired:
         raise E.Fail("no index write was failed")
-    fx.rules()
-    statuses = collections.Counter()
-    for key in ("idx-write", "cold-idx2"):
-        if key == "cold-idx2":
-            with open(os.path.join(fx.srv.store, B, key), "wb") as f:
-                f.write(body)
-        g = fx.get(key)
-        statuses[g.status] += 1
-        if r.status == 200 or key == "cold-idx2":
-            correct_or_cut("GET %s after an index write error" % key, g, body)
-    for key in ("keep", "small", "other"):
-        E.same_bytes("GET %s after an index write error" % key, fx.get(key).body, fx.stored[key])
+    print("       | failed: %s" % "; ".join(f.split(" /")[0] for f in fired))
+    with open(os.path.join(fx.srv.store, B, "cold-idx2"), "wb") as f:
+        f.write(body)
+    E.eq("PUT idx-write once the index is reopened", fx.put("idx-write", body).status, 200)
+    for key in ("idx-write", "cold-idx2", "keep", "small", "other"):
+        r = fx.get(key)
+        E.eq("GET %s after the index write errors" % key, r.status, 200)
+        E.same_bytes("GET %s after the index write errors" % key, r.body,
+                     body if key == "cold-idx2" else fx.stored[key])
+    fx.stored["cold-idx2"] = body
+    # indexed again without a restart: the PUT was adopted, the cold miss cached
+    E.eq("GET idx-write: cached (no restart)", fx.get("idx-write").h("x-cache"), "hit")
+    E.eq("GET cold-idx2 again: cached (no restart)", fx.get("cold-idx2").h("x-cache"), "hit")
+    with open(fx.srv.log, errors="replace") as f:
+        log = f.read()
+    if "MDB_PANIC" not in log or "reopened" not in log:
+        raise E.Fail("no meta page write failed, or the index was not reopened; log tail:\n"
+                     + fx.srv.log_tail(10))
     fx.healthy()
-    print("       | note: reads needing a new index entry after the write errors: %s "
-          "(500s: LMDB went into its fatal state, nothing new is indexed until a restart)"
-          % dict(statuses))
     fx.srv.stop()
     fx.srv.start()
-    if r.status == 200:
-        fx.stored["idx-write"] = body
-    fx.stored["cold-idx2"] = body
     fx.intact()
-    E.eq("GET cold-idx2 cached after the restart", fx.get("cold-idx2").h("x-cache"), "hit")
+    E.eq("GET cold-idx2 cached after a restart", fx.get("cold-idx2").h("x-cache"), "hit")
 
 
 t.check("index write error (LMDB fatal state): no crash, clean errors, cached data right; "
-        "all well after a restart", index_write_error)
+        "the index reopens and caches again without a restart", index_write_error)
 fx.srv.stop()
 fx.srv.cleanup()
 
@@ -587,10 +610,30 @@ fx.srv.cleanup()
 MAP_CAP = 128 * 1024
 lm = Faulty(mapsize=MAP_CAP)
 E.setup_or_die(t, lm.srv, lm.start)
-LM = {"first_507": None, "n": 0}
+LM = {"first_full": None, "n": 0}
+
+
+def get_uncached_or_indexed(key, body):
+    """GET @key (right bytes, 200) once the index is full: a hit, or not indexed and then
+    counted as a bypass, or (room freed meanwhile) indexed after all: the next GET is a hit.
+    Returns the x-cache of the first GET."""
+    by0 = lm.srv.stats()["cache"]["bypassed"]
+    g = lm.get(key)
+    E.eq("GET %s (map capped at %d bytes): status" % (key, MAP_CAP), g.status, 200)
+    E.same_bytes("GET %s" % key, g.body, body)
+    if g.h("x-cache") != "hit" and lm.srv.stats()["cache"]["bypassed"] <= by0:
+        g2 = lm.get(key)
+        E.same_bytes("GET %s again" % key, g2.body, body)
+        if g2.h("x-cache") != "hit":
+            raise E.Fail("GET %s: neither cached nor counted as bypassed (x-cache %s, then %s)"
+                         % (key, g.h("x-cache"), g2.h("x-cache")))
+    return g.h("x-cache")
 
 
 def map_full():
+    # Once the map is full, a PUT (write-through) still reaches the backend and answers 200;
+    # only the cache cannot hold it. A GET of what cannot be indexed is served from the
+    # backend uncached (a bypass), never refused.
     statuses = collections.Counter()
     early = []
     for i in range(3000):
@@ -599,23 +642,50 @@ def map_full():
         r = lm.put(key, body)
         if r.status != 200:
             clean_error("PUT %s with the index full" % key, r, {500, 503, 507})
-        g = lm.get(key)
-        statuses["GET %s" % g.status] += 1
-        if g.status == 200:
+        if LM["first_full"] is None:
+            g = lm.get(key)
+            E.eq("GET %s: status" % key, g.status, 200)
             E.same_bytes("GET %s" % key, g.body, body)
-            if LM["first_507"] is None:
-                early.append(key)
+            how = g.h("x-cache")
         else:
-            clean_error("GET %s with the index full" % key, g, {507}, "InsufficientStorage")
-            if LM["first_507"] is None:
-                LM["first_507"] = i
+            how = get_uncached_or_indexed(key, body)
+        statuses["GET 200 %s" % how] += 1
+        if how == "hit":
+            if LM["first_full"] is None:
+                early.append(key)
+        elif LM["first_full"] is None:
+            LM["first_full"] = i
         LM["n"] = i + 1
-        if LM["first_507"] is not None and i >= LM["first_507"] + 30:
+        if LM["first_full"] is not None and i >= LM["first_full"] + 30:
             break
     print("       | index full after %s objects (map capped at %d bytes); %s"
-          % (LM["first_507"], MAP_CAP, dict(statuses)))
-    if LM["first_507"] is None:
-        raise E.Fail("the index never filled up: no 507 in %d objects" % LM["n"])
+          % (LM["first_full"], MAP_CAP, dict(statuses)))
+    if LM["first_full"] is None:
+        raise E.Fail("the index never filled up: every GET of %d objects a hit" % LM["n"])
+    # a cold object never PUT through the gateway: served, uncached, more than once
+    cold = rnd(3 * MIB + 11)
+    with open(os.path.join(lm.srv.store, B, "cold-full-map"), "wb") as f:
+        f.write(cold)
+    by0 = lm.srv.stats()["cache"]["bypassed"]
+    for n in (1, 2):
+        get_uncached_or_indexed("cold-full-map", cold)
+        E.eq("HEAD cold-full-map with the index full",
+             lm.req("HEAD", "/%s/cold-full-map" % B).status, 200)
+    if lm.srv.stats()["cache"]["bypassed"] <= by0:
+        raise E.Fail("no GET of cold-full-map was a bypass")
+    lm.stored["cold-full-map"] = cold
+    # overwrites of indexed objects: the old record cannot always be deleted (a delete needs
+    # free pages too), yet reads return the new bytes, then and later, never an error
+    over = early[50:90]
+    for key in over:
+        body = b"new " + rnd(30)
+        E.eq("PUT %s over an indexed object with the index full" % key, lm.put(key, body).status, 200)
+        E.same_bytes("GET %s after the overwrite" % key, lm.get(key).body, body)
+    time.sleep(0.5)
+    for key in over:
+        g = lm.get(key)
+        E.eq("GET %s again after the overwrite" % key, g.status, 200)
+        E.same_bytes("GET %s again after the overwrite" % key, g.body, lm.stored[key])
     lm.healthy()
     # what was indexed before is intact and still served from the cache
     for key in early[:50]:
@@ -625,8 +695,8 @@ def map_full():
     LM["early"] = early
 
 
-t.check("LMDB map full: PUTs still reach the backend, reads are right or a clean 507, "
-        "indexed entries intact", map_full)
+t.check("LMDB map full: PUTs still reach the backend, GETs of what cannot be indexed are "
+        "served uncached (bypass), indexed entries intact", map_full)
 
 
 def map_grows():
@@ -643,7 +713,7 @@ def map_grows():
     if not m or int(m.group(1)) <= MAP_CAP:
         raise E.Fail("the map did not grow on restart: %r" % out[:300])
     print("       | map size after the restart: %s bytes" % m.group(1))
-    for key in ("o%05d" % (LM["first_507"] + 5),):
+    for key in ("o%05d" % (LM["first_full"] + 5),):
         r = lm.get(key)
         r = lm.get(key)
         E.eq("a key that could not be indexed is cached now", r.h("x-cache"), "hit")
@@ -654,5 +724,48 @@ t.check("LMDB map full then restarted without the cap: the map grows, nothing lo
         map_grows)
 lm.srv.stop()
 lm.srv.cleanup()
+
+# A write-back PUT is acknowledged once it is indexed (dirty): with the map full it cannot be,
+# so it fails cleanly and nothing is stored; reads still work (uncached).
+wb = Faulty(extra=["--write-mode", "back"], mapsize=MAP_CAP)
+E.setup_or_die(t, wb.srv, wb.start)
+
+
+def map_full_write_back():
+    refused = None
+    for i in range(3000):
+        key = "w%05d" % i
+        r = wb.put(key, b"object %d " % i + rnd(i % 50))
+        if r.status != 200:
+            clean_error("write-back PUT %s with the index full" % key, r, {507},
+                        "InsufficientStorage")
+            refused = key
+            break
+    if refused is None:
+        raise E.Fail("the index never filled up: 3000 write-back PUTs acknowledged")
+    print("       | write-back PUT refused after %d objects (map capped at %d bytes)"
+          % (len(wb.stored), MAP_CAP))
+    r = wb.get(refused)
+    E.expect_error("GET of the refused write-back PUT", r, 404, "NoSuchKey")
+    flush = E.request(wb.srv.endpoint, "POST", "/_/flush", query="timeout_s=20",
+                      headers={"Authorization": "Bearer " + wb.srv.token}, anon=True, timeout=60)
+    E.eq("POST /_/flush", flush.status, 200)
+    if on_backend(wb, refused) is not None:
+        raise E.Fail("the refused write-back PUT reached the backend")
+    cold = rnd(2 * MIB + 3)
+    with open(os.path.join(wb.srv.store, B, "cold-wb"), "wb") as f:
+        f.write(cold)
+    g = wb.get("cold-wb")
+    E.eq("GET of an uncached object with the index full (write-back)", g.status, 200)
+    E.same_bytes("GET cold-wb", g.body, cold)
+    wb.stored["cold-wb"] = cold
+    wb.intact()  # every acknowledged write reads back
+    wb.healthy()
+
+
+t.check("LMDB map full, write-back: a PUT that cannot be indexed gets 507 InsufficientStorage "
+        "and stores nothing; acknowledged writes and reads intact", map_full_write_back)
+wb.srv.stop()
+wb.srv.cleanup()
 print("faults took %.0f s" % (time.time() - T0))
 sys.exit(t.finish())
