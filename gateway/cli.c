@@ -131,10 +131,20 @@ static void stats_table(const struct json *st, FILE *f)
     human_bytes(json_get_num(be, "bytes_read", 0), c, sizeof(c));
     human_bytes(json_get_num(cache, "dirty_bytes", 0), d, sizeof(d));
     fprintf(f, "uptime %.0fs  cache %s / %s, %.0f objects, hit ratio %.1f%%  backend read %s, "
-               "%.0f requests, %.0f errors  dirty %s\n\n",
+               "%.0f requests, %.0f errors  dirty %s",
             json_get_num(st, "uptime_s", 0), a, b, json_get_num(cache, "objects", 0),
             hits + misses + coal > 0 ? 100.0 * hits / (hits + misses + coal) : 0.0, c,
             json_get_num(be, "requests", 0), json_get_num(be, "errors", 0), d);
+    const struct json *fair = json_get(st, "fair");
+    if (json_get_num(fair, "capacity_bps", 0) > 0) { /* --max-bandwidth: the fair share */
+        const struct json *sat = json_get(fair, "saturated");
+        human_bytes(json_get_num(fair, "level_bps", 0), a, sizeof(a));
+        human_bytes(json_get_num(fair, "capacity_bps", 0), b, sizeof(b));
+        fprintf(f, "  fair share %s/s of %s/s, %.0f active clients%s", a, b,
+                json_get_num(fair, "active_clients", 0),
+                sat && sat->type == JSON_BOOL && sat->b ? ", saturated" : "");
+    }
+    fputs("\n\n", f);
     fprintf(f, "%-24s %-16s %9s %12s %12s %12s %12s %8s %8s\n", "CLIENT", "ADDR", "REQUESTS",
             "SENT", "RECEIVED", "OUT/s", "IN/s", "HITS", "MISSES");
     size_t n = clients && clients->type == JSON_ARR ? clients->n : 0;

@@ -49,6 +49,7 @@ struct fair {
     struct fair_io io;
     double capacity;
     double level;        /* bytes/s one client may take (last round) */
+    double total;        /* bytes/s all clients took (last round) */
     int saturated;       /* sockets are paced */
     unsigned relaxed;    /* saturated rounds in a row under FAIR_RELAXED */
     uint8_t *paced;      /* by descriptor: we left a pacing rate on that socket */
@@ -332,6 +333,7 @@ void fair_tick(struct fair *f, uint64_t now_ns)
         log_debug("fair share: %zu active clients, %.1f of %.1f MB/s, %s", n, total / 1e6,
                   f->capacity / 1e6, sat ? "pacing each to its share" : "not saturated");
     f->level = level;
+    f->total = total;
     f->active = (unsigned)n;
     f->saturated = sat;
     for (unsigned b = 0; b < FAIR_BUCKETS; b++)
@@ -361,6 +363,27 @@ uint64_t fair_level(struct fair *f, unsigned *active_clients, int *saturated)
         *saturated = f->saturated;
     pthread_mutex_unlock(&f->mu);
     return l;
+}
+
+void fair_get_stats(struct fair *f, struct fair_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!f)
+        return;
+    CHECK_OBJ_NOTNULL(f, FAIR_MAGIC);
+    pthread_mutex_lock(&f->mu);
+    out->capacity_bps = (uint64_t)f->capacity;
+    out->level_bps = (uint64_t)f->level;
+    out->rate_bps = (uint64_t)f->total;
+    out->active_clients = f->active;
+    out->saturated = f->saturated;
+    for (unsigned b = 0; b < FAIR_BUCKETS; b++)
+        for (struct fair_client *cl = f->tab[b]; cl; cl = cl->hnext)
+            for (struct fair_conn *fc = cl->conns; fc; fc = fc->next) {
+                out->responses++;
+                out->paced_responses += fc->rate != 0;
+            }
+    pthread_mutex_unlock(&f->mu);
 }
 
 /* ------------------------------------------------------------------ lifecycle */

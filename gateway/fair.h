@@ -80,6 +80,20 @@ void fair_tick(struct fair *f, uint64_t now_ns);
  * whether sockets are being paced. */
 uint64_t fair_level(struct fair *f, unsigned *active_clients, int *saturated);
 
+/* What /_/stats and /_/metrics show of the fair share: a snapshot of the last round. */
+struct fair_stats {
+    uint64_t capacity_bps;     /* --max-bandwidth; 0: fair sharing is off (all below are 0) */
+    uint64_t level_bps;        /* the level: what one client may take, bytes/s */
+    uint64_t rate_bps;         /* what all clients took in the last round, bytes/s */
+    uint64_t active_clients;   /* clients counted by the last round */
+    uint64_t responses;        /* response bodies registered now (being sent) */
+    uint64_t paced_responses;  /* of those, how many have a pacing rate on their socket */
+    int saturated;             /* sockets are being paced */
+};
+/* Fills *@out under the fair lock (safe from any thread; one pass over the client table).
+ * @f NULL (no --max-bandwidth): all zeros. */
+void fair_get_stats(struct fair *f, struct fair_stats *out);
+
 /* The max-min fair level of @capacity among @n demands (bytes/s; FAIR_UNBOUNDED = takes
  * whatever it gets): when the demands exceed @capacity, the L with sum(min(d, L)) == capacity;
  * otherwise every demand is met and L = max(d) + the spare, so any one client may grow into

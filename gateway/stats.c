@@ -1,7 +1,7 @@
 /*
  * stats.c: per-client, per-bucket and global request accounting (include/stats.h), and the
- * /_/stats JSON and /_/metrics Prometheus writers. Does not own the cache's or backend's
- * counters; it formats the snapshots it is given.
+ * /_/stats JSON and /_/metrics Prometheus writers. Does not own the cache's, backend's or fair
+ * share's counters; it formats the snapshots it is given.
  *
  * A client row lives in a mutex'd hash table (looked up once per request) and is charged
  * per chunk with relaxed atomics. Row lifecycle:
@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fair.h"
 #include "s3c.h"
 #include "stats.h"
 
@@ -678,11 +679,12 @@ static int json_common(struct buf *out, const struct stats_row *r)
 }
 
 int stats_json(struct stats *s, const struct cache_stats *cs, const struct backend_counters *bc,
-               struct buf *out)
+               const struct fair_stats *fs, struct buf *out)
 {
     CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
     static const struct cache_stats cs0;
     static const struct backend_counters bc0;
+    static const struct fair_stats fs0;
     struct stats_row *cl = NULL, *bk = NULL;
     size_t ncl = 0, nbk = 0;
     uint64_t by_op[STATS_OP__N], total = 0;
@@ -690,6 +692,8 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
         cs = &cs0;
     if (!bc)
         bc = &bc0;
+    if (!fs)
+        fs = &fs0;
     int rc = snapshot_clients(s, &cl, &ncl);
     if (!rc)
         rc = snapshot_buckets(s, &bk, &nbk);
@@ -715,6 +719,10 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     ", \"uploaded_objects\": %" PRIu64 ", \"uploaded_bytes\": %" PRIu64
                     ", \"errors\": %" PRIu64 ", \"inflight\": %" PRIu64 ", \"rate_bps\": %" PRIu64
                     ", \"oldest_dirty_age_s\": %.3f},\n"
+                    " \"fair\": {\"capacity_bps\": %" PRIu64 ", \"level_bps\": %" PRIu64
+                    ", \"rate_bps\": %" PRIu64 ", \"active_clients\": %" PRIu64
+                    ", \"responses\": %" PRIu64 ", \"paced_responses\": %" PRIu64
+                    ", \"saturated\": %s},\n"
                     " \"backend\": {\"requests\": %" PRIu64 ", \"bytes_read\": %" PRIu64
                     ", \"bytes_written\": %" PRIu64 ", \"errors\": %" PRIu64 "},\n"
                     " \"requests\": %" PRIu64 ", \"errors_4xx\": %" PRIu64
@@ -725,7 +733,9 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes, cs->dirty_limit_bytes,
                     cs->dirty_staged_bytes, cs->drain_uploaded_objects, cs->drain_uploaded_bytes,
                     cs->drain_errors, cs->drain_inflight, cs->drain_rate_bps,
-                    cs->drain_oldest_dirty_age_s, bc->requests,
+                    cs->drain_oldest_dirty_age_s, fs->capacity_bps, fs->level_bps, fs->rate_bps,
+                    fs->active_clients, fs->responses, fs->paced_responses,
+                    fs->saturated ? "true" : "false", bc->requests,
                     bc->bytes_read, bc->bytes_written, bc->errors, total, LOAD(s->err_4xx),
                     LOAD(s->err_5xx));
     if (!rc)
@@ -850,6 +860,22 @@ static const struct prom_field prom_backend[] = {
 };
 #undef BC_F
 
+#define FS_F(name, field, help) { name, "gauge", help, offsetof(struct fair_stats, field) }
+static const struct prom_field prom_fair[] = {
+    FS_F("s3cached_fair_capacity_bytes_per_second", capacity_bps,
+         "Fair sharing: configured --max-bandwidth (0: off)."),
+    FS_F("s3cached_fair_share_bytes_per_second", level_bps,
+         "Fair sharing: the level, what one client may take."),
+    FS_F("s3cached_fair_rate_bytes_per_second", rate_bps,
+         "Fair sharing: what all clients took in the last 100 ms round."),
+    FS_F("s3cached_fair_active_clients", active_clients,
+         "Fair sharing: clients counted by the last round."),
+    FS_F("s3cached_fair_responses", responses, "Fair sharing: response bodies being sent."),
+    FS_F("s3cached_fair_paced_responses", paced_responses,
+         "Fair sharing: response bodies whose socket is paced."),
+};
+#undef FS_F
+
 #define ROW_F(name, field, help) { name, "counter", help, offsetof(struct stats_row, field) }
 static const struct prom_field prom_client[] = {
     ROW_F("s3cached_client_requests_total", requests, "Requests completed, by client."),
@@ -962,18 +988,40 @@ static int prom_histograms(struct stats *s, struct buf *out)
     return rc;
 }
 
+/* The fair share's gauges (zeros when it is off). */
+static int prom_fair_gauges(struct buf *out, const struct fair_stats *fs)
+{
+    int rc = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(prom_fair) && !rc; i++) {
+        rc = prom_family(out, prom_fair[i].name, prom_fair[i].type, prom_fair[i].help);
+        if (!rc)
+            rc = buf_printf(out, "%s %" PRIu64 "\n", prom_fair[i].name,
+                            field_u64(fs, prom_fair[i].off));
+    }
+    if (!rc)
+        rc = prom_family(out, "s3cached_fair_saturated", "gauge",
+                         "Fair sharing: 1 while the gateway is saturated and sockets are paced.");
+    if (!rc)
+        rc = buf_printf(out, "s3cached_fair_saturated %d\n", fs->saturated ? 1 : 0);
+    return rc;
+}
+
 int stats_prometheus(struct stats *s, const struct cache_stats *cs,
-                     const struct backend_counters *bc, struct buf *out)
+                     const struct backend_counters *bc, const struct fair_stats *fs,
+                     struct buf *out)
 {
     CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
     static const struct cache_stats cs0;
     static const struct backend_counters bc0;
+    static const struct fair_stats fs0;
     struct stats_row *cl = NULL, *bk = NULL;
     size_t ncl = 0, nbk = 0;
     if (!cs)
         cs = &cs0;
     if (!bc)
         bc = &bc0;
+    if (!fs)
+        fs = &fs0;
     int rc = snapshot_clients(s, &cl, &ncl);
     if (!rc)
         rc = snapshot_buckets(s, &bk, &nbk);
@@ -995,6 +1043,8 @@ int stats_prometheus(struct stats *s, const struct cache_stats *cs,
             rc = buf_printf(out, "%s %" PRIu64 "\n", prom_backend[i].name,
                             field_u64(bc, prom_backend[i].off));
     }
+    if (!rc)
+        rc = prom_fair_gauges(out, fs);
     if (!rc)
         rc = prom_family(out, "s3cached_requests_total", "counter",
                          "Requests completed, by operation.");

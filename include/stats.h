@@ -60,6 +60,7 @@ const char *stats_op_name(enum stats_op op);
 
 struct stats;
 struct stats_client;
+struct fair_stats; /* gateway/fair.h: the --max-bandwidth fair share */
 
 /* Creates the accounting state and records the start time (uptime). 0 or -ENOMEM. */
 int stats_new(struct stats **out);
@@ -105,18 +106,21 @@ void stats_request_done(struct stats *s, struct stats_client *c, const char *buc
                         enum stats_op op, int http_status, int how, uint64_t latency_ns,
                         uint64_t bytes_out, uint64_t bytes_in);
 
-/* Appends the /_/stats JSON document (INTERFACE.md) to @out. @cs and @bc may be NULL (zeros).
- * Extra fields: requests, requests_by_op, errors_4xx, errors_5xx at the top level; per client
+/* Appends the /_/stats JSON document (INTERFACE.md) to @out. @cs, @bc and @fs may be NULL
+ * (zeros; @fs NULL: fair sharing off). Extra fields: requests, requests_by_op, errors_4xx,
+ * errors_5xx at the top level; a "fair" object (capacity_bps, level_bps, rate_bps,
+ * active_clients, responses, paced_responses, saturated); per client
  * coalesced, errors_4xx, errors_5xx, backend_fill_bytes, in_flight, requests_by_op; and
  * buckets[] with bucket, requests, bytes_out, bytes_in, hits, misses, coalesced, errors_4xx,
  * errors_5xx, requests_by_op. Clients sorted by (client, addr), "other" last.
  * 0, -EMSGSIZE (@out's cap) or -ENOMEM; @out may hold a partial document on failure. */
 int stats_json(struct stats *s, const struct cache_stats *cs, const struct backend_counters *bc,
-               struct buf *out);
+               const struct fair_stats *fs, struct buf *out);
 /* Appends the same figures in Prometheus text exposition format 0.0.4 (Content-Type
  * "text/plain; version=0.0.4; charset=utf-8"). Same returns as stats_json(). */
 int stats_prometheus(struct stats *s, const struct cache_stats *cs,
-                     const struct backend_counters *bc, struct buf *out);
+                     const struct backend_counters *bc, const struct fair_stats *fs,
+                     struct buf *out);
 #define STATS_PROMETHEUS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 #endif

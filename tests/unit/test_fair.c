@@ -4,7 +4,8 @@
  * min(its pacing rate, what its reader takes) each round: equal shares for a client with four
  * streams and one with one, the spare of a slow client going to the others, a lone client
  * held to the capacity, a client forgotten once it has been quiet for a round, the tail of a
- * completed response still counted while it drains, and no pacing below saturation.
+ * completed response still counted while it drains, no pacing below saturation, and the
+ * snapshot /_/stats shows (fair_get_stats).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -286,6 +287,64 @@ static void test_fair_unsaturated_not_paced(void **state)
     fair_free(f);
 }
 
+static void test_fair_stats_snapshot(void **state)
+{
+    struct sim s;
+    struct fair_conn fc[5];
+    struct fair *f = NULL;
+    struct fair_io io = {sim_written, sim_pace, &s};
+    struct fair_stats st;
+    (void)state;
+    memset(&st, 0xff, sizeof(st));
+    fair_get_stats(NULL, &st); /* no --max-bandwidth: all zeros */
+    assert_int_equal(st.capacity_bps, 0);
+    assert_int_equal(st.level_bps, 0);
+    assert_int_equal(st.active_clients, 0);
+    assert_int_equal(st.responses, 0);
+    assert_false(st.saturated);
+    memset(&s, 0, sizeof(s));
+    memset(fc, 0, sizeof(fc));
+    assert_int_equal(fair_new_manual(100 * MB, &io, &f), 0);
+    fair_get_stats(f, &st); /* before any round: one client may take it all */
+    assert_int_equal(st.capacity_bps, 100 * MB);
+    assert_int_equal(st.level_bps, 100 * MB);
+    assert_int_equal(st.active_clients, 0);
+    assert_false(st.saturated);
+    uint64_t now = s3c_mono_ns();
+    for (int i = 0; i < 5; i++) { /* 4 streams of AKFOUR, 1 of AKONE */
+        s.open[i] = 1;
+        s.demand[i] = 1e12;
+        fair_conn_start(f, &fc[i], i, i < 4 ? "AKFOUR" : "AKONE", "127.0.0.1");
+    }
+    fair_get_stats(f, &st);
+    assert_int_equal(st.responses, 5);
+    assert_int_equal(st.paced_responses, 0);
+    for (int r = 0; r < 10; r++)
+        sim_round(&s, f, &now, NULL);
+    fair_get_stats(f, &st);
+    assert_int_equal(st.capacity_bps, 100 * MB);
+    assert_int_equal(st.level_bps, 50 * MB);
+    assert_int_equal(st.active_clients, 2);
+    assert_int_equal(st.responses, 5);
+    assert_int_equal(st.paced_responses, 5);
+    assert_true(st.saturated);
+    expect_near("rate of the last round", (double)st.rate_bps, 100 * MB, 0.03);
+    for (int i = 0; i < 5; i++) {
+        fair_conn_end(f, &fc[i], (uint64_t)s.written[i]);
+        s.open[i] = 0;
+    }
+    fair_get_stats(f, &st);
+    assert_int_equal(st.responses, 0);
+    assert_int_equal(st.paced_responses, 0);
+    for (int r = 0; r < 3; r++) /* quiet: forgotten, not saturated */
+        sim_round(&s, f, &now, NULL);
+    fair_get_stats(f, &st);
+    assert_int_equal(st.active_clients, 0);
+    assert_int_equal(st.rate_bps, 0);
+    assert_false(st.saturated);
+    fair_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_fair_quiet_client_forgotten),
         cmocka_unit_test(test_fair_tail_still_counts),
         cmocka_unit_test(test_fair_unsaturated_not_paced),
+        cmocka_unit_test(test_fair_stats_snapshot),
     };
     return cmocka_run_group_tests_name("fair", tests, NULL, NULL);
 }

@@ -23,6 +23,7 @@
 
 #include "s3c.h"
 #include "stats.h"
+#include "../../gateway/fair.h" /* struct fair_stats */
 
 #define SEC 1000000000ull
 #define OUT_MAX (16u << 20)
@@ -49,22 +50,34 @@ static struct stats *new_fake_stats(void)
     return s;
 }
 
-static char *render_json(struct stats *s, const struct cache_stats *cs,
-                         const struct backend_counters *bc)
+static char *render_json_fs(struct stats *s, const struct cache_stats *cs,
+                            const struct backend_counters *bc, const struct fair_stats *fs)
 {
     struct buf b;
     buf_init(&b, OUT_MAX);
-    assert_int_equal(stats_json(s, cs, bc, &b), 0);
+    assert_int_equal(stats_json(s, cs, bc, fs, &b), 0);
+    return buf_take(&b);
+}
+
+static char *render_json(struct stats *s, const struct cache_stats *cs,
+                         const struct backend_counters *bc)
+{
+    return render_json_fs(s, cs, bc, NULL);
+}
+
+static char *render_prom_fs(struct stats *s, const struct cache_stats *cs,
+                            const struct backend_counters *bc, const struct fair_stats *fs)
+{
+    struct buf b;
+    buf_init(&b, OUT_MAX);
+    assert_int_equal(stats_prometheus(s, cs, bc, fs, &b), 0);
     return buf_take(&b);
 }
 
 static char *render_prom(struct stats *s, const struct cache_stats *cs,
                          const struct backend_counters *bc)
 {
-    struct buf b;
-    buf_init(&b, OUT_MAX);
-    assert_int_equal(stats_prometheus(s, cs, bc, &b), 0);
-    return buf_take(&b);
+    return render_prom_fs(s, cs, bc, NULL);
 }
 
 /* --- a strict parser for the Prometheus text format 0.0.4 ------------------------------ */
@@ -578,6 +591,9 @@ static const char *const py_json_check =
     "for k in (\"requests\",\"bytes_read\",\"bytes_written\",\"errors\"):\n"
     "  assert isinstance(d[\"backend\"][k],int),k\n"
     "assert d[\"backend\"][\"requests\"]==3 and d[\"backend\"][\"bytes_read\"]==5000\n"
+    "f=d[\"fair\"]\n"
+    "assert f=={\"capacity_bps\":125829120,\"level_bps\":62914560,\"rate_bps\":120000000,"
+    "\"active_clients\":2,\"responses\":5,\"paced_responses\":4,\"saturated\":True},f\n"
     "c={(x[\"client\"],x[\"addr\"]):x for x in d[\"clients\"]}\n"
     "for x in d[\"clients\"]:\n"
     "  for k in (\"client\",\"addr\",\"requests\",\"bytes_out\",\"bytes_in\",\"hits\",\"misses\","
@@ -610,7 +626,10 @@ static void test_stats_json_contract(void **state)
     fake_advance(12500000000ull);
     struct cache_stats cs = {.capacity_bytes = 1ull << 30, .hits = 7, .dirty_bytes = 99};
     struct backend_counters bc = {.requests = 3, .bytes_read = 5000};
-    char *j = render_json(s, &cs, &bc);
+    struct fair_stats fs = {.capacity_bps = 120ull << 20, .level_bps = 60ull << 20,
+                            .rate_bps = 120000000, .active_clients = 2, .responses = 5,
+                            .paced_responses = 4, .saturated = 1};
+    char *j = render_json_fs(s, &cs, &bc, &fs);
     int rc = run_python(py_json_check, j);
     if (rc == -1)
         skip();
@@ -625,7 +644,10 @@ static void test_stats_json_contract(void **state)
     assert_int_equal(stats_new(&e), 0);
     j = render_json(e, NULL, NULL);
     assert_int_equal(run_python("import json,sys; d=json.load(sys.stdin); "
-                                "assert d[\"clients\"]==[] and d[\"buckets\"]==[]",
+                                "assert d[\"clients\"]==[] and d[\"buckets\"]==[]; "
+                                "f=d[\"fair\"]; assert f[\"capacity_bps\"]==0 and "
+                                "f[\"level_bps\"]==0 and f[\"active_clients\"]==0 and "
+                                "f[\"saturated\"] is False, f",
                                 j),
                      0);
     free(j);
@@ -640,10 +662,10 @@ static void test_stats_json_buffer_cap(void **state)
     script_two_clients(s);
     struct buf b;
     buf_init(&b, 64);
-    assert_int_equal(stats_json(s, NULL, NULL, &b), -EMSGSIZE);
+    assert_int_equal(stats_json(s, NULL, NULL, NULL, &b), -EMSGSIZE);
     buf_free(&b);
     buf_init(&b, 64);
-    assert_int_equal(stats_prometheus(s, NULL, NULL, &b), -EMSGSIZE);
+    assert_int_equal(stats_prometheus(s, NULL, NULL, NULL, &b), -EMSGSIZE);
     buf_free(&b);
     stats_free(s);
 }
@@ -872,7 +894,10 @@ static void test_stats_prometheus_format(void **state)
                              .dirty_bytes = 77};
     struct backend_counters bc = {.requests = 9, .bytes_read = 1 << 20, .bytes_written = 2048,
                                   .errors = 1};
-    char *t = render_prom(s, &cs, &bc);
+    struct fair_stats fs = {.capacity_bps = 120ull << 20, .level_bps = 40ull << 20,
+                            .rate_bps = 119000000, .active_clients = 3, .responses = 7,
+                            .paced_responses = 6, .saturated = 1};
+    char *t = render_prom_fs(s, &cs, &bc, &fs);
     assert_prom_valid(t);
     /* label escaping: backslash, double quote, newline */
     assert_int_equal(
@@ -892,6 +917,15 @@ static void test_stats_prometheus_format(void **state)
     assert_int_equal(prom_get(t, "s3cached_backend_read_bytes_total"), 1 << 20);
     assert_int_equal(prom_get(t, "s3cached_backend_written_bytes_total"), 2048);
     assert_int_equal(prom_get(t, "s3cached_backend_errors_total"), 1);
+    assert_int_equal(prom_get(t, "s3cached_fair_capacity_bytes_per_second"), 120ull << 20);
+    assert_int_equal(prom_get(t, "s3cached_fair_share_bytes_per_second"), 40ull << 20);
+    assert_int_equal(prom_get(t, "s3cached_fair_rate_bytes_per_second"), 119000000);
+    assert_int_equal(prom_get(t, "s3cached_fair_active_clients"), 3);
+    assert_int_equal(prom_get(t, "s3cached_fair_responses"), 7);
+    assert_int_equal(prom_get(t, "s3cached_fair_paced_responses"), 6);
+    assert_int_equal(prom_get(t, "s3cached_fair_saturated"), 1);
+    assert_non_null(strstr(t, "# TYPE s3cached_fair_saturated gauge\n"));
+    assert_non_null(strstr(t, "# TYPE s3cached_fair_share_bytes_per_second gauge\n"));
     assert_non_null(strstr(t, "# TYPE s3cached_request_duration_seconds histogram\n"));
     assert_non_null(strstr(t, "# TYPE s3cached_cache_hits_total counter\n"));
     assert_non_null(strstr(t, "# TYPE s3cached_cache_used_bytes gauge\n"));
