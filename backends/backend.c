@@ -156,8 +156,8 @@ int backend_open_fd(struct backend *be, const char *bucket, const char *key, int
     BE_CALL(be, open_fd, bucket, key, fd, out);
 }
 
-int backend_put(struct backend *be, const char *bucket, const char *key, int fd, uint64_t len,
-                const struct be_meta *meta)
+int backend_put_cancellable(struct backend *be, const char *bucket, const char *key, int fd,
+                            uint64_t len, const struct be_meta *meta, const int *cancel)
 {
     int rc;
 
@@ -165,10 +165,16 @@ int backend_put(struct backend *be, const char *bucket, const char *key, int fd,
     ctr_add(&be->ctr.requests, 1);
     if (!be->ops->put)
         return -S3E_NOT_IMPLEMENTED;
-    rc = be->ops->put(be, bucket, key, fd, len, meta);
+    rc = be->ops->put(be, bucket, key, fd, len, meta, cancel);
     if (rc == 0)
         ctr_add(&be->ctr.bytes_written, len);
-    return count(be, rc);
+    return rc == -ECANCELED ? rc : count(be, rc);
+}
+
+int backend_put(struct backend *be, const char *bucket, const char *key, int fd, uint64_t len,
+                const struct be_meta *meta)
+{
+    return backend_put_cancellable(be, bucket, key, fd, len, meta, NULL);
 }
 
 int backend_copy(struct backend *be, const char *src_bucket, const char *src_key,

@@ -1142,7 +1142,7 @@ out:
 /* Writing objects                                                                       */
 
 static int be_file_put(struct backend *be, const char *bucket, const char *key, int fd,
-                       uint64_t len, const struct be_meta *meta)
+                       uint64_t len, const struct be_meta *meta, const int *cancel)
 {
     struct bef *b = bef_of(be);
     struct tmpf t = { .fd = -1 };
@@ -1166,6 +1166,10 @@ static int be_file_put(struct backend *be, const char *bucket, const char *key, 
         goto out;
     }
     rc = tmp_finish(&t, m);
+    /* a local copy is quick: a cancel is honoured where it costs nothing, before the object
+     * is placed */
+    if (rc == 0 && cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED))
+        rc = -ECANCELED;
     if (rc == 0)
         rc = place(b, bucket, key, &t);
 out:

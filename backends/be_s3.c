@@ -88,6 +88,7 @@ struct s3_call {
     int has_body;
     int fd;                     /* file body (UNSIGNED-PAYLOAD), borrowed */
     uint64_t fd_off, fd_len;
+    const int *cancel;          /* PUT: stop (-ECANCELED) once it reads non-zero; borrowed */
     enum s3_retry retry;
     int nf_rc;                  /* the error of a 404 without a body (HEAD) */
     const struct be_sink *sink; /* GET: stream 2xx bodies here */
@@ -601,6 +602,10 @@ static size_t s3_read_cb(char *dst, size_t size, size_t nitems, void *ud)
         return 0;
     if (want > total - c->up_pos)
         want = (size_t)(total - c->up_pos);
+    if (c->cancel && __atomic_load_n(c->cancel, __ATOMIC_RELAXED)) {
+        c->read_rc = -ECANCELED;
+        return CURL_READFUNC_ABORT;
+    }
     if (c->fd < 0) {
         memcpy(dst, c->body + c->up_pos, want);
         c->up_pos += want;
@@ -616,6 +621,21 @@ static size_t s3_read_cb(char *dst, size_t size, size_t nitems, void *ud)
     }
     c->up_pos += (uint64_t)n;
     return (size_t)n;
+}
+
+/* A cancellable call: libcurl calls this about once a second, also while the upload is
+ * stalled on a full socket (when the read callback is not called). */
+static int s3_xferinfo_cb(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                          curl_off_t ulnow)
+{
+    struct s3_call *c;
+    CAST_OBJ_NOTNULL(c, ud, S3CALL_MAGIC);
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    if (c->cancel && __atomic_load_n(c->cancel, __ATOMIC_RELAXED)) {
+        c->read_rc = -ECANCELED;
+        return 1;
+    }
+    return 0;
 }
 
 static int s3_seek_cb(void *ud, curl_off_t offset, int origin)
@@ -1029,6 +1049,10 @@ static CURLcode s3_attempt(struct s3_call *c, int *rc_out)
     curl_easy_setopt(h, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, s3_write_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
+    /* set on every use: handles are pooled */
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, c->cancel ? 0L : 1L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, c->cancel ? s3_xferinfo_cb : NULL);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
 
     if (!strcmp(c->method, "HEAD")) {
         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
@@ -1332,11 +1356,12 @@ static int be_s3_get(struct backend *b, const char *bucket, const char *key, uin
 }
 
 static int s3_put_single(struct s3be *be, const char *bucket, const char *key, int fd,
-                         uint64_t len, const struct be_meta *meta)
+                         uint64_t len, const struct be_meta *meta, const int *cancel)
 {
     struct s3_call *c = s3_call_new(be, "PUT", bucket, key);
     if (!c)
         return -ENOMEM;
+    c->cancel = cancel;
     c->fd = fd;
     c->fd_off = 0;
     c->fd_len = len;
@@ -1364,11 +1389,12 @@ static int s3_put_single(struct s3be *be, const char *bucket, const char *key, i
 static int s3_part_put(struct s3be *be, const char *bucket, const char *key,
                        const char *upload_id, int fd, uint64_t off, uint64_t size,
                        unsigned number, const char *md5_hex, const char *ck_algo,
-                       const char *ck, char etag_out[BE_ETAG_MAX])
+                       const char *ck, const int *cancel, char etag_out[BE_ETAG_MAX])
 {
     struct s3_call *c = s3_call_new(be, "PUT", bucket, key);
     if (!c)
         return -ENOMEM;
+    c->cancel = cancel;
     c->nf_rc = -S3E_NO_SUCH_UPLOAD;
     c->fd = fd;
     c->fd_off = off;
@@ -1415,6 +1441,7 @@ struct s3_mp_job {
     uint64_t len, part_size;
     size_t n_parts, next;
     struct be_part *parts;
+    const int *cancel;
     pthread_mutex_t mu;
     int rc;
 };
@@ -1424,6 +1451,8 @@ static void *s3_mp_worker(void *arg)
     struct s3_mp_job *j = arg;
     for (;;) {
         pthread_mutex_lock(&j->mu);
+        if (!j->rc && j->cancel && __atomic_load_n(j->cancel, __ATOMIC_RELAXED))
+            j->rc = -ECANCELED;
         if (j->rc || j->next >= j->n_parts) {
             pthread_mutex_unlock(&j->mu);
             return NULL;
@@ -1436,7 +1465,7 @@ static void *s3_mp_worker(void *arg)
         p->number = (unsigned)(i + 1);
         p->size = size;
         int rc = s3_part_put(s3_be(j->b), j->bucket, j->key, j->upload_id, j->fd, off, size,
-                             p->number, NULL, NULL, NULL, p->etag);
+                             p->number, NULL, NULL, NULL, j->cancel, p->etag);
         if (rc) {
             pthread_mutex_lock(&j->mu);
             if (!j->rc)
@@ -1450,7 +1479,7 @@ static void *s3_mp_worker(void *arg)
 /* A large put(): multipart upload upstream, S3_MP_PARALLEL parts at a time. The upstream
  * object's ETag is then the multipart kind ("md5-N"), not @meta->etag. */
 static int s3_put_multipart(struct backend *b, const char *bucket, const char *key, int fd,
-                            uint64_t len, const struct be_meta *meta)
+                            uint64_t len, const struct be_meta *meta, const int *cancel)
 {
     struct be_meta empty;
     char upload_id[BE_UPLOAD_ID_MAX];
@@ -1467,7 +1496,7 @@ static int s3_put_multipart(struct backend *b, const char *bucket, const char *k
     if (rc)
         return rc;
     struct s3_mp_job j = {.b = b, .bucket = bucket, .key = key, .upload_id = upload_id,
-                          .fd = fd, .len = len, .part_size = part_size,
+                          .fd = fd, .len = len, .part_size = part_size, .cancel = cancel,
                           .n_parts = (size_t)((len + part_size - 1) / part_size)};
     j.parts = calloc(j.n_parts, sizeof(*j.parts));
     if (!j.parts) {
@@ -1485,6 +1514,8 @@ static int s3_put_multipart(struct backend *b, const char *bucket, const char *k
         pthread_join(th[i], NULL);
     pthread_mutex_destroy(&j.mu);
     rc = j.rc;
+    if (!rc && cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED))
+        rc = -ECANCELED;
     if (!rc)
         rc = be_s3_mp_complete(b, bucket, key, upload_id, j.parts, j.n_parts, NULL);
     if (rc) {
@@ -1498,11 +1529,11 @@ static int s3_put_multipart(struct backend *b, const char *bucket, const char *k
 }
 
 static int be_s3_put(struct backend *b, const char *bucket, const char *key, int fd,
-                     uint64_t len, const struct be_meta *meta)
+                     uint64_t len, const struct be_meta *meta, const int *cancel)
 {
     if (len > S3_MP_THRESHOLD)
-        return s3_put_multipart(b, bucket, key, fd, len, meta);
-    return s3_put_single(s3_be(b), bucket, key, fd, len, meta);
+        return s3_put_multipart(b, bucket, key, fd, len, meta, cancel);
+    return s3_put_single(s3_be(b), bucket, key, fd, len, meta, cancel);
 }
 
 /* "/bucket/encoded-key" for x-amz-copy-source. */
@@ -1850,7 +1881,7 @@ static int be_s3_mp_put_part(struct backend *b, const char *bucket, const char *
 {
     char etag[BE_ETAG_MAX];
     return s3_part_put(s3_be(b), bucket, key, upload_id, fd, 0, part->size, part->number,
-                       part->etag, part->checksum_algo, part->checksum, etag);
+                       part->etag, part->checksum_algo, part->checksum, NULL, etag);
 }
 
 static int be_s3_mp_copy_part(struct backend *b, const char *bucket, const char *key,

@@ -1312,6 +1312,7 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     out->drain_uploaded_bytes = ds.uploaded_bytes;
     out->drain_errors = ds.errors;
     out->drain_inflight = ds.inflight;
+    out->drain_cancelled = ds.cancelled;
     out->drain_rate_bps = ds.rate_bps;
     out->drain_oldest_dirty_age_s = ds.oldest_dirty_age_s;
 }

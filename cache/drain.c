@@ -36,6 +36,8 @@ struct dirty {
     uint64_t since_seq; /* of the oldest write not yet on the backend */
     int64_t since_ns;   /* when that write was acknowledged (oldest dirty age) */
     int inflight;       /* a drainer is uploading (some version of) it */
+    int cancel;         /* atomic: stop that upload, it is superseded (an overwrite, a DELETE,
+                         * a gateway write of the key); the record stays allocated meanwhile */
     unsigned attempts;
     int64_t next_try_ms;
 };
@@ -59,7 +61,7 @@ struct drain {
     pthread_t threads[DRAIN_THREADS_MAX];
     int closing;
     /* stats */
-    uint64_t uploaded_objects, uploaded_bytes, errors;
+    uint64_t uploaded_objects, uploaded_bytes, errors, cancelled;
     int64_t rate_t0_ms;
     uint64_t rate_b0, rate_bps;
 };
@@ -111,6 +113,12 @@ static void unlink_locked(struct drain *dr, struct dirty *d)
     dirty_free(d);
 }
 
+/* Stops the upload of @d in flight (the drainer sees -ECANCELED). mu held. */
+static void cancel_locked(struct dirty *d)
+{
+    __atomic_store_n(&d->cancel, 1, __ATOMIC_RELAXED);
+}
+
 /* Adds or updates the record of a dirty (@bucket, @key) at @version. mu held. */
 static int note_locked(struct drain *dr, const char *bucket, const char *key,
                        const struct index_key *k, uint64_t version, uint64_t size)
@@ -129,6 +137,8 @@ static int note_locked(struct drain *dr, const char *bucket, const char *key,
         dr->list = d;
     } else {
         dr->dirty_bytes -= S3C_MIN(dr->dirty_bytes, d->size);
+        if (d->inflight && d->version != version)
+            cancel_locked(d); /* an overwrite: only the newest version goes upstream */
     }
     d->version = version;
     d->size = size;
@@ -171,11 +181,12 @@ static unsigned backoff_ms(unsigned attempts)
     return ms / 2 + r % (ms / 2 + 1); /* "equal jitter" */
 }
 
-/* Uploads @version of (@bucket, @key) from its cache file. 0, or the backend's/disk's error.
- * *@etag and *@mtime_ns: the backend's view of what it stored (empty/0 when unknown). */
+/* Uploads @version of (@bucket, @key) from its cache file. 0, or the backend's/disk's error
+ * (-ECANCELED once *@cancel is set). *@etag and *@mtime_ns: the backend's view of what it
+ * stored (empty/0 when unknown). */
 static int upload_one(struct cache *c, const struct index_key *k, const char *bucket,
-                      const char *key, uint64_t version, char etag[BE_ETAG_MAX],
-                      int64_t *mtime_ns)
+                      const char *key, uint64_t version, const int *cancel,
+                      char etag[BE_ETAG_MAX], int64_t *mtime_ns)
 {
     struct index_entry e;
     char p[STORE_PATH_MAX];
@@ -199,7 +210,7 @@ static int upload_one(struct cache *c, const struct index_key *k, const char *bu
     }
     struct be_meta m = e.meta;
     index_entry_clear(&e);
-    rc = backend_put(c->be, bucket, key, fd, m.size, &m);
+    rc = backend_put_cancellable(c->be, bucket, key, fd, m.size, &m, cancel);
     close(fd);
     if (rc)
         return rc;
@@ -226,6 +237,8 @@ static void *drainer(void *arg)
             continue;
         }
         d->inflight = 1;
+        __atomic_store_n(&d->cancel, 0, __ATOMIC_RELAXED);
+        const int *cancel = &d->cancel; /* d stays allocated while inflight */
         struct index_key k = d->k;
         uint64_t version = d->version, size = d->size;
         char *bucket = strdup(d->bucket), *key = strdup(d->key);
@@ -233,7 +246,8 @@ static void *drainer(void *arg)
 
         char etag[BE_ETAG_MAX];
         int64_t mtime = 0;
-        int rc = bucket && key ? upload_one(c, &k, bucket, key, version, etag, &mtime) : -ENOMEM;
+        int rc = bucket && key ? upload_one(c, &k, bucket, key, version, cancel, etag, &mtime)
+                              : -ENOMEM;
         if (rc == 0) {
             int crc = index_clean(c->ix, &k, version, etag, mtime);
             if (crc == 0)
@@ -254,6 +268,12 @@ static void *drainer(void *arg)
         } else if (rc == -ESTALE) {
             /* overwritten or deleted while we looked: the newer record (if any) stays */
             if (d && (d->version == version || !d->version))
+                unlink_locked(dr, d);
+        } else if (rc == -ECANCELED) {
+            /* superseded: a newer version (if any) is drained next, no backoff; a key that a
+             * gateway write holds is not picked until that write ends */
+            dr->cancelled++;
+            if (d && !d->version)
                 unlink_locked(dr, d);
         } else if (d && !d->version) {
             unlink_locked(dr, d);
@@ -400,10 +420,12 @@ void drain_forget(struct cache *c, const struct index_key *k)
     struct drain *dr = c->dr;
     pthread_mutex_lock(&dr->mu);
     struct dirty *d = find_locked(dr, k);
-    if (d && !d->inflight)
+    if (d && !d->inflight) {
         unlink_locked(dr, d);
-    else if (d)
+    } else if (d) {
         d->version = 0; /* the drainer drops it when its upload ends */
+        cancel_locked(d);
+    }
     pthread_cond_broadcast(&dr->done_cv);
     pthread_mutex_unlock(&dr->mu);
 }
@@ -425,6 +447,7 @@ int cache_write_begin(struct cache *c, const char *bucket, const char *key)
         struct dirty *d = find_locked(dr, &l->k);
         if (!d || !d->inflight || dr->closing)
             break;
+        cancel_locked(d); /* this write supersedes it; a write that fails leaves it dirty */
         pthread_cond_wait(&dr->done_cv, &dr->mu);
     }
     pthread_mutex_unlock(&dr->mu);
@@ -626,6 +649,7 @@ void cache_drain_stats(struct cache *c, struct cache_drain_stats *out)
     out->uploaded_objects = dr->uploaded_objects;
     out->uploaded_bytes = dr->uploaded_bytes;
     out->errors = dr->errors;
+    out->cancelled = dr->cancelled;
     out->oldest_dirty_age_s = oldest ? (double)(real - oldest) / 1e9 : 0;
     /* rate: bytes uploaded over the last few seconds, refreshed at most once a second */
     if (now - dr->rate_t0_ms >= 1000) {

@@ -717,7 +717,8 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     ", \"dirty_bytes\": %" PRIu64 "},\n"
                     " \"drain\": {\"dirty_limit_bytes\": %" PRIu64 ", \"staged_bytes\": %" PRIu64
                     ", \"uploaded_objects\": %" PRIu64 ", \"uploaded_bytes\": %" PRIu64
-                    ", \"errors\": %" PRIu64 ", \"inflight\": %" PRIu64 ", \"rate_bps\": %" PRIu64
+                    ", \"errors\": %" PRIu64 ", \"cancelled\": %" PRIu64 ", \"inflight\": %" PRIu64
+                    ", \"rate_bps\": %" PRIu64
                     ", \"oldest_dirty_age_s\": %.3f},\n"
                     " \"fair\": {\"capacity_bps\": %" PRIu64 ", \"level_bps\": %" PRIu64
                     ", \"rate_bps\": %" PRIu64 ", \"active_clients\": %" PRIu64
@@ -732,7 +733,7 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     cs->bypassed, cs->evictions, cs->revalidations, cs->stale_served,
                     cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes, cs->dirty_limit_bytes,
                     cs->dirty_staged_bytes, cs->drain_uploaded_objects, cs->drain_uploaded_bytes,
-                    cs->drain_errors, cs->drain_inflight, cs->drain_rate_bps,
+                    cs->drain_errors, cs->drain_cancelled, cs->drain_inflight, cs->drain_rate_bps,
                     cs->drain_oldest_dirty_age_s, fs->capacity_bps, fs->level_bps, fs->rate_bps,
                     fs->active_clients, fs->responses, fs->paced_responses,
                     fs->saturated ? "true" : "false", bc->requests,
@@ -846,6 +847,8 @@ static const struct prom_field prom_cache[] = {
          "Write-back: bytes uploaded to the backend by the drainer."),
     CS_F("s3cached_drain_errors_total", "counter", drain_errors,
          "Write-back: drain uploads that failed (retried)."),
+    CS_F("s3cached_drain_cancelled_total", "counter", drain_cancelled,
+         "Write-back: uploads stopped because a newer write or a DELETE superseded them."),
     CS_F("s3cached_drain_inflight", "gauge", drain_inflight,
          "Write-back: uploads in flight."),
 };

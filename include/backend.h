@@ -115,9 +115,11 @@ struct backend_ops {
                    struct be_meta *out);
     /* Store @len bytes read from @fd at offset 0 (borrowed; pread only) as the object. The
      * caller has verified digests: @meta carries size, etag, checksum and headers. The object
-     * appears atomically (no reader sees a partial one). */
+     * appears atomically (no reader sees a partial one). @cancel (NULL: none): once *@cancel
+     * reads non-zero (another thread sets it), the transfer stops soon, even one stalled on
+     * the network, and put returns -ECANCELED without making the object. */
     int (*put)(struct backend *be, const char *bucket, const char *key, int fd, uint64_t len,
-               const struct be_meta *meta);
+               const struct be_meta *meta, const int *cancel);
     /* Server-side copy. @replace NULL keeps the source's metadata (COPY); otherwise the new
      * object gets @replace's headers and user metadata (REPLACE). @out: the new object. */
     int (*copy)(struct backend *be, const char *src_bucket, const char *src_key,
@@ -194,6 +196,9 @@ int backend_open_fd(struct backend *be, const char *bucket, const char *key, int
                     struct be_meta *out);
 int backend_put(struct backend *be, const char *bucket, const char *key, int fd, uint64_t len,
                 const struct be_meta *meta);
+/* backend_put() that another thread may stop by setting *@cancel (see ops.put). */
+int backend_put_cancellable(struct backend *be, const char *bucket, const char *key, int fd,
+                            uint64_t len, const struct be_meta *meta, const int *cancel);
 int backend_copy(struct backend *be, const char *src_bucket, const char *src_key,
                  const char *dst_bucket, const char *dst_key, const struct be_meta *replace,
                  struct be_meta *out);

@@ -51,6 +51,7 @@ struct cache_stats {
     /* write-back drain (drain.c) */
     uint64_t dirty_limit_bytes, dirty_staged_bytes; /* staged: admitted writes in progress */
     uint64_t drain_uploaded_objects, drain_uploaded_bytes, drain_errors, drain_inflight;
+    uint64_t drain_cancelled; /* uploads stopped because a newer write superseded them */
     uint64_t drain_rate_bps;
     double drain_oldest_dirty_age_s;
 };
@@ -159,6 +160,7 @@ int cache_dirty_keys(struct cache *c, const char *bucket, const char *prefix,
 struct cache_drain_stats {
     uint64_t dirty_objects, dirty_bytes, staged_bytes, limit_bytes, inflight;
     uint64_t uploaded_objects, uploaded_bytes, errors, rate_bps;
+    uint64_t cancelled;
     double oldest_dirty_age_s;
 };
 void cache_drain_stats(struct cache *c, struct cache_drain_stats *out);

@@ -5,7 +5,8 @@ and boto3 while the upstream is down are acknowledged, read back byte for byte a
 dirty object then fails 503 and loses nothing; the dirty limit answers 503 SlowDown; once the
 upstream is back a flush puts everything there byte for byte and writes succeed again;
 kill -9 of the gateway mid-drain (upstream frozen with SIGSTOP), restart, flush: nothing missing,
-nothing extra, nothing torn; an overwrite while the key drains leaves the newest bytes upstream;
+nothing extra, nothing torn; an overwrite while the key drains cancels the upload of the old
+bytes (stuck on a frozen upstream) and leaves the newest bytes upstream;
 DELETE with the upstream up removes the object on both sides."""
 import json
 import os
@@ -174,7 +175,14 @@ def main():
                 if time.time() > deadline:
                     raise E.Fail("no upload in flight")
                 time.sleep(0.05)
+            cancelled = gw.stats()["drain"]["cancelled"]
             s3.put_object(Bucket=B, Key=k, Body=v2)
+            # the upload of v1, stuck on the frozen upstream, is stopped, not waited out
+            deadline = time.time() + 10
+            while gw.stats()["drain"]["cancelled"] < cancelled + 1:
+                if time.time() > deadline:
+                    raise E.Fail("the superseded upload of v1 was not cancelled")
+                time.sleep(0.05)
         finally:
             os.kill(up.proc.pid, signal.SIGCONT)
         files[k] = v2
@@ -199,7 +207,7 @@ def main():
     t.check("dirty limit: 503 SlowDown", dirty_limit)
     t.check("upstream back: flush puts everything there byte for byte; writes resume", upstream_back)
     t.check("kill -9 mid-drain, restart, flush: nothing missing, extra or torn", kill9_mid_drain)
-    t.check("overwrite while draining: the upstream ends with the newest bytes", overwrite_while_draining)
+    t.check("overwrite while draining: the old upload is cancelled; the upstream ends with the newest bytes", overwrite_while_draining)
     t.check("DELETE with the upstream up: gone on both sides", delete_with_upstream_up)
     gw.stop()
     up.stop()

@@ -204,10 +204,12 @@ out:
 
 /* PUT from @fd (the drainer's upload): fails with fail_all like the rest. */
 static int fake_put_op(struct backend *be, const char *bucket, const char *key, int fd,
-                       uint64_t len, const struct be_meta *meta)
+                       uint64_t len, const struct be_meta *meta, const int *cancel)
 {
     struct fake_be *fb = be->priv;
     (void)meta;
+    if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED))
+        return -ECANCELED;
     pthread_mutex_lock(&fb->mu);
     fb->n_put++;
     int fail = fb->fail_all;

@@ -761,7 +761,7 @@ static void test_be_s3_put_single(void **state)
     snprintf(m.checksum, sizeof(m.checksum), "sOO8/Q==");
     fake_push((struct fake_resp){.status = 500});
     fake_push((struct fake_resp){.status = 200, .hdrs = {"ETag: \"x\""}});
-    assert_int_equal(be_s3_ops.put(x->be, "bkt", "dir/obj.png", fd, 300000, &m), 0);
+    assert_int_equal(be_s3_ops.put(x->be, "bkt", "dir/obj.png", fd, 300000, &m, NULL), 0);
     assert_int_equal(F.n_reqs, 2); /* the 500 was retried, re-reading the file */
     for (size_t i = 0; i < 2; i++) {
         struct fake_req *rq = &F.reqs[i];
@@ -780,6 +780,47 @@ static void test_be_s3_put_single(void **state)
         assert_int_equal(rq->sig_rc, 0);
     }
     close(fd);
+}
+
+struct canceller {
+    int *flag;
+    unsigned after_ms;
+};
+
+static void *cancel_later(void *arg)
+{
+    struct canceller *cn = arg;
+    usleep(cn->after_ms * 1000u);
+    __atomic_store_n(cn->flag, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+/* A drain upload superseded by a newer write stops: before it starts, and while the upstream
+ * sits on it (stalled, no read callback), without a retry and long before the timeout. */
+static void test_be_s3_put_cancel(void **state)
+{
+    struct fx t;
+    (void)state;
+    assert_int_equal(open_be(&t, 0, 0, 2000), 0);
+    int fd = pattern_file(300000);
+    struct be_meta m;
+    memset(&m, 0, sizeof(m));
+    m.size = 300000;
+    int cancel = 1;
+    assert_int_equal(be_s3_ops.put(t.be, "bkt", "k", fd, 300000, &m, &cancel), -ECANCELED);
+    assert_true(F.n_reqs <= 1);
+    size_t before = F.n_reqs;
+    cancel = 0;
+    fake_push((struct fake_resp){.status = 200, .stall_ms = 1800});
+    struct canceller cn = {.flag = &cancel, .after_ms = 200};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, cancel_later, &cn), 0);
+    /* without the cancel: 200 after 1.8 s; with it, -ECANCELED (not a timeout, no retry) */
+    assert_int_equal(be_s3_ops.put(t.be, "bkt", "k", fd, 300000, &m, &cancel), -ECANCELED);
+    pthread_join(th, NULL);
+    assert_int_equal(F.n_reqs, before + 1);
+    close(fd);
+    be_s3_ops.close(t.be);
 }
 
 static void mp_route(const struct fake_req *rq, struct fake_resp *out)
@@ -819,7 +860,7 @@ static void test_be_s3_put_multipart(void **state)
     m.size = len;
     snprintf(m.content_type, sizeof(m.content_type), "application/x-big");
     F.route = mp_route;
-    assert_int_equal(be_s3_ops.put(x->be, "bkt", "big", fd, len, &m), 0);
+    assert_int_equal(be_s3_ops.put(x->be, "bkt", "big", fd, len, &m, NULL), 0);
     /* create + 5 parts + complete */
     assert_int_equal(F.n_reqs, 7);
     assert_string_equal(F.reqs[0].method, "POST");
@@ -1111,6 +1152,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_be_s3_error_mapping, setup, teardown),
         cmocka_unit_test(test_be_s3_connection_refused),
         cmocka_unit_test_setup_teardown(test_be_s3_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_be_s3_put_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_be_s3_put_single, setup, teardown),
         cmocka_unit_test_setup_teardown(test_be_s3_put_multipart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_be_s3_list, setup, teardown),
