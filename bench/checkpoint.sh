@@ -16,7 +16,8 @@ MB=${CKPT_MB:-1024}
 W=${BENCH_DIR:-${TMPDIR:-/tmp}/s3c-bench}/ckpt
 PY=/usr/bin/python3
 PIDS=()
-cleanup() { local p; for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$W"; }
+# (throttle dies of the TERM: wait says 143, and under set -e that would become the exit status)
+cleanup() { local p; for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done; rm -rf "$W"; }
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 rm -rf "$W"; mkdir -p "$W/up-store"

@@ -13,7 +13,7 @@ N=${STARTUP_OBJECTS:-1000000}
 W=${BENCH_DIR:-${TMPDIR:-/tmp}/s3c-bench}/startup
 PY=/usr/bin/python3
 pid=
-cleanup() { [[ -n $pid ]] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }; rm -rf "$W"; }
+cleanup() { [[ -n $pid ]] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }; rm -rf "$W"; }
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 rm -rf "$W"
