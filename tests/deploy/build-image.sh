@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/deploy/build-image.sh: a real container build + run with podman (make test-deploy;
-# not part of make test). Without a registry it makes the base image with debootstrap
+# tests/deploy/build-image.sh: a real container build + run with podman (make test, through
+# make test-image; make test-deploy). Without a registry it makes the base image with debootstrap
 # (localhost/debian-base:bookworm), builds deploy/Dockerfile with BASE_IMAGE pointing at
 # it, runs the image on a free loopback port with S3CACHED_* env, and checks /_/health,
 # a signed PUT/GET, the non-root user and the HEALTHCHECK; then compose-smoke.sh runs
@@ -16,7 +16,9 @@ PODMAN=(podman --runtime runc)
 UL=(--ulimit nofile=1024:1024 --ulimit nproc=1024:1024)
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY
 skip() { echo "skip: $*"; exit 77; }
-die() { echo "FAIL - $*"; exit 1; }
+die() { echo "FAIL - $*"; echo "build-image: $npass passed, 1 failed"; exit 1; }
+npass=0
+pass() { echo "ok   - $*"; npass=$((npass + 1)); }
 
 [[ $(id -u) == 0 ]] || skip "podman build here needs root"
 command -v podman >/dev/null || skip "podman not installed (apt-get install podman runc)"
@@ -40,7 +42,7 @@ fi
 echo "podman build --format docker -f deploy/Dockerfile --build-arg BASE_IMAGE=$BASE -t $IMG $repo"
 timeout 1800 "${PODMAN[@]}" build --format docker "${UL[@]}" --network host -f "$repo/deploy/Dockerfile" \
     --build-arg BASE_IMAGE="$BASE" -t "$IMG" "$repo" || die "podman build failed"
-echo "ok   - podman build"
+pass "podman build"
 # each rebuild leaves the previous build-stage image (~700 MB, compiler inside) dangling:
 # remove all but this build's (the layer cache of the next; its ID from a cached rebuild
 # of the build stage alone)
@@ -54,15 +56,15 @@ rm -f "$keep"
 
 user=$(podman image inspect "$IMG" --format '{{.Config.User}}')
 [[ $user == s3cached* ]] || die "image USER is '$user', want s3cached"
-echo "ok   - image runs as USER $user"
+pass "image runs as USER $user"
 hc=$(podman image inspect "$IMG" --format '{{json .Config.Healthcheck}}' 2>/dev/null)
 grep -q 'curl' <<<"$hc" && grep -Eq '_/health|S3CACHED_HEALTH_URL' <<<"$hc" ||
     die "no HEALTHCHECK curl of /_/health in the image (built without --format docker?): $hc"
-echo "ok   - HEALTHCHECK on /_/health"
+pass "HEALTHCHECK on /_/health"
 # runtime stage has no compiler
 "${PODMAN[@]}" run --rm --no-healthcheck "${UL[@]}" --entrypoint /bin/sh "$IMG" -c '! command -v cc && ! command -v gcc' >/dev/null ||
     die "the runtime image contains a compiler"
-echo "ok   - no compiler in the runtime image"
+pass "no compiler in the runtime image"
 
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 ak=AKCTR$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n' | tr a-f A-F)
@@ -84,7 +86,7 @@ for ((i = 0; i < 100; i++)); do
     sleep 0.2
 done
 [[ $ok == 1 ]] || { podman logs "$name" | tail -20; die "container: no /_/health"; }
-echo "ok   - container answers /_/health (S3CACHED_* env)"
+pass "container answers /_/health (S3CACHED_* env)"
 s3() { curl -s --noproxy '*' --aws-sigv4 "aws:amz:us-east-1:s3" --user "$ak:$sk" \
     -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "$@"; }
 [[ $(s3 -o /dev/null -w '%{http_code}' -X PUT "http://127.0.0.1:$port/ctr") == 200 ]] || die "CreateBucket in the container"
@@ -93,16 +95,17 @@ head -c 3M /dev/urandom >/tmp/s3c-ctr.$$
 s3 -o /tmp/s3c-ctr.$$.down "http://127.0.0.1:$port/ctr/obj"
 cmp -s /tmp/s3c-ctr.$$ /tmp/s3c-ctr.$$.down || die "GET bytes differ"
 rm -f /tmp/s3c-ctr.$$ /tmp/s3c-ctr.$$.down
-echo "ok   - PUT/GET 3 MiB through the container"
-"${PODMAN[@]}" healthcheck run "$name" >/dev/null 2>&1 && echo "ok   - podman healthcheck run" ||
+pass "PUT/GET 3 MiB through the container"
+"${PODMAN[@]}" healthcheck run "$name" >/dev/null 2>&1 && pass "podman healthcheck run" ||
     echo "note - podman healthcheck run did not pass (needs systemd timers in some setups)"
 uid=$("${PODMAN[@]}" exec "$name" id -u)
 [[ $uid != 0 ]] || die "the gateway runs as root in the container"
-echo "ok   - process uid $uid"
+pass "process uid $uid"
 "${PODMAN[@]}" stop -t 5 "$name" >/dev/null 2>&1
 trap - EXIT
 # deploy/compose.yaml's store + gateway from this image
 "$here/compose-smoke.sh" "$IMG"
 rc=$?
 [[ $rc -eq 0 || $rc -eq 77 ]] || die "compose-smoke.sh"
-echo "build-image: passed"
+[[ $rc -eq 0 ]] && pass "compose-smoke: compose.yaml's store + gateway from the image"
+echo "build-image: $npass passed, 0 failed"

@@ -7,7 +7,7 @@
 # S3CACHED_BACKEND (the store's port instead of the name `store`). Checks: both answer
 # /_/health, a client key from the credentials secret writes and reads through the
 # gateway (miss, then hit), the object is in the store (read with the store's key), and
-# /_/metrics takes the admin_token secret. Called by build-image.sh (make test-deploy).
+# /_/metrics takes the admin_token secret. Called by build-image.sh (make test, make test-image).
 # Exit 0: passed; 1: failed; 77: skipped.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)

@@ -3,7 +3,7 @@
 # Kubernetes API schema, offline. kubeconform/kubeval are not in Debian and the JSON
 # schemas cannot be fetched here, so the schema comes from the npm package
 # kubernetes-models (TypeScript interfaces + ajv validators generated from the
-# Kubernetes OpenAPI spec), installed into tests/deploy/k8s-schema/ by `make test-deploy`:
+# Kubernetes OpenAPI spec), installed into tests/deploy/k8s-schema/ by `make deps-test`:
 #   1. tsc --strict over every document as a typed object literal: unknown/misspelt
 #      fields anywhere, wrong types, missing required fields;
 #   2. the package's ajv validators (formats, enums, int-or-string, ...).
@@ -17,7 +17,7 @@ PY=/usr/bin/python3
 
 command -v node >/dev/null || { echo "skip: node not installed (apt-get install nodejs npm)"; exit 77; }
 if [[ ! -d $NM/kubernetes-models || ! -x $NM/.bin/tsc ]]; then
-    echo "skip: kubernetes-models/typescript not installed in tests/deploy/k8s-schema (make test-deploy installs them)"
+    echo "skip: kubernetes-models/typescript not installed in tests/deploy/k8s-schema (make deps-test installs them)"
     exit 77
 fi
 "$PY" -c 'import yaml' 2>/dev/null || { echo "skip: $PY has no yaml module (apt-get install python3-yaml)"; exit 77; }

@@ -2,8 +2,8 @@
 # 85-deploy-validate: static validation of deploy/ (container, compose, Kubernetes,
 # systemd, scale-out proxies) through tests/deploy/validate.sh. Tools that are missing
 # (systemd-analyze, yamllint, promtool, nginx, python3-yaml, and the npm packages of the
-# offline Kubernetes schema check that make test-deploy installs) are skipped with a message.
-# A real image build is `make test-deploy` (podman), not part of make test.
+# offline Kubernetes schema check that make deps-test installs) are skipped with a message.
+# The real image build is `make test-image` (podman), which make test runs after the e2e files.
 here=$(cd "$(dirname "$0")" && pwd)
 timeout 240 bash "$here/../deploy/validate.sh"
 rc=$?
