@@ -74,6 +74,11 @@ struct fetch {
     int need_reserve, bypass, running, err;
     int direct;            /* a warm-up's: written around the page cache (set under c->mu) */
     unsigned char *mem;    /* bypass: the bytes */
+    /* A direct run from a remote backend (fetch_stage_open): bytes gather in @stage, aligned,
+     * and go to @dfd (the data file opened O_DIRECT) a chunk at a time. Owned by the run. */
+    unsigned char *stage;
+    size_t staged;
+    int dfd;
 };
 
 struct cver {

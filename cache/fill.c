@@ -168,6 +168,129 @@ static void fetch_writeback(const struct fetch *f, uint64_t at, uint64_t len)
                               (off_t)((w1 - w0) * FETCH_WRITEBACK_BYTES), SYNC_FILE_RANGE_WRITE);
 }
 
+/* @n more bytes of @f are in the cache file: count them and wake readers. Returns the fetch's
+ * error, if it was failed meanwhile. */
+static int fetch_landed(struct fetch *f, uint64_t n)
+{
+    struct cache *c = f->c;
+    pthread_mutex_lock(&c->mu);
+    f->landed += n;
+    c->st.fill_bytes += n;
+    if (f->landed - f->woke_at >= CACHE_WAKE_BYTES || f->landed == f->end) {
+        f->woke_at = f->landed;
+        cache_wake_locked(&f->v->waiters);
+    }
+    int err = f->err;
+    pthread_mutex_unlock(&c->mu);
+    return err;
+}
+
+/* A warm-up's run from a remote backend goes around the page cache too (see
+ * fetch_copy_direct): the bytes the backend hands over gather in an aligned buffer of
+ * FETCH_DIRECT_CHUNK and are written O_DIRECT a chunk at a time, the last partial page through
+ * the page cache. Readers joining the run see its bytes a chunk at a time, from the disk. */
+#define FETCH_DIRECT_ALIGN 4096u
+#define FETCH_DIRECT_CHUNK (4u << 20)
+
+/* Sets @f up for a staged direct run. Best effort: on any refusal (the file system takes no
+ * O_DIRECT, the run is not aligned, no memory) @f stays a buffered run. */
+static void fetch_stage_open(struct fetch *f)
+{
+    struct cache *c = f->c;
+    long pg = sysconf(_SC_PAGESIZE);
+    if (f->off % FETCH_DIRECT_ALIGN || pg <= 0 || f->off % (uint64_t)pg ||
+        f->end - f->off < FETCH_DIRECT_ALIGN)
+        return;
+    char path[STORE_PATH_MAX];
+    pthread_mutex_lock(&c->mu);
+    cache_ver_path(c, f->v, path);
+    pthread_mutex_unlock(&c->mu);
+    void *stage = NULL;
+    if (posix_memalign(&stage, (size_t)S3C_MAX((long)FETCH_DIRECT_ALIGN, pg), FETCH_DIRECT_CHUNK))
+        return;
+    int dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (dfd < 0) {
+        free(stage);
+        return;
+    }
+    f->dfd = dfd;
+    f->staged = 0;
+    f->stage = stage;
+}
+
+/* Writes the first @n bytes of the stage (a multiple of FETCH_DIRECT_ALIGN) at @f->landed with
+ * O_DIRECT and keeps what follows them at the stage's start. */
+static int fetch_stage_write(struct fetch *f, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = pwrite(f->dfd, f->stage + done, n - done, (off_t)(f->landed + done));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        if (w == 0 || (size_t)w % FETCH_DIRECT_ALIGN)
+            return -EIO; /* a short direct write: the run fails, a retry fetches it again */
+        done += (size_t)w;
+    }
+    memmove(f->stage, f->stage + n, f->staged - n);
+    f->staged -= n;
+    return fetch_landed(f, n);
+}
+
+static int fetch_stage_data(struct fetch *f, const void *buf, size_t len)
+{
+    uint64_t at = f->landed + f->staged;
+    if (at + len > f->end)
+        len = (size_t)(f->end - at);
+    const unsigned char *p = buf;
+    while (len) {
+        size_t n = S3C_MIN(len, (size_t)FETCH_DIRECT_CHUNK - f->staged);
+        memcpy(f->stage + f->staged, p, n);
+        f->staged += n;
+        p += n;
+        len -= n;
+        if (f->staged == FETCH_DIRECT_CHUNK) {
+            int rc = fetch_stage_write(f, FETCH_DIRECT_CHUNK);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* Ends a staged run: after a whole body (@rc 0), what is still staged lands (the aligned part
+ * direct, a last partial page buffered). Releases the stage either way. */
+static int fetch_stage_close(struct fetch *f, int rc)
+{
+    if (!f->stage)
+        return rc;
+    if (!rc && f->staged) {
+        size_t body = f->staged & ~(size_t)(FETCH_DIRECT_ALIGN - 1);
+        if (body)
+            rc = fetch_stage_write(f, body);
+        while (!rc && f->staged) {
+            ssize_t w = pwrite(f->v->fd, f->stage, f->staged, (off_t)f->landed);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                rc = w < 0 ? -errno : -EIO;
+                break;
+            }
+            size_t n = (size_t)w;
+            memmove(f->stage, f->stage + n, f->staged - n);
+            f->staged -= n;
+            rc = fetch_landed(f, n);
+        }
+    }
+    close(f->dfd);
+    free(f->stage);
+    f->stage = NULL;
+    f->staged = 0;
+    f->dfd = -1;
+    return rc;
+}
+
 static int fetch_on_data(void *cls, const void *buf, size_t len)
 {
     struct fetch *f = cls;
@@ -175,6 +298,8 @@ static int fetch_on_data(void *cls, const void *buf, size_t len)
     struct cver *v = f->v;
     if (f->err)
         return f->err;
+    if (f->stage)
+        return fetch_stage_data(f, buf, len);
     if (f->landed + len > f->end)
         len = f->end - f->landed;
     if (!len)
@@ -212,22 +337,12 @@ static int fetch_on_data(void *cls, const void *buf, size_t len)
     return err;
 }
 
-/* @n more bytes of @f are in the cache file: count them and wake readers. Returns the fetch's
- * error, if it was failed meanwhile. */
-static int fetch_landed(struct fetch *f, uint64_t n)
+/* fetch_landed() for bytes a local backend moved in the kernel: the backend never saw them
+ * pass, so they are counted as read from it here. */
+static int fetch_landed_local(struct fetch *f, uint64_t n)
 {
-    struct cache *c = f->c;
-    __atomic_add_fetch(&c->be->ctr.bytes_read, n, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&c->mu);
-    f->landed += n;
-    c->st.fill_bytes += n;
-    if (f->landed - f->woke_at >= CACHE_WAKE_BYTES || f->landed == f->end) {
-        f->woke_at = f->landed;
-        cache_wake_locked(&f->v->waiters);
-    }
-    int err = f->err;
-    pthread_mutex_unlock(&c->mu);
-    return err;
+    __atomic_add_fetch(&f->c->be->ctr.bytes_read, n, __ATOMIC_RELAXED);
+    return fetch_landed(f, n);
 }
 
 /* A warm-up's run from a local backend: written with O_DIRECT straight from the backend file's
@@ -236,8 +351,6 @@ static int fetch_landed(struct fetch *f, uint64_t n)
  * what costs most). The run's FETCH_DIRECT_ALIGN-aligned body goes direct, a last partial
  * page through the page cache. -ENOTSUP, with nothing landed, when the cache's file system
  * refuses O_DIRECT or the run is not aligned: the caller copies it the buffered way. */
-#define FETCH_DIRECT_ALIGN 4096u
-#define FETCH_DIRECT_CHUNK (4u << 20)
 static int fetch_copy_direct(struct fetch *f, int bfd)
 {
     struct cache *c = f->c;
@@ -277,7 +390,7 @@ static int fetch_copy_direct(struct fetch *f, int bfd)
             rc = -EIO;
             break;
         }
-        rc = fetch_landed(f, (uint64_t)n);
+        rc = fetch_landed_local(f, (uint64_t)n);
         if ((size_t)n % FETCH_DIRECT_ALIGN && !rc)
             rc = -EIO; /* a short direct write: the run fails, a retry fetches it again */
     }
@@ -294,7 +407,7 @@ static int fetch_copy_direct(struct fetch *f, int bfd)
         else if ((size_t)n < want)
             rc = -EIO; /* the file shrank under us */
         else
-            rc = fetch_landed(f, want);
+            rc = fetch_landed_local(f, want);
     }
     return rc;
 }
@@ -335,7 +448,7 @@ static int fetch_copy_local(struct fetch *f, int direct)
             rc = -EIO; /* the file shrank under us */
             break;
         }
-        rc = fetch_landed(f, (uint64_t)n);
+        rc = fetch_landed_local(f, (uint64_t)n);
         fetch_writeback(f, f->landed - (uint64_t)n, (uint64_t)n);
     }
     close(bfd);
@@ -422,7 +535,13 @@ static void fetch_run(void *arg)
             rc = -ENOTSUP;
         if (rc == -ENOTSUP) {
             struct be_sink sink = { fetch_on_meta, fetch_on_data, f };
+            if (direct && !f->bypass) {
+                (void)fallocate(v->fd, FALLOC_FL_KEEP_SIZE, (off_t)f->off,
+                                (off_t)(f->end - f->off));
+                fetch_stage_open(f);
+            }
             rc = backend_get(c->be, ck->bucket, ck->key, f->off, f->end - f->off, &sink);
+            rc = fetch_stage_close(f, rc);
         }
         if (!rc && f->landed < f->end)
             rc = -EIO; /* short body */

@@ -3,7 +3,8 @@ s3cached on a file backend (its /_/stats counts what reached it). Through the ga
 boto3: bucket, put, get, range, head, list with pagination and delimiter, copy, multipart,
 delete, all compared by SHA-256; awscli cp of 100 MiB both ways; hits never reach the upstream
 (its client and backend counters stay still); 16 concurrent cold GETs reach it as one HEAD and
-one block fetch run; upstream connections are reused (ss); upstream killed mid-transfer (error
+one block fetch run; upstream connections are reused (ss); a warm-up writes around the page
+cache and its objects are then hits; upstream killed mid-transfer (error
 to the client, nothing partial cached, x-cache miss on the refetch); upstream down (cached
 objects served, misses fail fast); wrong upstream credentials (403 AccessDenied XML to the
 client and a log line naming the upstream's 403). Faults of other kinds: 47-s3-backend-faults."""
@@ -210,6 +211,68 @@ def main():
             raise E.Fail("%d new upstream connections for 80 sequential upstream requests: "
                          "connections are not reused" % len(new))
 
+    def warm_direct():
+        """A warm-up through the S3 backend writes around the page cache (O_DIRECT, staged in
+        aligned chunks): sizes around the page, the chunk and the block, a reader joining a
+        warm run, then every object a hit with its bytes, and no upstream request."""
+        import json
+        import urllib.request
+        sizes = [0, 1, 4095, 4096, 4097, 4 * MiB - 1, 4 * MiB, 4 * MiB + 1, 9 * MiB + 4095,
+                 13 * MiB + 777, 24 * MiB]
+        keys = ["w/%02d" % i for i in range(len(sizes))]
+        bodies = {}
+        for k, n in zip(keys, sizes):
+            bodies[k] = os.urandom(n)
+            os.makedirs(os.path.join(up.store, B, "w"), exist_ok=True)
+            with open(os.path.join(up.store, B, k), "wb") as f:
+                f.write(bodies[k])
+
+        def admin(method, path, body=None):
+            rq = urllib.request.Request(gw.endpoint + path, method=method,
+                                        data=json.dumps(body).encode() if body else None,
+                                        headers={"Authorization": "Bearer " + gw.token})
+            with urllib.request.urlopen(rq, timeout=30) as r:
+                return json.loads(r.read())
+        job = admin("POST", "/_/warm", {"bucket": B, "keys": keys})["job"]
+        joined = gw.req("GET", "/%s/%s" % (B, keys[-1]), timeout=60)  # joins the warm's runs
+        E.eq("reader joining a warm run", joined.status, 200)
+        E.same_bytes("reader joining a warm run", joined.body, bodies[keys[-1]])
+        deadline = time.time() + 60
+        while True:
+            s = admin("GET", "/_/warm/" + job)
+            if s["state"] not in ("queued", "running"):
+                break
+            if time.time() > deadline:
+                raise E.Fail("warm job did not finish: %r" % s)
+            time.sleep(0.05)
+        E.eq("warm job", (s["state"], s["objects_done"]), ("done", len(keys)))
+        probe = os.path.join(gw.cache, "tmp", "odirect-probe")
+        try:
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644))
+            direct = True
+        except OSError:
+            direct = False
+            print("       # the cache's file system refuses O_DIRECT: page cache not checked")
+        finally:
+            if os.path.exists(probe):
+                os.unlink(probe)
+        if direct:
+            # the first 3 objects are under a page (buffered tails); w/10 was read while warming
+            files = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(gw.cache, "data"))
+                     for f in fs if os.path.getsize(os.path.join(d, f)) in sizes[3:-1]]
+            out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES,SIZE"]
+                                 + files, capture_output=True, timeout=60).stdout.decode().split()
+            res, size = sum(map(int, out[0::2])), sum(map(int, out[1::2]))
+            if size < sum(sizes[3:-1]) or res > size // 4:
+                raise E.Fail("after the warm-up %d of %d bytes of its data files are in the page "
+                             "cache" % (res, size))
+        before = upstream_out(up, up.ak)
+        for k in keys:
+            r = gw.req("GET", "/%s/%s" % (B, k), timeout=60)
+            E.eq("x-cache of warmed %s" % k, r.h("x-cache"), "hit")
+            E.same_bytes("warmed %s" % k, r.body, bodies[k])
+        E.eq("upstream (bytes, requests) reading the warmed objects", upstream_out(up, up.ak), before)
+
     def wrong_credentials():
         bad = E.Server(t, extra=["--backend", "http://127.0.0.1:%d" % up.port,
                                  "--backend-access-key", up.ak, "--backend-secret-key", "wrong" * 8,
@@ -240,6 +303,7 @@ def main():
     t.check("16 concurrent cold GETs: the upstream sends the object once", coalesced16)
     t.check("awscli cp of 100 MiB up (multipart) and down (ranged GETs) through the S3 backend", awscli_100m)
     t.check("upstream connections are reused (ss: a handful for 80 requests)", connection_reuse)
+    t.check("a warm-up through the S3 backend goes around the page cache; warmed objects are hits, byte for byte", warm_direct)
     t.check("upstream killed mid-transfer: client error, nothing partial cached; down: hits served, misses fail fast", upstream_dies_midway)
     t.check("wrong upstream credentials: S3 error to the client and a log line", wrong_credentials)
     gw.stop()
