@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # 48-big-object.sh — streaming both ways: PUT and GET (a hit, then a cold miss streamed
-# while it fills) of one 5 GiB object keep the gateway's peak RSS (VmHWM) under 64 MiB,
-# and the bytes come back intact. Falls back to 1 GiB when the disk has < 24 GiB free
-# (the object exists three times: source, backend store, cache). E2E_BIG_SIZE overrides.
+# while it fills) of one 4 GiB + 64 MiB object (past every 32-bit offset) keep the gateway's
+# peak RSS (VmHWM) under 64 MiB, and the bytes come back intact. Falls back to 1 GiB when the
+# disk has < 24 GiB free (the object exists three times: source, backend store, cache).
+# E2E_BIG_SIZE overrides.
 . "$(dirname "$0")/lib.sh"
 B=big
 mkdir -p "$S3_STORE/$B"
 free_kb=$(df -Pk "$T" | awk 'NR==2 {print $4}')
-size=${E2E_BIG_SIZE:-$((5 * 1024 * 1024 * 1024))}
+size=${E2E_BIG_SIZE:-$(((4096 + 64) * 1024 * 1024))}
 if [[ -z ${E2E_BIG_SIZE:-} ]] && [[ -n ${E2E_ASAN:-} ]]; then
     size=$((1024 * 1024 * 1024))   # the sanitizer build is slow: 1 GiB proves the same
 elif [[ -z ${E2E_BIG_SIZE:-} ]] && ((free_kb < 24 * 1024 * 1024)); then
