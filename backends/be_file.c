@@ -97,6 +97,10 @@ struct bef {
     int rootfd, tmpfd, upfd, donefd;
     struct dircache dc;
     int64_t last_sweep_ns;
+    /* place() creating a key's parent directories and renaming into them (read) against
+     * be_file_del() removing parents left empty (write): this process's puts and deletes of
+     * keys under one prefix cannot starve each other (another process is met by retries). */
+    pthread_rwlock_t parents;
 };
 
 static struct bef *bef_of(struct backend *be)
@@ -966,15 +970,18 @@ static int place(struct bef *b, const char *bucket, const char *key, struct tmpf
     int rc = -EAGAIN;
 
     for (int attempt = 0; attempt < BEF_PLACE_RETRIES && rc == -EAGAIN; attempt++) {
-        int dfd;
+        int dfd, renamed;
 
+        pthread_rwlock_rdlock(&b->parents);
         rc = open_parents(b, bucket, dirs, n, 1, &dfd);
+        renamed = rc == 0 ? renameat(b->tmpfd, t->name, dfd, leaf) : -1;
+        int e = errno;
+        pthread_rwlock_unlock(&b->parents);
         if (rc == -ENOENT)
             rc = -EAGAIN;
         if (rc < 0)
             continue;
-        if (renameat(b->tmpfd, t->name, dfd, leaf) < 0) {
-            int e = errno;
+        if (renamed < 0) {
             rc = e == ENOENT ? -EAGAIN
                  : e == EISDIR || e == ENOTDIR || e == ENOTEMPTY || e == EEXIST
                      ? -S3E_KEY_CONFLICT
@@ -1253,6 +1260,7 @@ static int be_file_del(struct backend *be, const char *bucket, const char *key)
     fsync(dfd);
     close(dfd);
     /* Remove parents that are now empty, deepest first, up to the bucket directory. */
+    pthread_rwlock_wrlock(&b->parents);
     while (n > 0) {
         char path[BEF_PATH_MAX];
         size_t len = 0;
@@ -1265,6 +1273,7 @@ static int be_file_del(struct backend *be, const char *bucket, const char *key)
             break;
         n--;
     }
+    pthread_rwlock_unlock(&b->parents);
     return 0;
 }
 
@@ -2506,6 +2515,7 @@ static void be_file_close(struct backend *be)
     if (b->rootfd >= 0)
         close(b->rootfd);
     free(b->root);
+    pthread_rwlock_destroy(&b->parents);
     b->magic = 0;
     free(b);
 }
@@ -2529,6 +2539,10 @@ static int be_file_open(const struct conf *cf, const char *url, struct backend *
     b = calloc(1, sizeof(*b));
     if (!b)
         return -ENOMEM;
+    if (pthread_rwlock_init(&b->parents, NULL)) {
+        free(b);
+        return -ENOMEM;
+    }
     b->magic = BEF_MAGIC;
     b->rootfd = b->tmpfd = b->upfd = b->donefd = -1;
     b->be.magic = BACKEND_MAGIC;

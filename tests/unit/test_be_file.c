@@ -482,10 +482,16 @@ static void *race_worker(void *p)
 {
     struct race_arg *a = p;
     for (int i = 0; i < 300; i++) {
-        if (put_str(a->be, "bkt", a->key, "race", NULL) != 0)
+        int rc = put_str(a->be, "bkt", a->key, "race", NULL);
+        if (rc != 0) {
             a->failures++;
-        if (backend_del(a->be, "bkt", a->key) != 0)
+            fprintf(stderr, "race: put %s: %d\n", a->key, rc);
+        }
+        rc = backend_del(a->be, "bkt", a->key);
+        if (rc != 0) {
             a->failures++;
+            fprintf(stderr, "race: del %s: %d\n", a->key, rc);
+        }
     }
     return NULL;
 }
