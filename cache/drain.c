@@ -60,6 +60,7 @@ struct drain {
     unsigned nthreads;
     pthread_t threads[DRAIN_THREADS_MAX];
     int closing;
+    int flush_abort; /* the server is stopping: flushes return now (cache_flush_abort) */
     /* stats */
     uint64_t uploaded_objects, uploaded_bytes, errors, cancelled;
     int64_t rate_t0_ms;
@@ -539,7 +540,7 @@ int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t
         out->remaining_bytes = bytes;
         if (!n)
             break;
-        if (dr->closing) {
+        if (dr->closing || dr->flush_abort) {
             rc = CACHE_ERR_CLOSING;
             break;
         }
@@ -558,6 +559,18 @@ int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t
     pthread_mutex_unlock(&dr->mu);
     out->seconds = (double)(now_ms() - t0) / 1000.0;
     return rc;
+}
+
+void cache_flush_abort(struct cache *c)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct drain *dr = c->dr;
+    if (!dr)
+        return;
+    pthread_mutex_lock(&dr->mu);
+    dr->flush_abort = 1;
+    pthread_cond_broadcast(&dr->done_cv);
+    pthread_mutex_unlock(&dr->mu);
 }
 
 static int cmp_entry(const void *a, const void *b)

@@ -201,6 +201,10 @@ static int admin_flush(struct req *rq)
     struct flush_state *s = rq->job_state;
     if (rq->phase == PH_JOB_DONE) {
         char out[512];
+        if (s->rc == -S3E_SERVICE_UNAVAILABLE)
+            return respond_error_msg(rq, s->rc, "The gateway is stopping: objects not yet on "
+                                                "the backend stay journaled and drain after "
+                                                "its restart");
         if (s->rc && s->rc != -ETIMEDOUT)
             return respond_error(rq, s->rc);
         int n = snprintf(out, sizeof(out),

@@ -790,6 +790,12 @@ int server_run(struct conf *cf)
      * MHD_stop_daemon (the client sees a reset and retries; nothing partial is stored). */
     while (__atomic_load_n(&srv.inflight, __ATOMIC_RELAXED) > 0 && s3c_mono_ns() < deadline)
         usleep(20 * 1000);
+    /* A flush waits for the backend, without limit unless asked: it is answered 503 now, and
+     * given a moment to be sent (the daemon must not stop with its connection suspended). */
+    cache_flush_abort(srv.cache);
+    deadline = s3c_mono_ns() + 2000000000ull;
+    while (__atomic_load_n(&srv.inflight, __ATOMIC_RELAXED) > 0 && s3c_mono_ns() < deadline)
+        usleep(20 * 1000);
     warm_free(srv.warm); /* cancels jobs; their workers end before the queue stops */
     MHD_stop_daemon(srv.daemon);
     rl_free(srv.rl);

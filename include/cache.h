@@ -152,6 +152,10 @@ struct cache_flush_result {
  * limit). Retries of objects in backoff start at once. */
 int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t timeout_ms,
                 struct cache_flush_result *out);
+/* The server is stopping: every cache_flush() waiting, and every later one, returns
+ * -S3E_SERVICE_UNAVAILABLE at once (what was written stays journaled and drains after the
+ * restart), so no request is left suspended when the HTTP daemon stops. */
+void cache_flush_abort(struct cache *c);
 /* Not-yet-drained keys of @bucket under @prefix, sorted by key (size, ETag, Last-Modified
  * filled): for listings to merge. The caller frees every key, then the array. */
 int cache_dirty_keys(struct cache *c, const char *bucket, const char *prefix,

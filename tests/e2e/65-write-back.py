@@ -191,6 +191,50 @@ def main():
         E.eq("flush", (st, body.get("flushed")), (200, True))
         check_upstream([k])
 
+    def sigterm_during_flush():
+        """SIGTERM while a flush waits on a frozen upstream: the flush is answered 503
+        ServiceUnavailable XML, the gateway exits 0 (it used to abort in libmicrohttpd with the
+        flush's connection suspended), and after the restart the object drains."""
+        import threading
+        gw2 = E.Server(t, port=E.free_port(), extra=[
+            "--backend", "http://127.0.0.1:%d" % up.port, "--backend-access-key", up.ak,
+            "--backend-secret-key", up.sk, "--backend-timeout", "3s", "--write-mode", "back",
+            "--shutdown-timeout", "1s"]).start()
+        k = "term/last.pt"
+        files[k] = os.urandom(3 * MiB)
+        got = {}
+
+        def flush():
+            rq = urllib.request.Request(gw2.endpoint + "/_/flush", method="POST",
+                                        headers={"Authorization": "Bearer " + gw2.token})
+            try:
+                with urllib.request.urlopen(rq, timeout=30) as r:
+                    got["status"], got["body"] = r.status, r.read()
+            except urllib.error.HTTPError as e:
+                got["status"], got["body"] = e.code, e.read()
+            except OSError as e:
+                got["status"], got["body"] = None, repr(e).encode()
+        os.kill(up.proc.pid, signal.SIGSTOP)
+        try:
+            gw2.boto3().put_object(Bucket=B, Key=k, Body=files[k])
+            th = threading.Thread(target=flush)
+            th.start()
+            time.sleep(0.5)
+            gw2.stop()  # records "server exits 0 on SIGTERM"
+            th.join(30)
+        finally:
+            os.kill(up.proc.pid, signal.SIGCONT)
+        E.eq("flush answered while stopping", got.get("status"), 503)
+        if b"<Code>ServiceUnavailable</Code>" not in got.get("body", b""):
+            raise E.Fail("flush body while stopping: %r" % got.get("body"))
+        gw2.start()
+        rq = urllib.request.Request(gw2.endpoint + "/_/flush", method="POST",
+                                    headers={"Authorization": "Bearer " + gw2.token})
+        with urllib.request.urlopen(rq, timeout=60) as r:
+            E.eq("flush after the restart", json.loads(r.read()).get("flushed"), True)
+        check_upstream([k])
+        gw2.stop()
+
     def delete_with_upstream_up():
         k = "run7/meta/1.json"
         s3.put_object(Bucket=B, Key=k, Body=b"soon gone")
@@ -208,6 +252,7 @@ def main():
     t.check("upstream back: flush puts everything there byte for byte; writes resume", upstream_back)
     t.check("kill -9 mid-drain, restart, flush: nothing missing, extra or torn", kill9_mid_drain)
     t.check("overwrite while draining: the old upload is cancelled; the upstream ends with the newest bytes", overwrite_while_draining)
+    t.check("SIGTERM while a flush waits: 503 to the flush, exit 0, drained after the restart", sigterm_during_flush)
     t.check("DELETE with the upstream up: gone on both sides", delete_with_upstream_up)
     gw.stop()
     up.stop()
