@@ -113,6 +113,12 @@ void backend_close(struct backend *be)
     be->ops->close(be);
 }
 
+void backend_stop(struct backend *be)
+{
+    if (be)
+        __atomic_store_n(&be->stopping, 1, __ATOMIC_RELAXED);
+}
+
 int backend_head(struct backend *be, const char *bucket, const char *key, struct be_meta *out)
 {
     BE_CALL(be, head, bucket, key, out);

@@ -58,6 +58,7 @@ struct s3be {
     char *access_key, *secret_key, *region, *ca_file;
     int anonymous, virtual_host, insecure;
     long timeout_ms;
+    const int *stopping; /* the struct backend's: backend_stop() */
     pthread_mutex_t mu;
     CURL *idle[S3_POOL_MAX];
     size_t n_idle;
@@ -623,8 +624,14 @@ static size_t s3_read_cb(char *dst, size_t size, size_t nitems, void *ud)
     return (size_t)n;
 }
 
-/* A cancellable call: libcurl calls this about once a second, also while the upload is
- * stalled on a full socket (when the read callback is not called). */
+static int s3_stopping(const struct s3be *be)
+{
+    return be->stopping && __atomic_load_n(be->stopping, __ATOMIC_RELAXED);
+}
+
+/* Every call is cancellable: libcurl calls this about once a second, also while connecting
+ * or stalled on a full socket (when no read or write callback is called). A PUT's cancel
+ * flag ends it with -ECANCELED; backend_stop() ends any call as unavailable. */
 static int s3_xferinfo_cb(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                           curl_off_t ulnow)
 {
@@ -633,6 +640,10 @@ static int s3_xferinfo_cb(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_o
     (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
     if (c->cancel && __atomic_load_n(c->cancel, __ATOMIC_RELAXED)) {
         c->read_rc = -ECANCELED;
+        return 1;
+    }
+    if (s3_stopping(c->be)) {
+        c->read_rc = -S3E_SERVICE_UNAVAILABLE;
         return 1;
     }
     return 0;
@@ -1050,8 +1061,8 @@ static CURLcode s3_attempt(struct s3_call *c, int *rc_out)
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, s3_write_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
     /* set on every use: handles are pooled */
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, c->cancel ? 0L : 1L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, c->cancel ? s3_xferinfo_cb : NULL);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, s3_xferinfo_cb);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
 
     if (!strcmp(c->method, "HEAD")) {
@@ -1110,6 +1121,8 @@ static int s3_call_run(struct s3_call *c)
                              c->delivered, curl_easy_strerror(cc));
                 return s3_curl_to_err(c, cc);
             }
+            if (s3_stopping(c->be))
+                return -S3E_SERVICE_UNAVAILABLE;
             log_debug("be_s3: %s %s/%s: %s; retrying", c->method, c->bucket ? c->bucket : "",
                       c->key ? c->key : "", curl_easy_strerror(cc));
             s3_backoff(attempt);
@@ -1129,7 +1142,8 @@ static int s3_call_run(struct s3_call *c)
             return 0;
         }
         int transient = c->status >= 500 || c->status == 429;
-        if (transient && c->retry == S3_RETRY_IDEMPOTENT && !last && c->status != 501) {
+        if (transient && c->retry == S3_RETRY_IDEMPOTENT && !last && c->status != 501 &&
+            !s3_stopping(c->be)) {
             if (c->body_out.p)
                 s3x_get(c->body_out.p, c->body_out.p + c->body_out.len, "Code", c->code,
                         sizeof(c->code));
@@ -1290,6 +1304,7 @@ static int be_s3_open(const struct conf *cf, const char *url, struct backend **o
     b->magic = BACKEND_MAGIC;
     b->ops = &be_s3_ops;
     b->priv = be;
+    be->stopping = &b->stopping;
     *out = b;
     return 0;
 fail:

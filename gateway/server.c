@@ -790,8 +790,10 @@ int server_run(struct conf *cf)
      * MHD_stop_daemon (the client sees a reset and retries; nothing partial is stored). */
     while (__atomic_load_n(&srv.inflight, __ATOMIC_RELAXED) > 0 && s3c_mono_ns() < deadline)
         usleep(20 * 1000);
-    /* A flush waits for the backend, without limit unless asked: it is answered 503 now, and
-     * given a moment to be sent (the daemon must not stop with its connection suspended). */
+    /* Requests still waiting on the backend (a stalled upstream, a flush, which waits without
+     * limit unless asked) are answered 503 now and given a moment to be sent: the daemon must
+     * not stop with a connection suspended. */
+    backend_stop(srv.be);
     cache_flush_abort(srv.cache);
     deadline = s3c_mono_ns() + 2000000000ull;
     while (__atomic_load_n(&srv.inflight, __ATOMIC_RELAXED) > 0 && s3c_mono_ns() < deadline)

@@ -179,12 +179,17 @@ struct backend {
     const struct backend_ops *ops;
     void *priv;
     struct backend_counters ctr;
+    int stopping; /* backend_stop() was called (read atomically) */
 };
 
 /* Opens the backend named by @url (file:///abs/dir, http://host:port, https://...).
  * 0 or -EINVAL/-errno with a one-line reason in @em. */
 int backend_open(const struct conf *cf, const char *url, struct backend **out, struct errmsg *em);
 void backend_close(struct backend *be);
+/* The server is stopping: network transfers in flight end within about a second, and later
+ * ones at once, with -S3E_SERVICE_UNAVAILABLE and no retry, so that no request stays waiting
+ * on a stalled upstream. Local backends are not affected (their calls do not stall). */
+void backend_stop(struct backend *be);
 
 /* Counting wrappers: callers use these, not be->ops directly. They return -S3E_NOT_IMPLEMENTED
  * when the op is NULL, count one request per call, errors (rc < 0 other than the expected

@@ -7,7 +7,8 @@ again, x-cache miss, and is byte-exact); 503s are retried (counted by the fake) 
 a clean 503 ServiceUnavailable XML when the metadata lookup (HEAD) fails, or a cut-short 200
 when only the block fetch fails (a miss is streamed: the status went out before the fetch
 failed); a stalled upstream gives an error in about the timeout (one timeout, no retries of
-it), not a hang; 404 is NoSuchKey; and the gateway is healthy after all of it. The lines
+it), not a hang; SIGTERM while a GET waits on a silent upstream answers it 503 and exits 0;
+404 is NoSuchKey; and the gateway is healthy after all of it. The lines
 starting with "." say what the client saw."""
 import concurrent.futures as cf
 import email.utils
@@ -321,6 +322,31 @@ def main():
                   % (label, st, err or "complete", dt, fake.count(k)))
             fake.mode(k)
 
+    def sigterm_while_stalled():
+        """SIGTERM while a GET waits on an upstream that never answers (a long
+        --backend-timeout): the GET gets 503 ServiceUnavailable XML at the end of
+        --shutdown-timeout and the gateway exits 0 (it used to abort in libmicrohttpd with the
+        connection suspended)."""
+        gw2 = E.Server(t, extra=["--backend", up, "--backend-timeout", "60s",
+                                 "--shutdown-timeout", "1s", "--revalidate-after", "never"]).start()
+        k = B + "/term"
+        fake.put(k, os.urandom(MiB))
+        fake.mode(k, "never", methods=("HEAD", "GET"))
+        got = {}
+        th = threading.Thread(target=lambda: got.update(r=get_raw(gw2, "/" + k, timeout=30)))
+        th.start()
+        time.sleep(1)
+        t0 = time.time()
+        gw2.stop()  # records "server exits 0 on SIGTERM"
+        th.join(30)
+        dt = time.time() - t0
+        fake.mode(k)
+        st, h, body, err = got.get("r", (None, None, b"", "no answer"))
+        E.eq("status of the GET waiting at shutdown", (st, err), (503, None))
+        if b"<Code>ServiceUnavailable</Code>" not in body:
+            raise E.Fail("body of the GET waiting at shutdown: %r" % body[:300])
+        print("       . answered and stopped %.1f s after SIGTERM" % dt)
+
     def healthy_after():
         st, h, body, err = get_raw(gw, "/%s/ok" % B)
         E.eq("status", (st, err), (200, None))
@@ -338,6 +364,7 @@ def main():
     t.check("503 SlowDown twice then 200: retried, the client sees 200", slowdown_then_ok)
     t.check("503 forever: a few retries, then 503 ServiceUnavailable quickly", unavailable_forever)
     t.check("stalled upstream: error within about --backend-timeout", stalls)
+    t.check("SIGTERM while a GET waits on a silent upstream: 503 to the client, exit 0", sigterm_while_stalled)
     fake.release.set()
     t.check("the gateway serves normally after the faults", healthy_after)
     gw.stop()
