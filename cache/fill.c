@@ -192,23 +192,31 @@ static int fetch_landed(struct fetch *f, uint64_t n)
 #define FETCH_DIRECT_ALIGN 4096u
 #define FETCH_DIRECT_CHUNK (4u << 20)
 
-/* Sets @f up for a staged direct run. Best effort: on any refusal (the file system takes no
- * O_DIRECT, the run is not aligned, no memory) @f stays a buffered run. */
+/* The data file of @f opened O_DIRECT, for a run with at least one aligned page to write
+ * (its start aligned to FETCH_DIRECT_ALIGN and to the page). -1 when the run is not aligned
+ * or the file system refuses O_DIRECT: the run goes the buffered way. */
+static int fetch_direct_fd(struct fetch *f)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    if (f->end - f->off < FETCH_DIRECT_ALIGN || f->off % FETCH_DIRECT_ALIGN || pg <= 0 ||
+        f->off % (uint64_t)pg)
+        return -1;
+    char path[STORE_PATH_MAX];
+    pthread_mutex_lock(&f->c->mu);
+    cache_ver_path(f->c, f->v, path);
+    pthread_mutex_unlock(&f->c->mu);
+    return open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+}
+
+/* Sets @f up for a staged direct run. Best effort: on any refusal (see fetch_direct_fd, or no
+ * memory) @f stays a buffered run. */
 static void fetch_stage_open(struct fetch *f)
 {
-    struct cache *c = f->c;
-    long pg = sysconf(_SC_PAGESIZE);
-    if (f->off % FETCH_DIRECT_ALIGN || pg <= 0 || f->off % (uint64_t)pg ||
-        f->end - f->off < FETCH_DIRECT_ALIGN)
-        return;
-    char path[STORE_PATH_MAX];
-    pthread_mutex_lock(&c->mu);
-    cache_ver_path(c, f->v, path);
-    pthread_mutex_unlock(&c->mu);
     void *stage = NULL;
-    if (posix_memalign(&stage, (size_t)S3C_MAX((long)FETCH_DIRECT_ALIGN, pg), FETCH_DIRECT_CHUNK))
+    if (posix_memalign(&stage, (size_t)S3C_MAX((long)FETCH_DIRECT_ALIGN, sysconf(_SC_PAGESIZE)),
+                       FETCH_DIRECT_CHUNK))
         return;
-    int dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    int dfd = fetch_direct_fd(f);
     if (dfd < 0) {
         free(stage);
         return;
@@ -259,35 +267,26 @@ static int fetch_stage_data(struct fetch *f, const void *buf, size_t len)
     return 0;
 }
 
+static int fetch_on_data(void *cls, const void *buf, size_t len);
+
 /* Ends a staged run: after a whole body (@rc 0), what is still staged lands (the aligned part
- * direct, a last partial page buffered). Releases the stage either way. */
+ * direct, a last partial page the buffered way, fetch_on_data). Releases the stage either
+ * way. */
 static int fetch_stage_close(struct fetch *f, int rc)
 {
-    if (!f->stage)
+    unsigned char *stage = f->stage;
+    if (!stage)
         return rc;
-    if (!rc && f->staged) {
-        size_t body = f->staged & ~(size_t)(FETCH_DIRECT_ALIGN - 1);
-        if (body)
-            rc = fetch_stage_write(f, body);
-        while (!rc && f->staged) {
-            ssize_t w = pwrite(f->v->fd, f->stage, f->staged, (off_t)f->landed);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0) {
-                rc = w < 0 ? -errno : -EIO;
-                break;
-            }
-            size_t n = (size_t)w;
-            memmove(f->stage, f->stage + n, f->staged - n);
-            f->staged -= n;
-            rc = fetch_landed(f, n);
-        }
-    }
+    if (!rc && f->staged >= FETCH_DIRECT_ALIGN)
+        rc = fetch_stage_write(f, f->staged & ~(size_t)(FETCH_DIRECT_ALIGN - 1));
+    size_t tail = f->staged;
     close(f->dfd);
-    free(f->stage);
     f->stage = NULL;
     f->staged = 0;
     f->dfd = -1;
+    if (!rc && tail)
+        rc = fetch_on_data(f, stage, tail);
+    free(stage);
     return rc;
 }
 
@@ -353,17 +352,9 @@ static int fetch_landed_local(struct fetch *f, uint64_t n)
  * refuses O_DIRECT or the run is not aligned: the caller copies it the buffered way. */
 static int fetch_copy_direct(struct fetch *f, int bfd)
 {
-    struct cache *c = f->c;
     struct cver *v = f->v;
     uint64_t body = (f->end - f->off) & ~(uint64_t)(FETCH_DIRECT_ALIGN - 1);
-    long pg = sysconf(_SC_PAGESIZE);
-    if (!body || f->off % FETCH_DIRECT_ALIGN || pg <= 0 || f->off % (uint64_t)pg)
-        return -ENOTSUP;
-    char path[STORE_PATH_MAX];
-    pthread_mutex_lock(&c->mu);
-    cache_ver_path(c, v, path);
-    pthread_mutex_unlock(&c->mu);
-    int dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    int dfd = fetch_direct_fd(f);
     if (dfd < 0)
         return -ENOTSUP;
     const char *map = mmap(NULL, body, PROT_READ, MAP_SHARED, bfd, (off_t)f->off);

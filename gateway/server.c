@@ -649,6 +649,13 @@ static int server_read_tls(const struct conf *cf, char **cert, char **key, struc
     return rc;
 }
 
+/* Sleeps until no request of @srv is in flight or the monotonic clock reaches @deadline_ns. */
+static void wait_inflight(struct server *srv, uint64_t deadline_ns)
+{
+    while (__atomic_load_n(&srv->inflight, __ATOMIC_RELAXED) > 0 && s3c_mono_ns() < deadline_ns)
+        usleep(20 * 1000);
+}
+
 int server_run(struct conf *cf)
 {
     struct server srv;
@@ -788,16 +795,13 @@ int server_run(struct conf *cf)
     /* Requests being processed or answered (and so their jobs) get until the deadline; idle
      * keep-alive connections and uploads still waiting for their body are closed by
      * MHD_stop_daemon (the client sees a reset and retries; nothing partial is stored). */
-    while (__atomic_load_n(&srv.inflight, __ATOMIC_RELAXED) > 0 && s3c_mono_ns() < deadline)
-        usleep(20 * 1000);
+    wait_inflight(&srv, deadline);
     /* Requests still waiting on the backend (a stalled upstream, a flush, which waits without
      * limit unless asked) are answered 503 now and given a moment to be sent: the daemon must
      * not stop with a connection suspended. */
     backend_stop(srv.be);
     cache_flush_abort(srv.cache);
-    deadline = s3c_mono_ns() + 2000000000ull;
-    while (__atomic_load_n(&srv.inflight, __ATOMIC_RELAXED) > 0 && s3c_mono_ns() < deadline)
-        usleep(20 * 1000);
+    wait_inflight(&srv, s3c_mono_ns() + 2000000000ull);
     warm_free(srv.warm); /* cancels jobs; their workers end before the queue stops */
     MHD_stop_daemon(srv.daemon);
     rl_free(srv.rl);

@@ -246,23 +246,11 @@ def main():
                 raise E.Fail("warm job did not finish: %r" % s)
             time.sleep(0.05)
         E.eq("warm job", (s["state"], s["objects_done"]), ("done", len(keys)))
-        probe = os.path.join(gw.cache, "tmp", "odirect-probe")
-        try:
-            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644))
-            direct = True
-        except OSError:
-            direct = False
-            print("       # the cache's file system refuses O_DIRECT: page cache not checked")
-        finally:
-            if os.path.exists(probe):
-                os.unlink(probe)
-        if direct:
+        if E.odirect_ok(gw.cache):
             # the first 3 objects are under a page (buffered tails); w/10 was read while warming
             files = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(gw.cache, "data"))
                      for f in fs if os.path.getsize(os.path.join(d, f)) in sizes[3:-1]]
-            out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES,SIZE"]
-                                 + files, capture_output=True, timeout=60).stdout.decode().split()
-            res, size = sum(map(int, out[0::2])), sum(map(int, out[1::2]))
+            res, size = E.page_cache_bytes(files)
             if size < sum(sizes[3:-1]) or res > size // 4:
                 raise E.Fail("after the warm-up %d of %d bytes of its data files are in the page "
                              "cache" % (res, size))

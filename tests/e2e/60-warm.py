@@ -6,7 +6,6 @@ read during a big warm-up is not queued behind it (as a ratio)."""
 import json
 import os
 import subprocess
-import threading
 import time
 import urllib.request
 
@@ -59,20 +58,11 @@ def main():
     def page_cache_untouched():
         """A warm-up writes around the page cache (O_DIRECT, where the cache's file system
         allows it): of the warmed data files, only each one's last partial page is resident."""
-        probe = os.path.join(srv.cache, "tmp", "odirect-probe")
-        try:
-            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644))
-        except OSError:
-            print("       # the cache's file system refuses O_DIRECT: page cache not checked")
+        if not E.odirect_ok(srv.cache):
             return
-        finally:
-            if os.path.exists(probe):
-                os.unlink(probe)
         files = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(srv.cache, "data"))
                  for f in fs]
-        out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES,SIZE"] + files,
-                             capture_output=True, timeout=60).stdout.decode().split()
-        res, size = sum(map(int, out[0::2])), sum(map(int, out[1::2]))
+        res, size = E.page_cache_bytes(files)
         if not size or res > size // 4:
             raise E.Fail("after the warm-up %d of %d bytes of its data files are in the page "
                          "cache" % (res, size))

@@ -90,6 +90,30 @@ def sha(b):
     return hashlib.sha256(b).hexdigest()
 
 
+def odirect_ok(cache_dir):
+    """Whether the file system of @cache_dir takes O_DIRECT (tmpfs does not): where it does
+    not, warm-ups write through the page cache and tests cannot check that they go around it."""
+    probe = os.path.join(cache_dir, "tmp", "odirect-probe")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644))
+        return True
+    except OSError:
+        print("       # the cache's file system refuses O_DIRECT: page cache not checked")
+        return False
+    finally:
+        if os.path.exists(probe):
+            os.unlink(probe)
+
+
+def page_cache_bytes(files):
+    """(bytes resident in the page cache, bytes in all) of @files, by fincore."""
+    if not files:
+        return 0, 0
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES,SIZE"] + files,
+                         capture_output=True, timeout=60).stdout.decode().split()
+    return sum(map(int, out[0::2])), sum(map(int, out[1::2]))
+
+
 def sha_file(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
