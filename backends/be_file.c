@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/types.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -2520,6 +2521,29 @@ static void be_file_close(struct backend *be)
     free(b);
 }
 
+/* Whether the file system of @dirfd keeps its data on a local disk (or in memory): ext4, xfs,
+ * btrfs, f2fs, zfs, tmpfs, overlayfs. A network or FUSE file system (NFS, Lustre, CephFS,
+ * GPFS, SMB, 9p...) is not: reading one may stall on the network. */
+static int on_local_disk(int dirfd)
+{
+    static const unsigned long local[] = {
+        0xEF53,     /* ext2/3/4 */
+        0x58465342, /* xfs */
+        0x9123683E, /* btrfs */
+        0xF2F52010, /* f2fs */
+        0x2FC12FC1, /* zfs */
+        0x01021994, /* tmpfs */
+        0x794C7630, /* overlayfs */
+    };
+    struct statfs sf;
+    if (fstatfs(dirfd, &sf) < 0)
+        return 0;
+    for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+        if ((unsigned long)sf.f_type == local[i])
+            return 1;
+    return 0;
+}
+
 static int be_file_open(const struct conf *cf, const char *url, struct backend **out,
                         struct errmsg *em)
 {
@@ -2574,6 +2598,7 @@ static int be_file_open(const struct conf *cf, const char *url, struct backend *
     }
     close(ifd);
     sweep_tmp(b);
+    b->be.local_disk = on_local_disk(b->rootfd);
     *out = &b->be;
     return 0;
 fail:

@@ -352,10 +352,14 @@ int cache_ver_fd_locked(struct cache *c, struct cver *v, int create, int *fd)
     cache_ver_path(c, v, p);
     /* opening may create directories: do it without the lock; v is held by the caller */
     v->refs++;
+    int lazy = create && v->lazy;
     pthread_mutex_unlock(&c->mu);
-    int rc = store_open(p, create, &nfd);
+    int rc = lazy ? index_sync(c->ix) : 0; /* the record is durable before the file exists */
+    if (!rc)
+        rc = store_open(p, create, &nfd);
     pthread_mutex_lock(&c->mu);
     if (!rc) {
+        v->lazy = 0;
         if (v->fd < 0)
             v->fd = nfd;
         else
@@ -391,6 +395,10 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     if (c->block_size > (1u << 30))
         c->block_size = 1u << 30;
     c->readahead = cf->readahead;
+    c->miss_source = be && be->ops->open_fd &&
+                     (cf->miss_source && !strcmp(cf->miss_source, "backend")
+                          ? 1
+                          : (!cf->miss_source || !strcmp(cf->miss_source, "auto")) && be->local_disk);
     c->revalidate_ms = cf->revalidate_never ? -1 : cf->revalidate_after;
     c->touch = calloc(CACHE_TOUCH_MAX, sizeof(*c->touch));
     if (!c->touch) {
@@ -542,6 +550,8 @@ void cache_obj_release(struct cache_obj *o)
          * (a HEAD, a failed precondition), it leaves the next request that does to be a miss. */
         if (o->v->first_fetch_owned && o->how == CACHE_MISS && !o->guessed)
             o->v->first_fetch_owned = 0;
+        if (o->from_source)
+            o->v->src_readers--;
         switch (o->how) {
         case CACHE_HIT: c->st.hits++; break;
         case CACHE_MISS: c->st.misses++; break;
@@ -660,8 +670,14 @@ static int version_create(struct cache *c, struct ckey *ck, const struct be_meta
         rc = -ENOMEM;
     uint64_t oldv = 0;
     int64_t delta = 0;
-    if (!rc)
+    /* A record with nothing present yet is committed without a sync (a cold GET does not wait
+     * for the disk); it is synced before its data file is created (cache_ver_fd_locked). */
+    if (!rc && m->size)
+        rc = index_put_lazy(c->ix, &ck->k, name, &e, &oldv, &delta);
+    else if (!rc)
         rc = index_put(c->ix, &ck->k, name, &e, &oldv, &delta);
+    if (!rc && m->size)
+        v->lazy = 1; /* v is ours: no other thread sees it before the lookup publishes it */
     free(name);
     index_entry_clear(&e);
     pthread_mutex_lock(&c->mu);

@@ -28,6 +28,11 @@
 #define CACHE_TOUCH_MAX 4096
 #define CACHE_FETCH_MAX_BLOCKS 16
 #define CACHE_WAKE_BYTES (256u << 10)
+/* --miss-source: the smallest cold range sent from the backend's file. A smaller one streams
+ * from the cache as its fill lands: its fill ends with its response, so reading it again at
+ * once is a hit; a large one (shards, checkpoints) is sent at the backend file's pace while
+ * the cache fills behind it. */
+#define CACHE_SOURCE_MIN (32ull << 20)
 #define CACHE_ERR_CLOSING (-S3E_SERVICE_UNAVAILABLE)
 #define CACHE_IDLE_KEYS_MAX 8192 /* idle keys kept at most (each may hold one open fd) */
 
@@ -79,6 +84,13 @@ struct fetch {
     unsigned char *stage;
     size_t staged;
     int dfd;
+    /* A run from a local backend publishes the backend file it copies from (@src_fd, owned by
+     * the run) once its metadata matched the version: src_state 0 not yet, 1 open, -1 none.
+     * GETs of the version then send from a duplicate of it while the run copies (see
+     * fill_source_open_locked). A chain run (@follow_to > first + n) starts the next run of
+     * the range those GETs asked for when it ends, handing it the open file (@given_fd). */
+    int src_fd, src_state, src_err, given_fd;
+    uint64_t follow_to;
 };
 
 struct cver {
@@ -97,6 +109,8 @@ struct cver {
                     * file (cache_ver_fd_locked() fails with -ENOSPC, so fetches go to memory
                     * as bypasses) and is not kept once no request holds its key */
     int bypass_seen;
+    int lazy; /* its index record's commit was not synced: sync before creating the file */
+    unsigned src_readers; /* GETs sending from a run's backend file: chains go on while > 0 */
     int unverified; /* loaded from the index with blocks present, data file not yet opened */
     int first_fetch_owned; /* created by a lookup: that lookup's request is the miss, so the
                             * request that happens to start the first fetch is not another */
@@ -119,6 +133,7 @@ struct cache_obj {
     uint64_t err_gen;
     uint64_t next_pos, range_end;
     struct cache_waiter *w_armed; /* the waiter we armed, if any */
+    int from_source; /* sending from a run's backend file (counted in v->src_readers) */
 };
 
 struct unlink_item {
@@ -135,6 +150,7 @@ struct cache {
     char dir[2048];
     uint64_t cap, block_size, readahead;
     int64_t revalidate_ms; /* < 0: never */
+    int miss_source;       /* cold GETs send from the local backend's file (--miss-source) */
 
     pthread_mutex_t mu;
     pthread_cond_t jobs_cv;

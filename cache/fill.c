@@ -406,16 +406,41 @@ static int fetch_copy_direct(struct fetch *f, int bfd)
 /* A backend that is a local file system (open_fd): move the run's bytes into the cache file
  * in the kernel with copy_file_range (or fetch_copy_direct() for a warm-up), waking readers as
  * they land. -ENOTSUP: use get(). */
-static int fetch_copy_local(struct fetch *f, int direct)
+/* Opens the backend file of @f's run (or takes the one a chain handed it), checks it against
+ * the version and publishes it as f->src_fd for GETs that send from it (source_open_locked):
+ * 0, or the error (src_state -1). Idempotent; the run owns the file. */
+static int fetch_source_open(struct fetch *f)
 {
     struct cache *c = f->c;
     struct cver *v = f->v;
+    if (f->src_state)
+        return f->src_state > 0 ? 0 : f->src_err;
     struct be_meta m;
-    int bfd = -1;
-    int rc = backend_open_fd(c->be, v->key->bucket, v->key->key, &bfd, &m);
+    int bfd = f->given_fd, rc = 0;
+    f->given_fd = -1;
+    if (bfd < 0) { /* else the previous run of a chain checked it against v already */
+        rc = backend_open_fd(c->be, v->key->bucket, v->key->key, &bfd, &m);
+        if (!rc)
+            rc = fetch_on_meta(f, &m);
+        else
+            bfd = -1;
+    }
+    pthread_mutex_lock(&c->mu);
+    f->src_fd = bfd;
+    f->src_err = rc;
+    f->src_state = rc ? -1 : 1;
+    cache_wake_locked(&v->waiters);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static int fetch_copy_local(struct fetch *f, int direct)
+{
+    struct cver *v = f->v;
+    int rc = fetch_source_open(f);
     if (rc)
         return rc == -S3E_NOT_IMPLEMENTED ? -ENOTSUP : rc;
-    rc = fetch_on_meta(f, &m);
+    int bfd = f->src_fd;
     /* Allocate the run's extent at once: far less ext4 work than page-by-page delayed
      * allocation. Best effort (KEEP_SIZE: the file's size is set elsewhere). */
     if (!rc)
@@ -442,8 +467,7 @@ static int fetch_copy_local(struct fetch *f, int direct)
         rc = fetch_landed_local(f, (uint64_t)n);
         fetch_writeback(f, f->landed - (uint64_t)n, (uint64_t)n);
     }
-    close(bfd);
-    return rc;
+    return rc; /* bfd is f->src_fd: fetch_run closes it, or hands it to the chain's next run */
 }
 
 /* The cache disk is full: fetch @f's first block again, into memory like a bypass, so the
@@ -472,6 +496,9 @@ static int fetch_to_memory(struct fetch *f)
         rc = -EIO; /* short body */
     return rc;
 }
+
+static int chain_next_locked(struct cache *c, struct cver *v, uint64_t b, uint64_t follow_to,
+                             int src_fd);
 
 static void fetch_run(void *arg)
 {
@@ -511,12 +538,22 @@ static void fetch_run(void *arg)
             pthread_mutex_unlock(&c->mu);
         }
     }
+    /* A run whose GETs may send from the backend's file opens it first: their first byte does
+     * not wait for the cache file's creation (a directory fsync). */
+    if (!rc && !f->bypass && c->miss_source)
+        (void)fetch_source_open(f);
     int direct = 0;
     if (!rc && !f->bypass) {
         int fd;
         pthread_mutex_lock(&c->mu);
         rc = cache_ver_fd_locked(c, v, 1, &fd);
         direct = f->direct;
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (rc || f->bypass || !c->be->ops->open_fd) { /* no backend file to send from */
+        pthread_mutex_lock(&c->mu);
+        f->src_state = -1;
+        cache_wake_locked(&v->waiters);
         pthread_mutex_unlock(&c->mu);
     }
     if (!rc && !f->err) {
@@ -560,6 +597,13 @@ static void fetch_run(void *arg)
     pthread_mutex_lock(&c->mu);
     if (rc == -ESTALE && ck->cur == v)
         v->validated_ns = 0; /* changed upstream: the next request revalidates */
+    if (!rc && !f->bypass && !unsynced && f->src_state == 1 && ck->cur == v && !v->dropped &&
+        f->follow_to > f->first + f->n && v->src_readers && !c->closing &&
+        chain_next_locked(c, v, f->first + f->n, f->follow_to, f->src_fd) > 0)
+        f->src_fd = -1; /* the next run owns it now */
+    int src_fd = f->src_fd, given_fd = f->given_fd;
+    f->src_fd = f->given_fd = -1;
+    f->src_state = -1;
     for (uint64_t b = f->first + f->marked; b < f->first + f->n; b++)
         cache_bit_clr(v->fetching, b);
     if (f->bypass) {
@@ -585,6 +629,10 @@ static void fetch_run(void *arg)
     }
     cache_wake_locked(&v->waiters);
     pthread_mutex_unlock(&c->mu);
+    if (src_fd >= 0)
+        close(src_fd);
+    if (given_fd >= 0)
+        close(given_fd);
     if (rc && rc != CACHE_ERR_CLOSING)
         log_warn("cache: fetching \"%s/%s\": %s", ck->bucket, ck->key, s3c_strerror(rc));
     if (unsynced)
@@ -598,7 +646,11 @@ static void fetch_run(void *arg)
     pthread_mutex_unlock(&c->mu);
 }
 
-static int fetch_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n)
+/* Starts a run of blocks [@first, @first + @n) on a worker. A chain run also names the block
+ * its chain ends at (@follow_to, else 0) and may be handed the backend file the previous run
+ * copied from (@given_fd, owned by the run once this returns 0). */
+static int fetch_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
+                              uint64_t follow_to, int given_fd)
 {
     if (c->closing)
         return CACHE_ERR_CLOSING;
@@ -613,6 +665,9 @@ static int fetch_start_locked(struct cache *c, struct cver *v, uint64_t first, u
     f->end = S3C_MIN((first + n) * v->bs, v->meta.size);
     f->landed = f->woke_at = f->off;
     f->running = 1;
+    f->dfd = f->src_fd = -1;
+    f->given_fd = given_fd;
+    f->follow_to = follow_to;
     uint64_t acct = 0;
     for (uint64_t b = first; b < first + n; b++)
         acct += index_acct(index_block_bytes(v->meta.size, v->bs, b));
@@ -656,7 +711,7 @@ int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1
         while (e < b1 && e - b < CACHE_FETCH_MAX_BLOCKS && !cache_bit(v->present, e)
                && !cache_bit(v->fetching, e))
             e++;
-        int rc = fetch_start_locked(c, v, b, e - b);
+        int rc = fetch_start_locked(c, v, b, e - b, 0, -1);
         if (rc)
             return started ? started : rc;
         started++;
@@ -711,7 +766,115 @@ static int range_landed_locked(const struct cver *v, uint64_t off, uint64_t end)
     return 1;
 }
 
-int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *fd)
+/* ---- sending a cold GET from the backend's file ----------------------------------------- */
+
+/* The running chain run whose chain covers block @b (from its first block to its follow_to). */
+static struct fetch *chain_covering_locked(const struct cver *v, uint64_t b)
+{
+    for (struct fetch *f = v->fetches; f; f = f->next)
+        if (f->running && !f->bypass && f->first <= b &&
+            b < S3C_MAX(f->first + f->n, f->follow_to))
+            return f;
+    return NULL;
+}
+
+/* Starts the run of a chain at the first block of [@b, @follow_to) that is neither present nor
+ * being fetched, up to CACHE_FETCH_MAX_BLOCKS, handing it @src_fd (>= 0: owned by the new run
+ * on success). 1 when a run started, 0 when nothing is left to fetch, or an error. */
+static int chain_next_locked(struct cache *c, struct cver *v, uint64_t b, uint64_t follow_to,
+                             int src_fd)
+{
+    if (follow_to > v->nblocks)
+        follow_to = v->nblocks;
+    while (b < follow_to && (cache_bit(v->present, b) || cache_bit(v->fetching, b)))
+        b++;
+    if (b >= follow_to)
+        return 0;
+    uint64_t e = b + 1;
+    while (e < follow_to && e - b < CACHE_FETCH_MAX_BLOCKS && !cache_bit(v->present, e) &&
+           !cache_bit(v->fetching, e))
+        e++;
+    int rc = fetch_start_locked(c, v, b, e - b, follow_to, src_fd);
+    if (rc)
+        return rc;
+    /* Its GETs send from the backend's file, not from the cache's: the run may write around
+     * the page cache like a warm-up (fetch_copy_direct), the cheapest copy there is. */
+    v->fetches->direct = 1;
+    return 1;
+}
+
+/* Makes sure blocks [@b0, @b1) of @v are being filled, in one chain of runs: a running chain
+ * that covers the first missing block is extended to @b1, else a new chain starts there.
+ * Returns 1 when this started a run, 0 when it joined one, or an error. */
+static int chain_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1)
+{
+    for (uint64_t b = b0; b < b1 && b < v->nblocks; b++) {
+        if (cache_bit(v->present, b))
+            continue;
+        struct fetch *f = chain_covering_locked(v, b);
+        if (f) {
+            if (f->follow_to < b1)
+                f->follow_to = b1;
+            return 0;
+        }
+        if (cache_bit(v->fetching, b))
+            continue; /* a reader's read-ahead run: the chain starts after it */
+        return chain_next_locked(c, v, b, b1, -1);
+    }
+    return 0;
+}
+
+/* A GET of [@b0, @b1) (blocks) not all present, with --miss-source: rather than streaming the
+ * bytes from the cache file as they land (writing them into fresh page-cache pages and reading
+ * them back), the response is sent with sendfile from the backend file the fill copies from,
+ * as nginx would send it, while the chain fills the cache. The file is the one the run opened
+ * and checked against @v (size, ETag): the backend is opened once per fill, however many GETs
+ * send from it. 1 with *@fd (caller owns it; object offset = file offset); -EINPROGRESS after
+ * @w->suspend() when a run is still opening the file; -ENOENT: stream from the cache. */
+static int source_open_locked(struct cache *c, struct cache_obj *o, struct cver *v, uint64_t b0,
+                              uint64_t b1, struct cache_waiter *w, int *fd)
+{
+    if (!o->from_source) {
+        int r = chain_ensure_locked(c, v, b0, b1);
+        if (r < 0)
+            return -ENOENT;
+        if (r > 0)
+            outcome_started(o);
+        else
+            outcome_waiting(o);
+    }
+    struct fetch *src = NULL, *pending = NULL;
+    for (struct fetch *f = v->fetches; f && !src; f = f->next) {
+        if (!f->running)
+            continue;
+        if (f->src_state == 1 && f->src_fd >= 0)
+            src = f;
+        else if (f->src_state == 0 && !f->bypass)
+            pending = f;
+    }
+    if (src) {
+        int nfd = fcntl(src->src_fd, F_DUPFD_CLOEXEC, 0);
+        if (nfd < 0)
+            return -ENOENT;
+        *fd = nfd;
+        if (!o->from_source) {
+            o->from_source = 1;
+            v->src_readers++;
+        }
+        c->st.source_sends++;
+        return 1;
+    }
+    if (pending) {
+        cache_arm_locked(o, &v->waiters, w);
+        return -EINPROGRESS;
+    }
+    return -ENOENT;
+}
+
+/* cache_obj_open_range(), and with a waiter (cache_obj_open_get) a cold range may be sent from
+ * the backend's file (source_open_locked). */
+static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct cache_waiter *w,
+                      int *fd)
 {
     CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
     struct cache *c = o->c;
@@ -766,6 +929,13 @@ int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *f
         pthread_mutex_unlock(&c->mu);
         return rc;
     }
+    if (w && c->miss_source && end - off >= CACHE_SOURCE_MIN && !range_landed_locked(v, off, end)) {
+        rc = source_open_locked(c, o, v, miss, b1, w, fd);
+        if (rc != -ENOENT) {
+            pthread_mutex_unlock(&c->mu);
+            return rc;
+        }
+    }
     if (cache_bit(v->fetching, miss)) {
         /* Joining a fetch whose bytes for this range have all landed (only their sync is
          * pending) costs the reader no wait: that is a hit. */
@@ -791,6 +961,17 @@ int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *f
     }
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *fd)
+{
+    return open_range(o, off, len, NULL, fd);
+}
+
+int cache_obj_open_get(struct cache_obj *o, uint64_t off, uint64_t len, struct cache_waiter *w,
+                       int *fd)
+{
+    return open_range(o, off, len, w, fd);
 }
 
 ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,

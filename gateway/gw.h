@@ -93,6 +93,8 @@ struct req {
     struct stats_client *sc;
     char addr[64];
     struct rl_bucket *rlb;        /* download rate limit of this key, or NULL */
+    int from_source;              /* the body is read from the backend's own file (pread: a
+                                   * file cut short under us ends the response, see respond.c) */
     struct rl_timer rl_timer;     /* resumes the connection when the bucket refills */
     struct fair_conn fair;        /* --max-bandwidth: this response's socket, while it sends */
 

@@ -91,8 +91,14 @@ static int h_read_end(struct req *rq, int is_get)
     if (!is_get || len == 0)
         return respond_object(rq, m, -1, status, off, len);
     int fd = -1;
-    rc = cache_obj_open_range(rq->obj, off, len, &fd);
+    rc = cache_obj_open_get(rq->obj, off, len, &rq->waiter, &fd);
+    if (rc == -EINPROGRESS)
+        return MHD_YES; /* suspended until the fill has the backend's file open */
     rq->cache_how = (int)cache_obj_outcome(rq->obj); /* refined: hit only if no byte waits */
+    if (rc == 1) {
+        rq->from_source = 1;
+        rc = 0;
+    }
     if (rc == 0)
         return respond_object(rq, m, fd, status, off, len);
     if (rc != -EAGAIN)

@@ -211,7 +211,8 @@ struct stream {
     struct req *rq;
     uint64_t off; /* object offset of response byte 0 */
     uint64_t len;
-    int fd;       /* >= 0: a cached file read with pread (rate-limited hits), else the fill */
+    int fd;       /* >= 0: a file read with pread (rate-limited hits, the backend's file), else
+                   * the fill */
 };
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -268,7 +269,10 @@ int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, 
 {
     struct MHD_Response *r;
     int is_head = !strcmp(rq->method, "HEAD");
-    if (fd >= 0 && !is_head && !rq->rlb) {
+    /* sendfile for cache files. Not for a backend's file (from_source): another tool may
+     * truncate it while it is sent, and libmicrohttpd's sendfile then stalls the connection
+     * until the idle timeout, where pread ends the response at once. */
+    if (fd >= 0 && !is_head && !rq->rlb && !rq->from_source) {
         r = MHD_create_response_from_fd_at_offset64(len, fd, off);
         if (!r) {
             close(fd);
@@ -276,7 +280,7 @@ int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, 
         }
         fd = -1; /* MHD owns it now */
     } else {
-        /* Streamed: from the fill, or (rate-limited hits) from the cached file with pread. */
+        /* Streamed: from the fill, or from a file with pread (rate-limited hits, a backend's). */
         if (fd >= 0 && is_head) {
             close(fd);
             fd = -1;

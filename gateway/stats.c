@@ -712,7 +712,7 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     "           \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
                     ", \"coalesced\": %" PRIu64 ", \"bypassed\": %" PRIu64
                     ", \"evictions\": %" PRIu64 ", \"revalidations\": %" PRIu64
-                    ", \"stale_served\": %" PRIu64 ",\n"
+                    ", \"stale_served\": %" PRIu64 ", \"source_sends\": %" PRIu64 ",\n"
                     "           \"fill_bytes\": %" PRIu64 ", \"dirty_objects\": %" PRIu64
                     ", \"dirty_bytes\": %" PRIu64 "},\n"
                     " \"drain\": {\"dirty_limit_bytes\": %" PRIu64 ", \"staged_bytes\": %" PRIu64
@@ -731,7 +731,7 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     stats_uptime_s(s), cs->capacity_bytes, cs->used_bytes, cs->objects,
                     cs->pinned_objects, cs->pinned_bytes, cs->hits, cs->misses, cs->coalesced,
                     cs->bypassed, cs->evictions, cs->revalidations, cs->stale_served,
-                    cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes, cs->dirty_limit_bytes,
+                    cs->source_sends, cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes, cs->dirty_limit_bytes,
                     cs->dirty_staged_bytes, cs->drain_uploaded_objects, cs->drain_uploaded_bytes,
                     cs->drain_errors, cs->drain_cancelled, cs->drain_inflight, cs->drain_rate_bps,
                     cs->drain_oldest_dirty_age_s, fs->capacity_bps, fs->level_bps, fs->rate_bps,
@@ -833,6 +833,8 @@ static const struct prom_field prom_cache[] = {
          "Cached entries checked with the backend."),
     CS_F("s3cached_cache_stale_served_total", "counter", stale_served,
          "Stale entries served because the backend failed."),
+    CS_F("s3cached_cache_source_sends_total", "counter", source_sends,
+         "Cold GETs sent from the backend's file while the cache filled from it."),
     CS_F("s3cached_cache_fill_bytes_total", "counter", fill_bytes,
          "Bytes written into the cache from the backend."),
     CS_F("s3cached_cache_dirty_objects", "gauge", dirty_objects,

@@ -180,6 +180,8 @@ struct backend {
     void *priv;
     struct backend_counters ctr;
     int stopping; /* backend_stop() was called (read atomically) */
+    int local_disk; /* open_fd()'s files live on a local disk file system (reads do not stall
+                     * on a network): a cold GET may be answered from them (--miss-source) */
 };
 
 /* Opens the backend named by @url (file:///abs/dir, http://host:port, https://...).

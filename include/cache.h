@@ -47,6 +47,7 @@ struct cache_stats {
     uint64_t capacity_bytes, used_bytes, objects, pinned_objects, pinned_bytes;
     uint64_t hits, misses, coalesced, bypassed, evictions, revalidations, stale_served;
     uint64_t fill_bytes; /* bytes written into the cache from the backend */
+    uint64_t source_sends; /* GETs sent from the backend's file while the cache filled */
     uint64_t dirty_objects, dirty_bytes;
     /* write-back drain (drain.c) */
     uint64_t dirty_limit_bytes, dirty_staged_bytes; /* staged: admitted writes in progress */
@@ -78,6 +79,12 @@ int cache_obj_meta(struct cache_obj *o, struct cache_waiter *w, const struct be_
  * the object at file offset @off. Otherwise -EAGAIN (not suspended) after making sure the missing
  * blocks are being fetched; the caller then streams with cache_obj_read(). */
 int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *fd);
+/* cache_obj_open_range() for a GET: with --miss-source, a range not all present may also come
+ * back 1 with *@fd open on the backend's own file (a local backend: the file the cache fills
+ * from, checked against the version; object offset = file offset), or -EINPROGRESS after
+ * @w->suspend() while the fill is still opening it (call again once resumed). */
+int cache_obj_open_get(struct cache_obj *o, uint64_t off, uint64_t len, struct cache_waiter *w,
+                       int *fd);
 /* Copies up to @max bytes of the object at @pos into @buf. Returns >0, 0 at the end of the object,
  * -EAGAIN after @w->suspend() (bytes not there yet; fetch started, read-ahead too), or an error of
  * the fill (the response must then be cut short). Non-blocking. */
