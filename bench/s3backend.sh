@@ -7,6 +7,8 @@
 #   - the same cold misses through the file backend (the cache's own cost of a fill, so the
 #     S3 backend's share of the gap is visible)
 #   - hits through the S3 backend vs hits through the file backend (goal: ~1x)
+#   - the ceiling of any proxy on this machine: an uncapped splice relay (build/throttle) in
+#     front of the same nginx, vs the direct GET
 # Uses the reference scripts in ../shared/bench (relative to the repo). Everything it starts
 # is stopped by pid; bounded to ~3 minutes.
 #   BENCH_DIR    dataset and caches         (default ${TMPDIR:-/tmp}/s3c-bench-s3be)
@@ -106,9 +108,24 @@ UP=http://127.0.0.1:$UP_PORT
 curl -sf -o /dev/null -I "$UP/$BUCKET/large/$(head -1 "$LIST")" || { echo "s3backend: nginx does not serve HEAD /$BUCKET/key"; exit 1; }
 run warm-pagecache BASE_URL="$UP/$BUCKET/large" LIST="$LIST" CONCURRENCY="$C" TOOL=once >/dev/null
 
+# The ceiling of any proxy here: build/throttle uncapped (a splice relay, no cache, no copy in
+# user space) between the clients and the same nginx. Its ratio to the direct GET bounds what a
+# gateway that also writes every byte to its cache can reach on this machine.
+THROTTLE_BIN=${THROTTLE_BIN:-$(dirname "$BIN")/throttle}
+RELAY_PID=
+if [[ -x $THROTTLE_BIN ]]; then
+    RELAY_PORT=$(free_port)
+    "$THROTTLE_BIN" "$RELAY_PORT" "$UP_PORT" 1000000000000 >"$W/relay.log" 2>&1 &
+    RELAY_PID=$!
+    S3_PIDS+=("$RELAY_PID")
+    for ((i = 0; i < 50; i++)); do grep -q ready "$W/relay.log" 2>/dev/null && break; sleep 0.1; done
+fi
+
 echo "== cold misses, each object once, c$C, $ROUNDS rounds (fresh cache each)"
 for ((r = 1; r <= ROUNDS; r++)); do
     run "direct-$r" BASE_URL="$UP/$BUCKET/large" LIST="$LIST" CONCURRENCY="$C" TOOL=once SERVER_PID="$UP_PID"
+    [[ -z $RELAY_PID ]] || run "relay-$r" BASE_URL="http://127.0.0.1:$RELAY_PORT/$BUCKET/large" LIST="$LIST" \
+        CONCURRENCY="$C" TOOL=once SERVER_PID="$RELAY_PID" BACKEND_PID="$UP_PID"
     read -r G_PID G_PORT < <(start_s3 "$W/cache-s3be" --backend "$UP") || true
     [[ -n ${G_PORT:-} ]] || exit 1
     run "s3be-cold-$r" BASE_URL="http://127.0.0.1:$G_PORT/$BUCKET/large" LIST="$LIST" CONCURRENCY="$C" \
@@ -161,6 +178,8 @@ d=$(median direct- GBps); s=$(median s3be-cold- GBps)
 fh=$(median file-hits- GBps); sh=$(median s3be-hits- GBps)
 printf '%-40s %10s %10s %8s %6s\n' "measure" "reference" "s3 backend" "ratio" "goal"
 printf '%-40s %10s %10s %8s %6s\n' "cold miss GB/s vs direct nginx GET" "$d" "$s" "$(ratio "$s" "$d")" ">=0.8"
+rl=$(median relay- GBps)
+[[ -z $rl ]] || printf '%-40s %10s %10s %8s %6s\n' "  (ceiling: a splice relay vs direct)" "$d" "$rl" "$(ratio "$rl" "$d")" ""
 fc=$(median file-cold- GBps)
 printf '%-40s %10s %10s %8s %6s\n' "cold miss GB/s vs file-backend cold miss" "$fc" "$s" "$(ratio "$s" "$fc")" ""
 printf '%-40s %10s %10s %8s %6s\n' "  (file-backend cold vs direct nginx)" "$d" "$fc" "$(ratio "$fc" "$d")" ""

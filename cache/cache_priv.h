@@ -111,6 +111,7 @@ struct cver {
     int bypass_seen;
     int lazy; /* its index record's commit was not synced: sync before creating the file */
     unsigned src_readers; /* GETs sending from a run's backend file: chains go on while > 0 */
+    uint64_t src_done_to; /* and up to this block, asked by such GETs that read to their end */
     int unverified; /* loaded from the index with blocks present, data file not yet opened */
     int first_fetch_owned; /* created by a lookup: that lookup's request is the miss, so the
                             * request that happens to start the first fetch is not another */

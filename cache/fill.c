@@ -357,35 +357,40 @@ static int fetch_copy_direct(struct fetch *f, int bfd)
     int dfd = fetch_direct_fd(f);
     if (dfd < 0)
         return -ENOTSUP;
-    const char *map = mmap(NULL, body, PROT_READ, MAP_SHARED, bfd, (off_t)f->off);
-    if (map == MAP_FAILED) {
-        close(dfd);
-        return -ENOTSUP;
-    }
-    (void)madvise((void *)map, body, MADV_SEQUENTIAL);
+    /* Mapped a chunk at a time: a run of 16 blocks mapped whole would count 128 MiB of the
+     * backend's pages in this process's RSS. */
     int rc = 0;
     while (!rc && f->landed < f->off + body) {
         size_t want = (size_t)S3C_MIN(f->off + body - f->landed, (uint64_t)FETCH_DIRECT_CHUNK);
-        ssize_t n = pwrite(dfd, map + (f->landed - f->off), want, (off_t)f->landed);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            /* refused at once (EINVAL; EFAULT: pages the kernel cannot write from): the
-             * buffered way; EFAULT later: the backend file shrank under us */
-            rc = (errno == EINVAL || errno == EFAULT) && f->landed == f->off ? -ENOTSUP
-                 : errno == EFAULT                                           ? -EIO
-                                                                             : -errno;
+        const char *map = mmap(NULL, want, PROT_READ, MAP_SHARED, bfd, (off_t)f->landed);
+        if (map == MAP_FAILED) {
+            rc = f->landed == f->off ? -ENOTSUP : -errno;
             break;
         }
-        if (n == 0) {
-            rc = -EIO;
-            break;
+        size_t done = 0;
+        while (!rc && done < want) {
+            ssize_t n = pwrite(dfd, map + done, want - done, (off_t)(f->landed));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0) {
+                /* refused at once (EINVAL; EFAULT: pages the kernel cannot write from): the
+                 * buffered way; EFAULT later: the backend file shrank under us */
+                rc = (errno == EINVAL || errno == EFAULT) && f->landed == f->off ? -ENOTSUP
+                     : errno == EFAULT                                           ? -EIO
+                                                                                 : -errno;
+                break;
+            }
+            if (n == 0) {
+                rc = -EIO;
+                break;
+            }
+            done += (size_t)n;
+            rc = fetch_landed_local(f, (uint64_t)n);
+            if ((size_t)n % FETCH_DIRECT_ALIGN && !rc)
+                rc = -EIO; /* a short direct write: the run fails, a retry fetches it again */
         }
-        rc = fetch_landed_local(f, (uint64_t)n);
-        if ((size_t)n % FETCH_DIRECT_ALIGN && !rc)
-            rc = -EIO; /* a short direct write: the run fails, a retry fetches it again */
+        munmap((void *)map, want);
     }
-    munmap((void *)map, body);
     close(dfd);
     if (!rc && f->landed < f->end) { /* the tail, under a page */
         char tail[FETCH_DIRECT_ALIGN];
@@ -598,7 +603,8 @@ static void fetch_run(void *arg)
     if (rc == -ESTALE && ck->cur == v)
         v->validated_ns = 0; /* changed upstream: the next request revalidates */
     if (!rc && !f->bypass && !unsynced && f->src_state == 1 && ck->cur == v && !v->dropped &&
-        f->follow_to > f->first + f->n && v->src_readers && !c->closing &&
+        f->follow_to > f->first + f->n &&
+        (v->src_readers || f->first + f->n < v->src_done_to) && !c->closing &&
         chain_next_locked(c, v, f->first + f->n, f->follow_to, f->src_fd) > 0)
         f->src_fd = -1; /* the next run owns it now */
     int src_fd = f->src_fd, given_fd = f->given_fd;
@@ -966,6 +972,19 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
 int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *fd)
 {
     return open_range(o, off, len, NULL, fd);
+}
+
+void cache_obj_delivered(struct cache_obj *o)
+{
+    CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
+    struct cache *c = o->c;
+    pthread_mutex_lock(&c->mu);
+    if (o->v && o->from_source) {
+        uint64_t to = range_end_block(o, o->v);
+        if (to > o->v->src_done_to)
+            o->v->src_done_to = to;
+    }
+    pthread_mutex_unlock(&c->mu);
 }
 
 int cache_obj_open_get(struct cache_obj *o, uint64_t off, uint64_t len, struct cache_waiter *w,

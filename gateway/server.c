@@ -527,6 +527,8 @@ static void server_completed(void *cls, struct MHD_Connection *conn, void **con_
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && rq->op == OP_GET && rq->obj &&
         rq->cache_how == CACHE_HIT && rq->bucket && rq->key && rq->status / 100 == 2)
         hit_check_start(srv, rq, sent);
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && rq->from_source && rq->obj)
+        cache_obj_delivered(rq->obj);
     int busy = rq->busy;
     req_free(rq);
     if (busy)

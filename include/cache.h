@@ -94,6 +94,9 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
  * memory is freed. */
 void cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w);
 void cache_obj_release(struct cache_obj *o);
+/* The response of @o went out whole: if it was read from the backend's file, the cache keeps
+ * filling its range after @o is released (a client gone early stops the fill instead). */
+void cache_obj_delivered(struct cache_obj *o);
 /* The outcome so far, refined after cache_obj_meta(): cache_obj_open_range() finding every
  * byte present makes a guessed miss a hit; starting or joining a block fetch makes it a miss
  * or coalesced; bytes served from memory without caching make it a bypass. Counted in the
