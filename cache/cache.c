@@ -339,6 +339,62 @@ static void key_free_locked(struct cache *c, struct ckey *ck)
     free(ck);
 }
 
+static void index_drop(struct cache *c, struct ckey *ck, uint64_t version);
+
+void cache_ver_record(struct cache *c, struct cver *v)
+{
+    pthread_mutex_lock(&c->record_mu);
+    pthread_mutex_lock(&c->mu);
+    if (!v->unrecorded || v->dropped) {
+        v->unrecorded = 0; /* dropped: never indexed; its file (if any) goes when it is freed */
+        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(&c->record_mu);
+        return;
+    }
+    struct ckey *ck = v->key;
+    struct index_entry e;
+    memset(&e, 0, sizeof(e));
+    e.version = v->version;
+    e.size = v->meta.size;
+    e.block_size = v->bs;
+    e.flags = v->flags;
+    e.atime_ns = e.validated_ns = v->validated_ns;
+    e.nblocks = v->nblocks;
+    e.meta = v->meta;
+    pthread_mutex_unlock(&c->mu);
+    int rc = 0;
+    char *name = NULL;
+    if (e.nblocks && !(e.bitmap = calloc(1, (e.nblocks + 7) / 8)))
+        rc = -ENOMEM;
+    if (!rc && asprintf(&name, "%s/%s", ck->bucket, ck->key) < 0)
+        rc = -ENOMEM;
+    int64_t delta = 0;
+    if (!rc)
+        rc = index_put_new(c->ix, &ck->k, name, &e, &delta);
+    free(name);
+    index_entry_clear(&e);
+    int drop = 0;
+    pthread_mutex_lock(&c->mu);
+    v->unrecorded = 0;
+    if (rc) {
+        /* -EEXIST: a newer version of the key was recorded meanwhile; else a full map or an
+         * index error. Either way this one is served uncached (a bypass), never written. */
+        v->unindexed = 1;
+    } else {
+        c->used = (uint64_t)((int64_t)c->used + delta);
+        cache_key_index_written_locked(c, ck, 0, 0);
+        v->lazy = 1;
+        drop = v->dropped; /* dropped while we wrote: its dropper found no record to delete */
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (drop)
+        index_drop(c, ck, v->version);
+    pthread_mutex_unlock(&c->record_mu);
+    if (rc && rc != -EEXIST)
+        log_warn("cache: indexing \"%s/%s\": %s: served uncached", ck->bucket, ck->key,
+                 s3c_strerror(rc));
+}
+
 int cache_ver_fd_locked(struct cache *c, struct cver *v, int create, int *fd)
 {
     if (v->unindexed)
@@ -352,6 +408,15 @@ int cache_ver_fd_locked(struct cache *c, struct cver *v, int create, int *fd)
     cache_ver_path(c, v, p);
     /* opening may create directories: do it without the lock; v is held by the caller */
     v->refs++;
+    if (create && v->unrecorded) {
+        pthread_mutex_unlock(&c->mu);
+        cache_ver_record(c, v);
+        pthread_mutex_lock(&c->mu);
+        if (v->unindexed) {
+            v->refs--;
+            return -ENOSPC; /* the index did not take it: fetches go to memory */
+        }
+    }
     int lazy = create && v->lazy;
     pthread_mutex_unlock(&c->mu);
     int rc = lazy ? index_sync(c->ix) : 0; /* the record is durable before the file exists */
@@ -407,6 +472,7 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     }
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->evict_mu, NULL);
+    pthread_mutex_init(&c->record_mu, NULL);
     pthread_cond_init(&c->jobs_cv, NULL);
     if ((rc = store_init(c->dir))) {
         errmsg_set(em, "cache: cannot create %s: %s", c->dir, strerror(-rc));
@@ -430,6 +496,7 @@ fail:
     index_close(c->ix);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->evict_mu);
+    pthread_mutex_destroy(&c->record_mu);
     pthread_cond_destroy(&c->jobs_cv);
     free(c->touch);
     free(c);
@@ -485,6 +552,7 @@ void cache_close(struct cache *c)
     index_close(c->ix);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->evict_mu);
+    pthread_mutex_destroy(&c->record_mu);
     pthread_cond_destroy(&c->jobs_cv);
     free(c->touch);
     c->magic = 0;
@@ -718,6 +786,23 @@ static int version_unindexed(struct cache *c, struct ckey *ck, const struct be_m
     return v ? 0 : -ENOMEM;
 }
 
+/* A new version of @ck with metadata @m, in memory only (cache_ver_record() indexes it).
+ * 0 and *@out (one ref), or -ENOMEM. No lock held. */
+static int version_unrecorded(struct cache *c, struct ckey *ck, const struct be_meta *m,
+                              struct cver **out)
+{
+    pthread_mutex_lock(&c->mu);
+    struct cver *v = ver_new(ck, store_new_version(), m, (uint32_t)c->block_size);
+    if (v) {
+        v->unrecorded = 1;
+        v->validated_ns = s3c_real_ns();
+        v->first_fetch_owned = 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    *out = v;
+    return v ? 0 : -ENOMEM;
+}
+
 static void lookup_run(void *arg)
 {
     struct lookup_job *j = arg;
@@ -768,7 +853,13 @@ static void lookup_run(void *arg)
         index_drop(c, ck, drop_version);
         drop_version = 0;
     }
-    rc = version_create(c, ck, &m, flags, &nv);
+    if (c->miss_source && !cur && !flags && m.size >= CACHE_SOURCE_MIN) {
+        /* its first GET is sent from the backend's file: the record is written when the
+         * fill needs it (cache_ver_record), not before that GET's first byte */
+        rc = version_unrecorded(c, ck, &m, &nv);
+    } else {
+        rc = version_create(c, ck, &m, flags, &nv);
+    }
     if (rc && rc != -ENOMEM) {
         /* the object is there, the index cannot hold it (LMDB map full, an index or disk
          * error): read it from the backend, uncached, rather than fail the read */
@@ -1001,6 +1092,8 @@ int cache_pin(struct cache *c, const char *bucket, const char *key, int on)
         v->refs++;
     }
     pthread_mutex_unlock(&c->mu);
+    if (v)
+        cache_ver_record(c, v); /* a version only in memory is indexed first */
     if (v)
         rc = index_set_pinned(c->ix, &k, version, on);
     if (rc == -ESTALE)

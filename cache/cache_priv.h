@@ -110,6 +110,9 @@ struct cver {
                     * as bypasses) and is not kept once no request holds its key */
     int bypass_seen;
     int lazy; /* its index record's commit was not synced: sync before creating the file */
+    int unrecorded; /* not in the index yet: recorded before its data file is created or it is
+                     * pinned (cache_ver_record); a cold GET sent from the backend's file does
+                     * not wait for that write (--miss-source) */
     unsigned src_readers; /* GETs sending from a run's backend file: chains go on while > 0 */
     uint64_t src_done_to; /* and up to this block, asked by such GETs that read to their end */
     int unverified; /* loaded from the index with blocks present, data file not yet opened */
@@ -172,10 +175,14 @@ struct cache {
     int unlink_queued;
 
     pthread_mutex_t evict_mu; /* one evictor at a time */
+    pthread_mutex_t record_mu; /* one cache_ver_record() at a time (taken before mu) */
     struct drain *dr;         /* write-back (drain.c) */
 };
 
 /* cache.c */
+/* Indexes @v if it is only in memory (unrecorded); when the index does not take it, @v becomes
+ * unindexed (served uncached). @v held by the caller; no lock held. */
+void cache_ver_record(struct cache *c, struct cver *v);
 int cache_submit(struct cache *c, enum workq_prio prio, workq_fn_f *fn, void *arg); /* mu held */
 void cache_job_done(struct cache *c);                                               /* mu held */
 struct ckey *cache_key_find_locked(struct cache *c, const struct index_key *k);

@@ -552,18 +552,25 @@ static int del_locked(struct index *ix, MDB_txn *txn, MDB_val *key, const struct
 
 static int put(struct index *ix, const struct index_key *k, const char *name,
                const struct index_entry *e, uint64_t *old_version, int64_t *delta_used,
-               int lazy);
+               int lazy, int only_new);
+
+int index_put_new(struct index *ix, const struct index_key *k, const char *name,
+                  const struct index_entry *e, int64_t *delta_used)
+{
+    uint64_t old = 0;
+    return put(ix, k, name, e, &old, delta_used, 1, 1);
+}
 
 int index_put(struct index *ix, const struct index_key *k, const char *name,
               const struct index_entry *e, uint64_t *old_version, int64_t *delta_used)
 {
-    return put(ix, k, name, e, old_version, delta_used, 0);
+    return put(ix, k, name, e, old_version, delta_used, 0, 0);
 }
 
 int index_put_lazy(struct index *ix, const struct index_key *k, const char *name,
                    const struct index_entry *e, uint64_t *old_version, int64_t *delta_used)
 {
-    int rc = put(ix, k, name, e, old_version, delta_used, 1);
+    int rc = put(ix, k, name, e, old_version, delta_used, 1, 0);
     if (!rc && *old_version)
         rc = index_sync(ix); /* it replaced a record: that must not come back */
     return rc;
@@ -579,7 +586,7 @@ int index_sync(struct index *ix)
 
 static int put(struct index *ix, const struct index_key *k, const char *name,
                const struct index_entry *e, uint64_t *old_version, int64_t *delta_used,
-               int lazy)
+               int lazy, int only_new)
 {
     MDB_txn *txn;
     MDB_val key = { k->len, (void *)k->b }, v;
@@ -593,6 +600,10 @@ static int put(struct index *ix, const struct index_key *k, const char *name,
     if ((rc = totals_get(ix, txn, &t)))
         goto out;
     rc = mdb_get(txn, ix->objs, &key, &v);
+    if (rc == 0 && only_new) {
+        rc = -EEXIST;
+        goto out;
+    }
     if (rc == 0) {
         struct index_entry old;
         if ((rc = rec_decode(&v, &old, NULL, 0, 1)))

@@ -72,6 +72,10 @@ int index_put(struct index *ix, const struct index_key *k, const char *name,
  * names no data yet. index_sync() makes it durable before any file depends on it. */
 int index_put_lazy(struct index *ix, const struct index_key *k, const char *name,
                    const struct index_entry *e, uint64_t *old_version, int64_t *delta_used);
+/* index_put_lazy() of a record for a key that has none: -EEXIST (nothing written) if one
+ * appeared meanwhile. */
+int index_put_new(struct index *ix, const struct index_key *k, const char *name,
+                  const struct index_entry *e, int64_t *delta_used);
 /* Makes every commit so far durable (the lazy ones). */
 int index_sync(struct index *ix);
 /* Marks blocks [@first, @first+@n) of @version present. -ESTALE if the record is gone or has

@@ -4,7 +4,9 @@ the cache fills from the same open file: x-cache miss, the right bytes, cache.so
 counts it, the backend is opened once (backend.requests: the lookup and one open) and read once
 (backend.bytes_read == the object size), and once the fill ends the whole object is cached and
 the next GET is a hit that does not touch the backend, also across several chained fill runs
-(--block-size 1M: 48 blocks, runs of 16). Eight concurrent cold GETs of one object: eight
+(--block-size 1M: 48 blocks, runs of 16), also after a restart. A PUT or a cache invalidation
+during such a GET (before its version is indexed) wins: the next GETs, and those after a
+restart, serve the newest bytes. Eight concurrent cold GETs of one object: eight
 correct bodies, one backend open. A cold 32 MiB range fills only its blocks. A client that
 drops its connection early stops the chain after the run in flight. Objects under 32 MiB,
 and every object with --miss-source cache, stream from the cache as before
@@ -157,11 +159,63 @@ def dropped_client():
     print("       # backend bytes after the early drop: %d MiB" % (pulled // MiB))
 
 
+def overwrite_and_invalidate_race():
+    """A cold GET sent from the backend's file indexes its version only when the fill needs it.
+    A PUT of the key, or an invalidation, landing in that window must win: no stale record."""
+    import threading
+    put_src(srv, "race", 40 * MiB)
+    old = SRC["race"]
+    new = os.urandom(40 * MiB)
+    got = {}
+    th = threading.Thread(target=lambda: got.setdefault("r", get(srv, "race")))
+    th.start()
+    time.sleep(0.005)
+    r = srv.req("PUT", "/%s/race" % B, body=new, timeout=60)
+    E.eq("PUT during the cold GET", r.status, 200)
+    th.join(60)
+    body = got["r"].body
+    if body != old and body != new:
+        raise E.Fail("the cold GET returned neither version (%d bytes)" % len(body))
+    SRC["race"] = new
+    settle(srv)
+    E.same_bytes("GET after the PUT", get(srv, "race").body, new)
+    E.same_bytes("and again", get(srv, "race").body, new)
+
+    put_src(srv, "inv", 40 * MiB)
+    th = threading.Thread(target=lambda: got.setdefault("i", get(srv, "inv")))
+    th.start()
+    time.sleep(0.005)
+    r = E.request(srv.endpoint, "DELETE", "/_/cache/%s/inv" % B,
+                  headers={"Authorization": "Bearer " + srv.token}, anon=True)
+    if r.status not in (200, 204):
+        raise E.Fail("DELETE /_/cache during the cold GET: %r" % (r,))
+    th.join(60)
+    E.same_bytes("the cold GET's body", got["i"].body, SRC["inv"])
+    settle(srv)
+    E.same_bytes("GET after the invalidation", get(srv, "inv").body, SRC["inv"])
+
+
+def restart_keeps():
+    """What was sent from the backend's file and filled is indexed durably: after a restart
+    the first GET is a hit; the overwritten key serves its newest bytes."""
+    settle(srv)
+    srv.stop()
+    srv.start()
+    r = get(srv, "big")
+    E.eq("x-cache of the first GET after a restart", r.h("x-cache"), "hit")
+    E.same_bytes("its body", r.body, SRC["big"])
+    E.same_bytes("the overwritten key after a restart", get(srv, "race").body, SRC["race"])
+    E.same_bytes("the invalidated key after a restart", get(srv, "inv").body, SRC["inv"])
+
+
 t.check("a cold 48 MiB GET is sent from the backend's file; the chain caches all of it", whole_object)
 t.check("8 concurrent cold GETs: right bodies, one backend open, one read", concurrent_cold)
 t.check("a cold 32 MiB range is sent from the file and fills only its blocks", cold_range)
 t.check("a cold object under 32 MiB streams from the cache (a hit right after)", small_streams)
 t.check("a client gone early stops the chain after the run in flight", dropped_client)
+t.check("a PUT or an invalidation during a cold GET wins (no stale index record)",
+        overwrite_and_invalidate_race)
+t.check("after a restart: the object sent from the backend's file is a hit", restart_keeps)
 srv.stop()
 srv.cleanup()
 
