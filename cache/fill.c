@@ -434,7 +434,8 @@ static int fetch_source_open(struct fetch *f)
     f->src_fd = bfd;
     f->src_err = rc;
     f->src_state = rc ? -1 : 1;
-    cache_wake_locked(&v->waiters);
+    if (c->miss_source) /* only GETs that may send from it wait for this */
+        cache_wake_locked(&v->waiters);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -558,7 +559,8 @@ static void fetch_run(void *arg)
     if (rc || f->bypass || !c->be->ops->open_fd) { /* no backend file to send from */
         pthread_mutex_lock(&c->mu);
         f->src_state = -1;
-        cache_wake_locked(&v->waiters);
+        if (c->miss_source) /* GETs waiting for one stream from the cache instead */
+            cache_wake_locked(&v->waiters);
         pthread_mutex_unlock(&c->mu);
     }
     if (!rc && !f->err) {
