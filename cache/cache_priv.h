@@ -138,6 +138,7 @@ struct cache_obj {
     uint64_t next_pos, range_end;
     struct cache_waiter *w_armed; /* the waiter we armed, if any */
     int from_source; /* sending from a run's backend file (counted in v->src_readers) */
+    int source_waited; /* suspended once for a run to open that file: never starts another */
 };
 
 struct unlink_item {

@@ -842,7 +842,11 @@ static int chain_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uin
 static int source_open_locked(struct cache *c, struct cache_obj *o, struct cver *v, uint64_t b0,
                               uint64_t b1, struct cache_waiter *w, int *fd)
 {
-    if (!o->from_source) {
+    /* A GET woken from a wait below starts no other chain: when the run it waited for has no
+     * file to send from (it went to memory as a bypass, failed, or ended), the GET streams
+     * from the cache, whose reads handle those cases. A new chain each time could loop for
+     * good (each run going to memory in turn). */
+    if (!o->from_source && !o->source_waited) {
         int r = chain_ensure_locked(c, v, b0, b1);
         if (r < 0)
             return -ENOENT;
@@ -873,6 +877,7 @@ static int source_open_locked(struct cache *c, struct cache_obj *o, struct cver 
         return 1;
     }
     if (pending) {
+        o->source_waited = 1;
         cache_arm_locked(o, &v->waiters, w);
         return -EINPROGRESS;
     }
@@ -937,7 +942,8 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
         pthread_mutex_unlock(&c->mu);
         return rc;
     }
-    if (w && c->miss_source && end - off >= CACHE_SOURCE_MIN && !range_landed_locked(v, off, end)) {
+    if (w && c->miss_source && end - off >= CACHE_SOURCE_MIN && !v->bypass_seen && !v->unindexed &&
+        !range_landed_locked(v, off, end)) {
         rc = source_open_locked(c, o, v, miss, b1, w, fd);
         if (rc != -ENOENT) {
             pthread_mutex_unlock(&c->mu);

@@ -10,7 +10,8 @@ restart, serve the newest bytes. Eight concurrent cold GETs of one object: eight
 correct bodies, one backend open. A cold 32 MiB range fills only its blocks. A client that
 drops its connection early stops the chain after the run in flight. Objects under 32 MiB,
 and every object with --miss-source cache, stream from the cache as before
-(source_sends stays 0). A bad --miss-source value is refused at start (exit 2)."""
+(source_sends stays 0). An object bigger than the whole cache (its runs go to memory) is
+answered whole to concurrent GETs. A bad --miss-source value is refused at start (exit 2)."""
 import concurrent.futures as cf
 import os
 import socket
@@ -241,6 +242,35 @@ E.setup_or_die(t, srv2, setup2)
 t.check("--miss-source cache: a cold 48 MiB GET streams from the cache", cache_mode)
 srv2.stop()
 srv2.cleanup()
+
+
+# --- an object bigger than the whole cache: every fill run goes to memory (a bypass) ---------
+srv3 = E.Server(t, extra=["--cache-size", "4M", "--block-size", "1M"]).start()
+
+
+def setup3():
+    put_src(srv3, "huge", 40 * MiB + 5)
+
+
+def bigger_than_cache():
+    """Most of its runs cannot reserve room, so they open no backend file for GETs to send
+    from: the GETs that waited for one stream the bypass bytes instead (they once started a
+    new run after each one that went to memory, and could loop without answering)."""
+    for rnd in range(3):
+        with cf.ThreadPoolExecutor(4) as ex:
+            bodies = list(ex.map(lambda _: get(srv3, "huge").body, range(4)))
+        for i, body in enumerate(bodies):
+            E.same_bytes("round %d, GET %d" % (rnd + 1, i + 1), body, SRC["huge"])
+    c, _ = settle(srv3)
+    if c["used_bytes"] > 4 * MiB:
+        raise E.Fail("used_bytes %d over the 4 MiB cap" % c["used_bytes"])
+
+
+E.setup_or_die(t, srv3, setup3)
+t.check("an object bigger than the cache: 3 rounds of 4 concurrent GETs, all whole and right",
+        bigger_than_cache)
+srv3.stop()
+srv3.cleanup()
 
 
 def bad_value():
