@@ -4,9 +4,16 @@
  * SHA-256 when the payload hash was signed, the x-amz-checksum-* algorithm),
  * and writes to a staged file in the cache directory; upload_finish() checks
  * lengths and every digest before anything is stored.
+ * In write-back mode a large body goes around the page cache (direct_*): the
+ * bytes gather in an aligned buffer written with O_DIRECT, a chunk at a time;
+ * bytes before the first aligned offset and after the last go the buffered
+ * way. A 1 GiB checkpoint then costs no page-cache copy, no zeroing of fresh
+ * pages, and no contention of parallel parts on the data file's inode lock
+ * (perf: those were 55 % of the gateway's CPU on a checkpoint upload).
  * Owns the staged file until upload_release_path(); upload_free() unlinks it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +40,116 @@ struct upload {
     uint64_t max;
     uint64_t dirty_admitted; /* write-back: reserved against the dirty limit */
     struct cache *cache;
+    uint64_t pos;            /* file offset of the next byte not yet written or staged */
+    /* direct: the same file opened O_DIRECT, and the aligned buffer of bytes bound for @pos */
+    int dfd;
+    unsigned char *stage;
+    size_t staged;
 };
+
+#define UPLOAD_DIRECT_ALIGN 4096u
+#define UPLOAD_DIRECT_CHUNK (1u << 20) /* one write: short, as it holds an HTTP thread */
+#define UPLOAD_DIRECT_MIN (4ull << 20) /* smaller bodies stay in the page cache */
+
+static int pwrite_all(int fd, const unsigned char *p, size_t len, uint64_t off)
+{
+    while (len) {
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EIO;
+        p += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Sends the body written from @up->pos on around the page cache, when it is large and the
+ * gateway writes back (write-through reads the file again at once: that stays in memory).
+ * Best effort: any refusal (no memory, a file system without O_DIRECT) keeps it buffered. */
+static void direct_start(struct req *rq)
+{
+    struct upload *up = rq->up;
+    long pg = sysconf(_SC_PAGESIZE);
+    if (!gw_write_back(rq->srv) || up->declared == UINT64_MAX || up->declared < UPLOAD_DIRECT_MIN ||
+        pg <= 0 || UPLOAD_DIRECT_ALIGN % (unsigned long)pg)
+        return;
+    char proc[64];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", up->fd);
+    int dfd = open(proc, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (dfd < 0)
+        return;
+    void *stage = NULL;
+    if (posix_memalign(&stage, UPLOAD_DIRECT_ALIGN, UPLOAD_DIRECT_CHUNK)) {
+        close(dfd);
+        return;
+    }
+    up->dfd = dfd;
+    up->stage = stage;
+    up->staged = 0;
+}
+
+/* Writes the first @n staged bytes at @up->pos (direct when @n is whole pages, else the
+ * buffered way), keeping the rest at the stage's start. A direct write the file system
+ * refuses (EINVAL) is done buffered, and the rest of the body with it. */
+static int direct_flush(struct upload *up, size_t n)
+{
+    int rc = -EINVAL;
+    if (up->dfd >= 0 && n % UPLOAD_DIRECT_ALIGN == 0)
+        rc = pwrite_all(up->dfd, up->stage, n, up->pos);
+    if (rc == -EINVAL) {
+        if (up->dfd >= 0 && n % UPLOAD_DIRECT_ALIGN == 0) {
+            close(up->dfd);
+            up->dfd = -1;
+        }
+        rc = pwrite_all(up->fd, up->stage, n, up->pos);
+    }
+    if (rc)
+        return rc;
+    memmove(up->stage, up->stage + n, up->staged - n);
+    up->staged -= n;
+    up->pos += n;
+    return 0;
+}
+
+/* Stages @len bytes; bytes before the first aligned file offset go out at once, buffered. */
+static int direct_write(struct upload *up, const unsigned char *p, size_t len)
+{
+    while (len) {
+        size_t n;
+        if (!up->staged && up->pos % UPLOAD_DIRECT_ALIGN) {
+            n = (size_t)S3C_MIN((uint64_t)len, UPLOAD_DIRECT_ALIGN - up->pos % UPLOAD_DIRECT_ALIGN);
+            int rc = pwrite_all(up->fd, p, n, up->pos);
+            if (rc)
+                return rc;
+            up->pos += n;
+        } else {
+            n = S3C_MIN(len, (size_t)UPLOAD_DIRECT_CHUNK - up->staged);
+            memcpy(up->stage + up->staged, p, n);
+            up->staged += n;
+            if (up->staged == UPLOAD_DIRECT_CHUNK) {
+                int rc = direct_flush(up, UPLOAD_DIRECT_CHUNK);
+                if (rc)
+                    return rc;
+            }
+        }
+        p += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* Writes what is staged: whole pages direct, a last partial page buffered. */
+static int direct_finish(struct upload *up)
+{
+    size_t whole = up->staged & ~(size_t)(UPLOAD_DIRECT_ALIGN - 1);
+    int rc = whole ? direct_flush(up, whole) : 0;
+    return !rc && up->staged ? direct_flush(up, up->staged) : rc;
+}
 
 static int upload_sink(void *cls, const void *data, size_t len)
 {
@@ -44,20 +160,16 @@ static int upload_sink(void *cls, const void *data, size_t len)
     if (up->declared != UINT64_MAX && up->written + len > up->declared)
         return -S3E_INVALID_REQUEST;
     cksum_update(up->ck, data, len);
-    const char *p = data;
-    size_t left = len;
-    while (left) {
-        ssize_t n = write(up->fd, p, left);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += n;
-        left -= (size_t)n;
+    int rc;
+    if (up->stage) {
+        rc = direct_write(up, data, len);
+    } else {
+        rc = pwrite_all(up->fd, data, len, up->pos);
+        up->pos += len;
     }
-    up->written += len;
-    return 0;
+    if (!rc)
+        up->written += len;
+    return rc;
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -95,6 +207,7 @@ static int begin(struct req *rq, uint64_t max_size)
     if (!up)
         return -ENOMEM;
     up->fd = -1;
+    up->dfd = -1;
     up->declared = UINT64_MAX;
     up->max = max_size;
     rq->up = up;
@@ -170,7 +283,7 @@ static int begin(struct req *rq, uint64_t max_size)
 int upload_begin(struct req *rq, uint64_t max_size)
 {
     int rc = begin(rq, max_size);
-    return rc ? rc : cache_stage_open(rq->srv->cache, &rq->up->fd, rq->up->path);
+    return rc ? rc : upload_target_stage(rq);
 }
 
 int upload_prepare(struct req *rq, uint64_t max_size)
@@ -180,13 +293,18 @@ int upload_prepare(struct req *rq, uint64_t max_size)
 
 int upload_target_stage(struct req *rq)
 {
-    return cache_stage_open(rq->srv->cache, &rq->up->fd, rq->up->path);
+    int rc = cache_stage_open(rq->srv->cache, &rq->up->fd, rq->up->path);
+    if (!rc)
+        direct_start(rq);
+    return rc;
 }
 
 int upload_target_fd(struct req *rq, int fd, uint64_t off)
 {
     rq->up->fd = fd;
-    return lseek(fd, (off_t)off, SEEK_SET) < 0 ? -errno : 0;
+    rq->up->pos = off;
+    direct_start(rq);
+    return 0;
 }
 
 uint64_t upload_declared(struct req *rq)
@@ -225,6 +343,8 @@ int upload_finish(struct req *rq, struct be_meta *meta)
     if (!up)
         return -S3E_INTERNAL;
     if (up->ac && (rc = awschunk_finish(up->ac)))
+        return rc;
+    if (up->stage && (rc = direct_finish(up)))
         return rc;
     if (up->declared != UINT64_MAX && up->written != up->declared)
         return -S3E_INCOMPLETE_BODY;
@@ -274,6 +394,9 @@ void upload_free(struct req *rq)
         return;
     if (up->fd >= 0)
         close(up->fd);
+    if (up->dfd >= 0)
+        close(up->dfd);
+    free(up->stage);
     if (up->path[0])
         unlink(up->path);
     if (up->dirty_admitted)
