@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "backend.h"
 #include "s3err.h"
 
@@ -377,5 +379,34 @@ int backend_check_key(const char *key, size_t len)
             return -S3E_INVALID_KEY;
         start += clen + 1;
     }
+    return 0;
+}
+
+int be_parts_hash(const struct be_part *parts, size_t n, char out[33])
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen;
+
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_md5(), NULL)) {
+        EVP_MD_CTX_free(ctx);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char line[BE_ETAG_MAX + 16];
+        const char *et = parts[i].etag;
+        size_t el = strlen(et);
+        if (el >= 2 && et[0] == '"' && et[el - 1] == '"')
+            et++, el -= 2;
+        int k = snprintf(line, sizeof(line), "%u:%.*s\n", parts[i].number, (int)el, et);
+        for (int j = 0; j < k; j++)
+            if (line[j] >= 'A' && line[j] <= 'F')
+                line[j] = (char)(line[j] - 'A' + 'a');
+        EVP_DigestUpdate(ctx, line, (size_t)k);
+    }
+    EVP_DigestFinal_ex(ctx, md, &mdlen);
+    EVP_MD_CTX_free(ctx);
+    for (unsigned i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
     return 0;
 }

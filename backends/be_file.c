@@ -2089,36 +2089,6 @@ static void sweep_completed(struct bef *b)
     closedir(d);
 }
 
-/* MD5 hex of the part list as the client sent it: identifies a repeated Complete. */
-static int parts_hash(const struct be_part *parts, size_t n, char out[33])
-{
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen;
-
-    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_md5(), NULL)) {
-        EVP_MD_CTX_free(ctx);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char line[BE_ETAG_MAX + 16];
-        const char *et = parts[i].etag;
-        size_t el = strlen(et);
-        if (el >= 2 && et[0] == '"' && et[el - 1] == '"')
-            et++, el -= 2;
-        int k = snprintf(line, sizeof(line), "%u:%.*s\n", parts[i].number, (int)el, et);
-        for (int j = 0; j < k; j++)
-            if (line[j] >= 'A' && line[j] <= 'F')
-                line[j] = (char)(line[j] - 'A' + 'a');
-        EVP_DigestUpdate(ctx, line, (size_t)k);
-    }
-    EVP_DigestFinal_ex(ctx, md, &mdlen);
-    EVP_MD_CTX_free(ctx);
-    for (unsigned i = 0; i < 16; i++)
-        snprintf(out + 2 * i, 3, "%02x", md[i]);
-    return 0;
-}
-
 /* A repeated Complete of an upload that is gone: answer from its completed record. */
 static int complete_again(struct bef *b, const char *bucket, const char *key, const char *id,
                           const char *phash, struct be_meta *out)
@@ -2160,7 +2130,7 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
         rc = -S3E_MALFORMED_XML;
         goto out;
     }
-    rc = parts_hash(parts, n, phash);
+    rc = be_parts_hash(parts, n, phash);
     if (rc < 0)
         goto out;
     rc = upload_open(b, bucket, key, upload_id, &udfd, info);

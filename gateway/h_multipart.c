@@ -428,10 +428,15 @@ static void mp_complete_job(struct req *rq)
         uint64_t held = 0;
         rq->rc = wb_mpu_complete(srv, rq->bucket, rq->key, upload_id_param(rq), s->parts, s->n,
                                  &s->meta, staged, &held);
+        if (rq->rc == 1) { /* a repeat: answered as the first time, nothing more to do */
+            rq->rc = 0;
+            return;
+        }
         if (!rq->rc)
             rq->rc = cache_adopt_dirty(srv->cache, rq->bucket, rq->key, staged, &s->meta);
         if (!rq->rc)
-            wb_mpu_finish(srv, upload_id_param(rq));
+            wb_mpu_finish(srv, rq->bucket, rq->key, upload_id_param(rq), s->parts, s->n,
+                          &s->meta);
         return;
     }
     /* Nothing may be made that is over the limit: checked first, the upload stays as it was

@@ -534,6 +534,102 @@ static int etag_eq(const char *client, const char *ours)
     return strcasecmp(client, ours) == 0;
 }
 
+/* ---- completed uploads ------------------------------------------------------------------ */
+
+/* A client whose Complete's answer was lost sends it again and finds the upload gone: for an
+ * hour CACHE_DIR/mpu-done/ID keeps its bucket, key, the hash of its part list and its ETag, and
+ * the repeat is answered as the first was (as S3 and the write-through backends do). Best
+ * effort and not fsync'd: a record lost in a crash makes a repeat NoSuchUpload. */
+#define WB_DONE_TTL_NS (3600LL * 1000000000)
+#define WB_DONE_SWEEP_NS (600LL * 1000000000)
+
+static void done_path(const struct server *srv, const char *name, char out[4096])
+{
+    char root[2048];
+    mpu_root(srv, root);
+    snprintf(out, 4096, "%s-done/%s", root, name);
+}
+
+/* Drops records older than WB_DONE_TTL_NS, at most once per WB_DONE_SWEEP_NS. */
+static void done_sweep(const struct server *srv)
+{
+    static int64_t last_ns;
+    int64_t now = s3c_real_ns(), last = __atomic_load_n(&last_ns, __ATOMIC_RELAXED);
+    if (now - last < WB_DONE_SWEEP_NS ||
+        !__atomic_compare_exchange_n(&last_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    char dir[4096];
+    done_path(srv, "", dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        struct stat st;
+        if (de->d_name[0] != '.' && fstatat(dirfd(d), de->d_name, &st, 0) == 0 &&
+            (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec < now - WB_DONE_TTL_NS)
+            (void)unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
+
+static void done_record(const struct server *srv, const char *id, const char *bucket,
+                        const char *key, const char *phash, const char *etag)
+{
+    char p[4096], t[4096 + 8];
+    done_sweep(srv);
+    done_path(srv, "", p);
+    (void)mkdir(p, 0755);
+    done_path(srv, id, p);
+    snprintf(t, sizeof(t), "%s.tmp", p);
+    FILE *f = fopen(t, "we");
+    if (!f)
+        return;
+    put_hex(f, "bucket", bucket);
+    put_hex(f, "key", key);
+    put_hex(f, "parts", phash);
+    put_hex(f, "etag", etag);
+    int bad = ferror(f);
+    if (fclose(f) || bad || rename(t, p))
+        unlink(t);
+}
+
+/* A repeated Complete of upload @id, gone: 0 with out->etag when it was completed for
+ * (@bucket, @key) with the same parts (@phash), -S3E_INVALID_PART with other parts, else
+ * -S3E_NO_SUCH_UPLOAD. */
+static int done_lookup(const struct server *srv, const char *id, const char *bucket,
+                       const char *key, const char *phash, struct be_meta *out)
+{
+    char p[4096], line[8192], b[1024] = "", k[1100] = "", ph[40] = "", et[BE_ETAG_MAX] = "";
+    done_path(srv, id, p);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return -S3E_NO_SUCH_UPLOAD;
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *sp = strchr(line, ' ');
+        if (!sp)
+            continue;
+        *sp++ = '\0';
+        if (!strcmp(line, "bucket"))
+            get_hex(sp, b, sizeof(b));
+        else if (!strcmp(line, "key"))
+            get_hex(sp, k, sizeof(k));
+        else if (!strcmp(line, "parts"))
+            get_hex(sp, ph, sizeof(ph));
+        else if (!strcmp(line, "etag"))
+            get_hex(sp, et, sizeof(et));
+    }
+    fclose(f);
+    if (!et[0] || strcmp(b, bucket) || strcmp(k, key))
+        return -S3E_NO_SUCH_UPLOAD;
+    if (strcmp(ph, phash))
+        return -S3E_INVALID_PART;
+    memset(out, 0, sizeof(*out));
+    snprintf(out->etag, sizeof(out->etag), "%s", et);
+    return 0;
+}
+
 int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
                     const char *upload_id, const struct be_part *parts, size_t n,
                     struct be_meta *out, char staged[4096], uint64_t *parts_bytes)
@@ -547,10 +643,15 @@ int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
     int fd = -1, rc;
     staged[0] = '\0';
     *parts_bytes = 0;
-    if ((rc = upload_open(srv, bucket, key, upload_id, dir, &in)))
-        return rc;
     if (n == 0 || n > BE_MAX_PARTS)
         return -S3E_MALFORMED_XML;
+    if ((rc = upload_open(srv, bucket, key, upload_id, dir, &in))) {
+        char phash[33];
+        if (rc == -S3E_NO_SUCH_UPLOAD && id_ok(upload_id) && !be_parts_hash(parts, n, phash) &&
+            !(rc = done_lookup(srv, upload_id, bucket, key, phash, out)))
+            return 1;
+        return rc;
+    }
     if ((rc = parts_scan(dir, &ps, &np)))
         return rc;
     md5s = malloc(16 * n);
@@ -559,12 +660,14 @@ int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
         rc = -ENOMEM;
         goto out;
     }
-    uint64_t total = 0, uniform = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i && parts[i].number <= parts[i - 1].number) {
+    for (size_t i = 1; i < n; i++) { /* the order first, as S3 and write-through answer */
+        if (parts[i].number <= parts[i - 1].number) {
             rc = -S3E_INVALID_PART_ORDER;
             goto out;
         }
+    }
+    uint64_t total = 0, uniform = 0;
+    for (size_t i = 0; i < n; i++) {
         const struct part_file *f = NULL;
         for (size_t j = 0; j < np; j++)
             if (ps[j].number == parts[i].number && etag_eq(parts[i].etag, ps[j].etag))
@@ -690,11 +793,15 @@ out:
     return rc;
 }
 
-int wb_mpu_finish(struct server *srv, const char *upload_id)
+int wb_mpu_finish(struct server *srv, const char *bucket, const char *key,
+                  const char *upload_id, const struct be_part *parts, size_t n,
+                  const struct be_meta *made)
 {
-    char dir[4096];
+    char dir[4096], phash[33];
     uint64_t bytes = 0;
     int rc = upload_dir(srv, upload_id, dir);
+    if (!rc && !be_parts_hash(parts, n, phash))
+        done_record(srv, upload_id, bucket, key, phash, made->etag);
     if (!rc)
         rc = rm_upload(dir, &bytes);
     if (bytes)

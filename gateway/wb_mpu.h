@@ -37,12 +37,16 @@ int wb_mpu_abort(struct server *srv, const char *bucket, const char *key, const 
 /* Validates @parts (order, ETags, sizes) and concatenates them into @staged (a new fsync'd file
  * in the cache's staging directory, the caller's to adopt or unlink). *@out: the object's
  * metadata (ETag MD5-of-MD5s "-N"). *@parts_bytes: what the upload's parts hold (released from
- * the dirty limit by wb_mpu_finish()). The upload stays until wb_mpu_finish(). */
+ * the dirty limit by wb_mpu_finish()). The upload stays until wb_mpu_finish(). 1 (nothing
+ * staged, out->etag set) for a repeat of a Complete that wb_mpu_finish() ended, same parts. */
 int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
                     const char *upload_id, const struct be_part *parts, size_t n,
                     struct be_meta *out, char staged[4096], uint64_t *parts_bytes);
-/* Removes a completed upload's directory and releases its parts from the dirty limit. */
-int wb_mpu_finish(struct server *srv, const char *upload_id);
+/* Removes a completed upload's directory and releases its parts from the dirty limit; keeps
+ * a record of it (@parts as completed, the object @made) that answers a repeated Complete. */
+int wb_mpu_finish(struct server *srv, const char *bucket, const char *key,
+                  const char *upload_id, const struct be_part *parts, size_t n,
+                  const struct be_meta *made);
 /* Bytes held by staged parts (counted against the dirty limit at start). */
 uint64_t wb_mpu_staged_bytes(const struct server *srv);
 

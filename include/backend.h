@@ -91,6 +91,10 @@ struct be_part {
     char checksum[64];
 };
 
+/* MD5 hex of a Complete's part list as the client sent it (numbers and ETags, quotes and
+ * case aside): identifies a repeated Complete of the same parts. 0 or -ENOMEM. */
+int be_parts_hash(const struct be_part *parts, size_t n, char out[33]);
+
 struct be_upload {
     char *key; /* owned by the array; free with be_uploads_free() */
     char upload_id[BE_UPLOAD_ID_MAX];

@@ -2,7 +2,7 @@
 backend, stopped and restarted on the same port): checkpoints written with awscli (multipart)
 and boto3 while the upstream is down are acknowledged, read back byte for byte as hits, listed
 (prefix and delimiter), copied; large bodies (parts of 5 MiB + 3 bytes too) are written
-around the page cache; flush times out (504, CLI exit 1) while it is down; DELETE of a
+around the page cache; a repeated Complete gets the first one's answer; flush times out (504, CLI exit 1) while it is down; DELETE of a
 dirty object then fails 503 and loses nothing; the dirty limit answers 503 SlowDown; once the
 upstream is back a flush puts everything there byte for byte and writes succeed again;
 kill -9 of the gateway mid-drain (upstream frozen with SIGSTOP), restart, flush: nothing missing,
@@ -125,12 +125,39 @@ def main():
             E.same_bytes(k, r["Body"].read(), files[k])
             E.eq("x-cache of " + k, r["ResponseMetadata"]["HTTPHeaders"].get("x-cache"), "hit")
 
+    def complete_repeated():
+        """A Complete sent again (its answer lost) gets the same answer, the object unchanged;
+        one with other parts gets InvalidPart; parts out of order get InvalidPartOrder even when
+        a small part comes first (the order is checked before sizes, as S3 does)."""
+        k = "run7/retried.pt"
+        a, b = os.urandom(5 * MiB), os.urandom(MiB + 1)
+        u = s3.create_multipart_upload(Bucket=B, Key=k)["UploadId"]
+        e1 = s3.upload_part(Bucket=B, Key=k, UploadId=u, PartNumber=1, Body=a)["ETag"]
+        e2 = s3.upload_part(Bucket=B, Key=k, UploadId=u, PartNumber=2, Body=b)["ETag"]
+        E.expect_client_error("Complete with parts 2,1", s3.complete_multipart_upload, 400,
+                              "InvalidPartOrder", Bucket=B, Key=k, UploadId=u,
+                              MultipartUpload={"Parts": [{"PartNumber": 2, "ETag": e2},
+                                                         {"PartNumber": 1, "ETag": e1}]})
+        parts = {"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]}
+        first = s3.complete_multipart_upload(Bucket=B, Key=k, UploadId=u, MultipartUpload=parts)
+        files[k] = a + b
+        again = s3.complete_multipart_upload(Bucket=B, Key=k, UploadId=u, MultipartUpload=parts)
+        E.eq("ETag of the repeated Complete", again["ETag"], first["ETag"])
+        E.expect_client_error("a repeat with other parts", s3.complete_multipart_upload, 400,
+                              "InvalidPart", Bucket=B, Key=k, UploadId=u,
+                              MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}]})
+        E.expect_client_error("a repeat for another key", s3.complete_multipart_upload, 404,
+                              "NoSuchUpload", Bucket=B, Key="run7/other.pt", UploadId=u,
+                              MultipartUpload=parts)
+        E.same_bytes("the object after the repeats", s3.get_object(Bucket=B, Key=k)["Body"].read(),
+                     files[k])
+
     def listed_while_down():
         keys = [o["Key"] for o in s3.list_objects_v2(Bucket=B, Prefix="run7/")["Contents"]]
         E.eq("listing while the upstream is down", sorted(keys), sorted(files))
         r = s3.list_objects_v2(Bucket=B, Prefix="run7/", Delimiter="/")
         E.eq("common prefixes", [p["Prefix"] for p in r.get("CommonPrefixes", [])], ["run7/meta/"])
-        E.eq("keys beside them", len(r.get("Contents", [])), 6)  # 3 steps, latest, 2 odd
+        E.eq("keys beside them", len(r.get("Contents", [])), 7)  # 3 steps, latest, 2 odd, retried
         pages, token, got = 0, None, []
         while True:
             kw = {"ContinuationToken": token} if token else {}
@@ -283,6 +310,8 @@ def main():
     t.check("written with the upstream down: acknowledged, read back as hits", written_while_down)
     t.check("large bodies go around the page cache (odd part sizes too), read back as hits",
             written_around_page_cache)
+    t.check("Complete repeated: same answer; other parts InvalidPart; order before sizes",
+            complete_repeated)
     t.check("listed with the upstream down (prefix, delimiter, pages)", listed_while_down)
     t.check("flush times out while the upstream is down (504, CLI non-zero)", flush_times_out)
     t.check("DELETE of a dirty object with the upstream down: 503, kept", delete_while_down)
