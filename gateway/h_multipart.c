@@ -14,6 +14,7 @@
 #include "gw.h"
 #include "range.h"
 #include "s3err.h"
+#include "warm.h"
 #include "wb_mpu.h"
 
 enum { PH_START = 0, PH_JOB_DONE };
@@ -454,6 +455,11 @@ static void mp_complete_job(struct req *rq)
     else
         cache_forget(srv->cache, rq->bucket, rq->key); /* the backend's object is newer */
     cache_write_end(srv->cache, rq->bucket, rq->key);
+    /* A freshly written object stays in the cache in both modes: the parts went to the backend
+     * one by one, so the object is fetched back in the background (a warm-up job; a GET before
+     * it ends joins its fill). Best effort: the upload succeeded either way. */
+    if (!rq->rc && s->meta.size)
+        (void)warm_object(srv->warm, rq->bucket, rq->key);
 }
 
 static int h_mp_complete_end(struct req *rq)

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "range.h"
 #include "s3err.h"
+#include "warm.h"
 
 enum { PH_START = 0, PH_META, PH_JOB_DONE };
 
@@ -387,6 +388,9 @@ static void copy_job(struct req *rq)
     else
         cache_forget(srv->cache, rq->bucket, rq->key); /* the backend's copy is newer */
     cache_write_end(srv->cache, rq->bucket, rq->key);
+    /* a fresh object stays in the cache in both modes: fetched back in the background */
+    if (!cs->rc && src.size)
+        (void)warm_object(srv->warm, rq->bucket, rq->key);
 }
 
 static int h_copy_end(struct req *rq)

@@ -124,6 +124,31 @@ static int job_add_key(struct warm_job *j, const char *k, size_t len)
 
 /* ------------------------------------------------------------------ persistence */
 
+int warm_object(struct warm *w, const char *bucket, const char *key)
+{
+    pthread_mutex_lock(&w->mu);
+    unsigned running = w->running;
+    pthread_mutex_unlock(&w->mu);
+    if (running >= WARM_MAX_JOBS / 2) { /* a burst of writes: the history stays bounded */
+        log_debug("not warming %s/%s: %u warm-up jobs unfinished", bucket, key, running);
+        return -EBUSY;
+    }
+    struct buf body, out;
+    struct errmsg em = {{0}};
+    buf_init(&body, 16384);
+    buf_init(&out, 256);
+    int rc = buf_puts(&body, "{\"bucket\":") || buf_json_str(&body, bucket) ||
+                     buf_puts(&body, ",\"keys\":[") || buf_json_str(&body, key) ||
+                     buf_puts(&body, "]}")
+                 ? -ENOMEM
+                 : warm_start(w, body.p, body.len, &out, &em);
+    buf_free(&body);
+    buf_free(&out);
+    if (rc)
+        log_debug("not warming %s/%s: %s", bucket, key, em.buf[0] ? em.buf : s3c_strerror(rc));
+    return rc;
+}
+
 static void job_json_locked(const struct warm_job *j, struct buf *b);
 
 /* Writes CACHE_DIR/warm/ID.json atomically (temp, fsync, rename). Best effort: a job whose

@@ -17,6 +17,10 @@ int warm_new(struct server *srv, struct warm **out);
 void warm_free(struct warm *w);
 /* POST /_/warm: 0 and the new job's JSON ({"job":"ID"}) in @out, or -S3E_* with @em. */
 int warm_start(struct warm *w, const char *body, size_t len, struct buf *out, struct errmsg *em);
+/* A job warming the one object (@bucket, @key), as POST /_/warm with "keys": [@key] would
+ * start (listed in GET /_/warm like any other). 0 or warm_start()'s error, or -EBUSY
+ * with 32 jobs unfinished (logged at debug: callers treat it as best effort). */
+int warm_object(struct warm *w, const char *bucket, const char *key);
 /* GET /_/warm/ID (@id) or GET /_/warm (@id NULL): JSON into @out; -S3E_NOT_FOUND. */
 int warm_status(struct warm *w, const char *id, struct buf *out);
 /* DELETE /_/warm/ID. */

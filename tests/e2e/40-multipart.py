@@ -2,10 +2,16 @@
 ListParts (+pagination), UploadPartCopy (whole and ranged), ListMultipartUploads,
 Complete (ETag -N, bytes), Complete twice, Abort, EntityTooSmall, InvalidPartOrder,
 InvalidPart, NoSuchUpload; failed completes leave no object. Raw Complete XML in the
-shapes real clients send (unquoted ETags, &quot;, &#34;, any child order, prolog)."""
+shapes real clients send (unquoted ETags, &quot;, &#34;, any child order, prolog).
+Write-through keeps what it made in the cache: an object from Complete (boto3 upload_fileobj) or
+CopyObject is fetched back by a warm-up job, and the first GET after it is a hit."""
 import hashlib
+import io
+import json
 import os
 import sys
+import time
+import urllib.request
 
 import e2elib as E
 
@@ -245,6 +251,44 @@ def raw_complete_shapes():
         raise E.Fail("no UploadId: %r" % r.body[:300])
 
 
+def warm_jobs_done(nbytes):
+    """The finished warm-up jobs that fetched one object of @nbytes."""
+    rq = urllib.request.Request(srv.endpoint + "/_/warm",
+                                headers={"Authorization": "Bearer " + srv.token})
+    with urllib.request.urlopen(rq, timeout=10) as r:
+        jobs = json.load(r)["jobs"]
+    return [j for j in jobs if j["bucket"] == B and j["state"] == "done"
+            and j["objects_total"] == 1 and j["bytes_done"] == nbytes]
+
+
+def wait_warmed(what, nbytes, count):
+    deadline = time.time() + 30
+    while len(warm_jobs_done(nbytes)) < count:
+        if time.time() > deadline:
+            raise E.Fail("%s: no warm-up job fetched it back within 30 s" % what)
+        time.sleep(0.1)
+
+
+def first_get_hit(what, key, body):
+    r = s3.get_object(Bucket=B, Key=key)
+    E.same_bytes(what, r["Body"].read(), body)
+    E.eq("x-cache of the first GET of " + what, r["ResponseMetadata"]["HTTPHeaders"].get("x-cache"),
+         "hit")
+
+
+def fresh_objects_cached():
+    from boto3.s3.transfer import TransferConfig
+    body = os.urandom(11 * MiB + 3)
+    cfg = TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
+    s3.upload_fileobj(io.BytesIO(body), B, "fresh/ckpt.pt", Config=cfg)
+    E.eq("ETag of the upload", s3.head_object(Bucket=B, Key="fresh/ckpt.pt")["ETag"][-3:], '-3"')
+    wait_warmed("the completed object", len(body), 1)
+    first_get_hit("the completed object", "fresh/ckpt.pt", body)
+    s3.copy_object(Bucket=B, Key="fresh/copy.pt", CopySource={"Bucket": B, "Key": "fresh/ckpt.pt"})
+    wait_warmed("the copy", len(body), 2)
+    first_get_hit("the copy", "fresh/copy.pt", body)
+
+
 t.check("Create, UploadPart x3 (ETags = MD5), ListParts", create_upload_list)
 t.check("ListParts pagination (MaxParts, PartNumberMarker)", list_parts_paged)
 t.check("ListMultipartUploads (all, Prefix)", list_uploads)
@@ -256,6 +300,8 @@ t.check("EntityTooSmall for a small non-last part", entity_too_small)
 t.check("InvalidPartOrder, InvalidPart; no object; upload still usable", invalid_part_order_and_part)
 t.check("NoSuchUpload for made-up ids; bad partNumber 400", no_such_upload)
 t.check("Complete XML shapes of awscli, JS, s3cmd, rclone", raw_complete_shapes)
+t.check("write-through: Complete's and CopyObject's objects are fetched back, first GET a hit",
+        fresh_objects_cached)
 srv.stop()
 srv.cleanup()
 sys.exit(t.finish())
