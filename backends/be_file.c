@@ -4,7 +4,8 @@
  * is the marker file "dir/.s3cached-dir". Metadata rides in the "user.s3cached" xattr
  * of the object file. Internal state lives in ROOT/.s3cached/ (never a bucket):
  *   tmp/        temp files of writes in progress; rename()d into place when complete
- *   uploads/ID/ multipart uploads: "info" plus part.NNNNN files (be_part in an xattr)
+ *   uploads/ID/ multipart uploads: "info", parts of the upload's common size P in "data" at
+ *               (N-1)*P marked by inpl.NNNNN, other parts as part.NNNNN (be_part in an xattr)
  *   completed/ID  records of completed uploads, so that a repeated Complete succeeds
  * Listing keeps a bounded LRU cache of sorted directory entries, validated by the
  * directory's inode and mtime, so a page of a huge directory is a binary search.
@@ -40,6 +41,7 @@
 #define BEF_MAGIC 0xbef11e5u
 #define BEF_XATTR "user.s3cached"
 #define BEF_PART_XATTR "user.s3cached.part"
+#define BEF_PSIZE_XATTR "user.s3cached.psize" /* an upload's "data": its part size P */
 #define BEF_MARKER ".s3cached-dir"
 #define BEF_INTERNAL ".s3cached"
 #define BEF_CHUNK (256u * 1024)
@@ -783,19 +785,14 @@ static int missing(struct bef *b, const char *bucket)
     return bucket_exists(b, bucket) ? -S3E_NO_SUCH_KEY : -S3E_NO_SUCH_BUCKET;
 }
 
-/* Copies @len bytes of @in from @off into @out at its current size (appending). */
-static int copy_range(int in, uint64_t off, int out, uint64_t len)
+/* Copies @len bytes of @in from @off into @out at @out_off. */
+static int copy_range_to(int in, uint64_t off, int out, uint64_t out_off, uint64_t len)
 {
-    loff_t ioff = (loff_t)off;
+    loff_t ioff = (loff_t)off, ooff = (loff_t)out_off;
     int fallback = 0;
     char *buf = NULL;
-    struct stat st;
-    loff_t ooff;
     int rc = 0;
 
-    if (fstat(out, &st) < 0)
-        return -errno;
-    ooff = st.st_size;
     while (len > 0 && !fallback) {
         ssize_t n = copy_file_range(in, &ioff, out, &ooff,
                                     (size_t)S3C_MIN(len, (uint64_t)1 << 30), 0);
@@ -843,6 +840,16 @@ static int copy_range(int in, uint64_t off, int out, uint64_t len)
 out:
     free(buf);
     return rc;
+}
+
+/* Copies @len bytes of @in from @off into @out at its current size (appending). */
+static int copy_range(int in, uint64_t off, int out, uint64_t len)
+{
+    struct stat st;
+
+    if (fstat(out, &st) < 0)
+        return -errno;
+    return copy_range_to(in, off, out, (uint64_t)st.st_size, len);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1901,8 +1908,107 @@ static int part_place(struct bef *b, int udfd, struct tmpf *t, unsigned number)
         return errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
     close(t->fd);
     t->fd = -1;
+    snprintf(name, sizeof(name), "inpl.%05u", number); /* an earlier in-place copy */
+    (void)unlinkat(udfd, name, 0);
     fsync(udfd);
     return 0;
+}
+
+/* In-place parts. Clients upload parts of one size P (but the last): the first part of at least
+ * BE_MIN_PART_SIZE fixes P (an xattr of the upload's "data" file), and every part of exactly P
+ * bytes is copied straight into "data" at (N-1)*P, then recorded by "inpl.NNNNN" (an empty file
+ * with the part's xattr) once data is synced. Completing parts 1..n laid out that way makes
+ * "data" the object: nothing is copied a second time (on a network file system, no second pass
+ * over a checkpoint). Any other part is its own file "part.NNNNN"; placing one name of a
+ * number removes the other, and should a crash leave both, the newer counts. */
+
+/* P of the data file @fd: 0 with *@psize, or -1. */
+static int data_psize(int fd, uint64_t *psize)
+{
+    char v[24];
+    ssize_t n = fgetxattr(fd, BEF_PSIZE_XATTR, v, sizeof(v) - 1);
+    char *end;
+
+    if (n <= 0)
+        return -1;
+    v[n] = '\0';
+    *psize = strtoull(v, &end, 10);
+    return *end || *psize < BE_MIN_PART_SIZE ? -1 : 0;
+}
+
+/* The upload's data file for a part of @size, read-write: 0 with *@fd and *@psize, or -1 when
+ * the part does not go in place (small, another size, or "data" still being made). */
+static int data_open(int udfd, uint64_t size, int *fd, uint64_t *psize)
+{
+    int f;
+
+    if (size < BE_MIN_PART_SIZE)
+        return -1;
+    f = openat(udfd, "data", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (f >= 0) { /* the first: P is this size, durable before a marker relies on it */
+        char v[24];
+        int l = snprintf(v, sizeof(v), "%" PRIu64, size);
+        if (fsetxattr(f, BEF_PSIZE_XATTR, v, (size_t)l, 0) < 0 || fsync(f) < 0 ||
+            fsync(udfd) < 0) {
+            close(f);
+            return -1;
+        }
+        *fd = f;
+        *psize = size;
+        return 0;
+    }
+    if (errno != EEXIST)
+        return -1;
+    f = openat(udfd, "data", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (f < 0)
+        return -1;
+    if (data_psize(f, psize) < 0 || *psize != size) {
+        close(f);
+        return -1;
+    }
+    *fd = f;
+    return 0;
+}
+
+/* Part @p (size and number set) from @src into the upload's data file: 0 once its marker is
+ * placed, 1 when it does not go in place, or an error. */
+static int part_put_inplace(struct bef *b, int udfd, int src, struct be_part *p)
+{
+    struct tmpf t = { .fd = -1 };
+    char name[24];
+    uint64_t psize;
+    struct stat st;
+    int dfd, rc;
+
+    if (data_open(udfd, p->size, &dfd, &psize) < 0)
+        return 1;
+    /* the earlier in-place copy of this number stops counting before it is overwritten */
+    snprintf(name, sizeof(name), "inpl.%05u", p->number);
+    (void)unlinkat(udfd, name, 0);
+    rc = copy_range_to(src, 0, dfd, (uint64_t)(p->number - 1) * psize, p->size);
+    if (rc == 0 && fdatasync(dfd) < 0)
+        rc = -errno;
+    close(dfd);
+    if (rc < 0)
+        return rc == -EIO ? -S3E_INCOMPLETE_BODY : rc;
+    rc = tmp_create(b, &t);
+    if (rc == 0 && fstat(t.fd, &st) < 0)
+        rc = -errno;
+    if (rc == 0) {
+        p->mtime_ns = ts_ns(&st.st_mtim);
+        rc = part_stamp(&t, p);
+    }
+    if (rc == 0 && renameat(b->tmpfd, t.name, udfd, name) < 0)
+        rc = errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
+    if (rc == 0) {
+        close(t.fd);
+        t.fd = -1;
+        snprintf(name, sizeof(name), "part.%05u", p->number);
+        (void)unlinkat(udfd, name, 0);
+        fsync(udfd);
+    }
+    tmp_discard(b, &t);
+    return rc;
 }
 
 static int be_file_mp_put_part(struct backend *be, const char *bucket, const char *key,
@@ -1923,6 +2029,8 @@ static int be_file_mp_put_part(struct backend *be, const char *bucket, const cha
     }
     rc = upload_open(b, bucket, key, upload_id, &udfd, info);
     if (rc < 0)
+        goto out;
+    if ((rc = part_put_inplace(b, udfd, fd, &p)) <= 0)
         goto out;
     rc = tmp_create(b, &t);
     if (rc < 0)
@@ -2013,15 +2121,15 @@ out:
     return rc;
 }
 
-/* Reads part @number of the upload directory @udfd: an fd on it (optional) and its info. */
-static int part_open(int udfd, unsigned number, int *fdp, struct be_part *p)
+/* Reads the part record file @name (part.N or inpl.N) of @udfd: an fd on it (optional) and
+ * its info. */
+static int part_read(int udfd, const char *name, unsigned number, int *fdp, struct be_part *p)
 {
-    char name[24], buf[1024];
+    char buf[1024];
     struct rec *r;
     ssize_t n;
     int fd, rc = 0;
 
-    snprintf(name, sizeof(name), "part.%05u", number);
     fd = openat(udfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return errno == ENOENT ? -S3E_INVALID_PART : -errno;
@@ -2046,6 +2154,53 @@ static int part_open(int udfd, unsigned number, int *fdp, struct be_part *p)
     else
         close(fd);
     return rc;
+}
+
+/* Reads part @number of the upload directory @udfd: its info, and (optional) an fd on its bytes,
+ * which start at *@offp (the data file for a part in place: *@inplace). */
+static int part_open(int udfd, unsigned number, int *fdp, uint64_t *offp, int *inplace,
+                     struct be_part *p)
+{
+    char name[24];
+    struct be_part own, in;
+    uint64_t psize;
+    int ofd = -1, rc_own, rc_in, fd;
+
+    snprintf(name, sizeof(name), "part.%05u", number);
+    rc_own = part_read(udfd, name, number, fdp ? &ofd : NULL, &own);
+    snprintf(name, sizeof(name), "inpl.%05u", number);
+    rc_in = part_read(udfd, name, number, NULL, &in);
+    if (rc_in < 0 || (rc_own == 0 && own.mtime_ns >= in.mtime_ns)) {
+        if (rc_own == 0) {
+            *p = own;
+            if (fdp)
+                *fdp = ofd;
+            if (offp)
+                *offp = 0;
+            if (inplace)
+                *inplace = 0;
+        }
+        return rc_own;
+    }
+    if (ofd >= 0)
+        close(ofd);
+    fd = openat(udfd, "data", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOENT ? -S3E_INVALID_PART : -errno;
+    if (data_psize(fd, &psize) < 0 || in.size != psize) {
+        close(fd);
+        return -S3E_INVALID_PART;
+    }
+    *p = in;
+    if (offp)
+        *offp = (uint64_t)(number - 1) * psize;
+    if (inplace)
+        *inplace = 1;
+    if (fdp)
+        *fdp = fd;
+    else
+        close(fd);
+    return 0;
 }
 
 /* An ETag as the client sent it: optional quotes, any case. */
@@ -2109,6 +2264,61 @@ static int complete_again(struct bef *b, const char *bucket, const char *key, co
     return rc;
 }
 
+/* Whether a part numbered above @n is in place (its bytes in the data file beyond the object a
+ * Complete of parts 1..@n would cut it to). */
+static int inplace_beyond(int udfd, size_t n)
+{
+    int fd = dup(udfd), found = 0;
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    struct dirent *de;
+
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 1;
+    }
+    rewinddir(d);
+    while (!found && (de = readdir(d)))
+        found = !strncmp(de->d_name, "inpl.", 5) && strtoul(de->d_name + 5, NULL, 10) > n;
+    closedir(d);
+    return found;
+}
+
+/* Makes the data file of an upload whose parts 1..@n are in place (but perhaps the last, of
+ * @last_size, a file of its own) the object: the last part copied into its slot, the file cut
+ * to size, a second name for it in tmp/ as *@t (placing consumes that name; a failure leaves
+ * the upload whole for a retry). */
+static int complete_inplace(struct bef *b, int udfd, unsigned n, uint64_t psize,
+                            uint64_t last_size, struct tmpf *t)
+{
+    struct be_part p;
+    uint64_t off;
+    int inplace = 0, pfd, rc;
+
+    t->fd = openat(udfd, "data", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (t->fd < 0)
+        return errno == ENOENT ? -S3E_INVALID_PART : -errno;
+    rc = part_open(udfd, n, &pfd, &off, &inplace, &p);
+    if (rc == 0) {
+        if (!inplace && p.size)
+            rc = copy_range_to(pfd, off, t->fd, (uint64_t)(n - 1) * psize, p.size);
+        close(pfd);
+    }
+    if (rc == 0 && ftruncate(t->fd, (off_t)((uint64_t)(n - 1) * psize + last_size)) < 0)
+        rc = -errno;
+    for (int i = 0; rc == 0 && i < 8; i++) { /* a random name, as tmp_create() gives */
+        memcpy(t->name, "t.", 2);
+        random_hex(t->name + 2, 12);
+        if (linkat(udfd, "data", b->tmpfd, t->name, 0) == 0)
+            return 0;
+        if (errno != EEXIST)
+            rc = -errno;
+    }
+    close(t->fd);
+    t->fd = -1;
+    return rc ? rc : -EEXIST;
+}
+
 static int be_file_mp_complete(struct backend *be, const char *bucket, const char *key,
                                const char *upload_id, const struct be_part *parts, size_t n,
                                struct be_meta *out)
@@ -2152,11 +2362,20 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
         goto out;
     }
     /* Validate every part before writing anything. */
+    uint64_t psize = 0, last_size = 0;
+    int dfd = openat(udfd, "data", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fast = dfd >= 0 && data_psize(dfd, &psize) == 0 && !inplace_beyond(udfd, n);
+    if (dfd >= 0)
+        close(dfd);
     for (size_t i = 0; i < n; i++) {
         struct be_part p;
-        rc = part_open(udfd, parts[i].number, NULL, &p);
+        int inplace = 0;
+        rc = part_open(udfd, parts[i].number, NULL, NULL, &inplace, &p);
         if (rc < 0)
             goto out;
+        /* in place: parts 1..n, all in the data file but a last one that fits its slot */
+        fast = fast && parts[i].number == i + 1 && (inplace || (i + 1 == n && p.size <= psize));
+        last_size = p.size;
         if (!etag_match(parts[i].etag, p.etag) || strlen(p.etag) != 32) {
             rc = -S3E_INVALID_PART;
             goto out;
@@ -2176,20 +2395,23 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
         else if (i + 1 == n && p.size > part_size_uniform)
             part_size_uniform = 0;
     }
-    rc = tmp_create(b, &t);
+    if (fast) {
+        rc = complete_inplace(b, udfd, (unsigned)n, psize, last_size, &t);
+    } else {
+        rc = tmp_create(b, &t);
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            struct be_part p;
+            uint64_t off;
+            int pfd;
+            rc = part_open(udfd, parts[i].number, &pfd, &off, NULL, &p);
+            if (rc < 0)
+                break;
+            rc = p.size ? copy_range(pfd, off, t.fd, p.size) : 0;
+            close(pfd);
+        }
+    }
     if (rc < 0)
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        struct be_part p;
-        int pfd;
-        rc = part_open(udfd, parts[i].number, &pfd, &p);
-        if (rc < 0)
-            goto out;
-        rc = p.size ? copy_range(pfd, 0, t.fd, p.size) : 0;
-        close(pfd);
-        if (rc < 0)
-            goto out;
-    }
     info->m.parts_count = (uint32_t)n;
     info->m.part_size = part_size_uniform;
     info->m.checksum_algo[0] = info->m.checksum[0] = '\0';
@@ -2198,8 +2420,14 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
         goto out;
     snprintf(info->m.etag + 32, sizeof(info->m.etag) - 32, "-%zu", n);
     rc = tmp_finish(&t, &info->m);
+    int keep = fast && rc == 0 ? dup(t.fd) : -1; /* the object was the upload's data file */
     if (rc == 0)
         rc = place(b, bucket, key, &t);
+    if (keep >= 0) {
+        if (rc == 0)
+            (void)fremovexattr(keep, BEF_PSIZE_XATTR);
+        close(keep);
+    }
     if (rc < 0)
         goto out;
     /* The record for a repeated Complete, then the upload goes away. */
@@ -2285,7 +2513,7 @@ static int be_file_mp_list_parts(struct backend *be, const char *bucket, const c
     while ((de = readdir(d))) {
         char *end;
         unsigned long num;
-        if (strncmp(de->d_name, "part.", 5) != 0)
+        if (strncmp(de->d_name, "part.", 5) != 0 && strncmp(de->d_name, "inpl.", 5) != 0)
             continue;
         num = strtoul(de->d_name + 5, &end, 10);
         if (*end || num <= marker || num > BE_MAX_PARTS)
@@ -2304,6 +2532,11 @@ static int be_file_mp_list_parts(struct backend *be, const char *bucket, const c
     }
     if (cnt > 1)
         qsort(nums, cnt, sizeof(*nums), uint_cmp);
+    size_t uniq = 0; /* a number may have both names for a moment */
+    for (size_t i = 0; i < cnt; i++)
+        if (!uniq || nums[uniq - 1] != nums[i])
+            nums[uniq++] = nums[i];
+    cnt = uniq;
     if (cnt > max) {
         cnt = max;
         *truncated = 1;
@@ -2314,7 +2547,7 @@ static int be_file_mp_list_parts(struct backend *be, const char *bucket, const c
         goto out;
     }
     for (size_t i = 0; i < cnt; i++)
-        if (part_open(udfd, nums[i], NULL, &v[k]) == 0)
+        if (part_open(udfd, nums[i], NULL, NULL, NULL, &v[k]) == 0)
             k++;
     *out = v;
     *n = k;

@@ -947,6 +947,84 @@ static void test_be_file_multipart(void **state)
     assert_int_equal(fx->be->ctr.errors, 0);
 }
 
+/* Parts of the upload's common size go straight into its data file, and a Complete of parts
+ * 1..n laid out that way makes that file the object (same inode: nothing copied); parts of
+ * another size, re-uploads and subsets still complete byte for byte. */
+static void test_be_file_multipart_inplace(void **state)
+{
+    struct fx *fx = *state;
+    const size_t P = BE_MIN_PART_SIZE;
+    char id[BE_UPLOAD_ID_MAX], id2[BE_UPLOAD_ID_MAX], path[256], *got;
+    struct be_part parts[4], lp[4], *v;
+    struct be_meta m, out;
+    struct stat data_st, obj_st;
+    size_t n;
+    int trunc, rc;
+
+    memset(&m, 0, sizeof(m));
+    assert_int_equal(backend_mp_create(fx->be, "bkt", "ckpt", &m, id), 0);
+    put_part(fx->be, "ckpt", id, 3, P, 'c', &parts[2]); /* out of order: fixes P first */
+    put_part(fx->be, "ckpt", id, 1, P, 'a', &parts[0]);
+    put_part(fx->be, "ckpt", id, 4, 100, 'd', &parts[3]);
+    put_part(fx->be, "ckpt", id, 2, P, 'x', &parts[1]);
+    put_part(fx->be, "ckpt", id, 2, P, 'b', &parts[1]); /* re-uploaded in place */
+    snprintf(path, sizeof(path), "%s/.s3cached/uploads/%s/inpl.00002", fx->dir, id);
+    assert_int_equal(access(path, F_OK), 0);
+    snprintf(path, sizeof(path), "%s/.s3cached/uploads/%s/part.00004", fx->dir, id);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(backend_mp_list_parts(fx->be, "bkt", "ckpt", id, 0, 1000, &v, &n, &trunc), 0);
+    assert_int_equal(n, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(v[i].number, i + 1);
+        assert_string_equal(v[i].etag, parts[i].etag);
+        assert_int_equal(v[i].size, parts[i].size);
+    }
+    free(v);
+    snprintf(path, sizeof(path), "%s/.s3cached/uploads/%s/data", fx->dir, id);
+    assert_int_equal(stat(path, &data_st), 0);
+    memcpy(lp, parts, sizeof(lp));
+    assert_int_equal(backend_mp_complete(fx->be, "bkt", "ckpt", id, lp, 4, &out), 0);
+    assert_int_equal(out.size, 3 * P + 100);
+    snprintf(path, sizeof(path), "%s/bkt/ckpt", fx->dir);
+    assert_int_equal(stat(path, &obj_st), 0);
+    assert_int_equal(obj_st.st_ino, data_st.st_ino); /* the data file itself, not a copy */
+    assert_int_equal(obj_st.st_size, 3 * P + 100);
+    assert_true(getxattr(path, "user.s3cached.psize", NULL, 0) < 0);
+    for (int i = 0; i < 4; i++) {
+        got = get_str(fx->be, "bkt", "ckpt", (uint64_t)i * P, i < 3 ? P : 100, &rc);
+        assert_int_equal(rc, 0);
+        for (size_t j = 0; j < (i < 3 ? P : 100); j += 4099)
+            assert_int_equal(got[j], "abcd"[i]);
+        free(got);
+    }
+    assert_int_equal(backend_mp_complete(fx->be, "bkt", "ckpt", id, lp, 4, &out), 0); /* again */
+
+    /* a part of another size takes the in-place copy's place; a subset below an in-place part
+     * is copied out of the data file */
+    assert_int_equal(backend_mp_create(fx->be, "bkt", "mixed", &m, id2), 0);
+    put_part(fx->be, "mixed", id2, 1, P, 'a', &parts[0]);
+    put_part(fx->be, "mixed", id2, 2, P, 'x', &parts[1]);
+    put_part(fx->be, "mixed", id2, 2, P + 7, 'b', &parts[1]); /* its own file now */
+    put_part(fx->be, "mixed", id2, 3, P, 'c', &parts[2]);
+    assert_int_equal(backend_mp_list_parts(fx->be, "bkt", "mixed", id2, 0, 1000, &v, &n, &trunc),
+                     0);
+    assert_int_equal(n, 3);
+    assert_int_equal(v[1].size, P + 7);
+    free(v);
+    memcpy(lp, parts, sizeof(lp));
+    assert_int_equal(backend_mp_complete(fx->be, "bkt", "mixed", id2, lp, 2, &out), 0);
+    assert_int_equal(out.size, 2 * P + 7);
+    got = get_str(fx->be, "bkt", "mixed", P - 2, 4, &rc);
+    assert_int_equal(rc, 0);
+    assert_memory_equal(got, "aabb", 4);
+    free(got);
+    got = get_str(fx->be, "bkt", "mixed", 2 * P + 5, 2, &rc);
+    assert_int_equal(rc, 0);
+    assert_memory_equal(got, "bb", 2);
+    free(got);
+    assert_int_equal(fx->be->ctr.errors, 0);
+}
+
 static void test_be_file_copy(void **state)
 {
     struct fx *fx = *state;
@@ -1119,6 +1197,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_be_file_list_pages, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_buckets, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_multipart, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_be_file_multipart_inplace, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_copy, fx_setup, fx_teardown),
     };
     const struct CMUnitTest bench[] = {
