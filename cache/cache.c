@@ -383,7 +383,6 @@ void cache_ver_record(struct cache *c, struct cver *v)
     } else {
         c->used = (uint64_t)((int64_t)c->used + delta);
         cache_key_index_written_locked(c, ck, 0, 0);
-        v->lazy = 1;
         drop = v->dropped; /* dropped while we wrote: its dropper found no record to delete */
     }
     pthread_mutex_unlock(&c->mu);
@@ -417,14 +416,10 @@ int cache_ver_fd_locked(struct cache *c, struct cver *v, int create, int *fd)
             return -ENOSPC; /* the index did not take it: fetches go to memory */
         }
     }
-    int lazy = create && v->lazy;
     pthread_mutex_unlock(&c->mu);
-    int rc = lazy ? index_sync(c->ix) : 0; /* the record is durable before the file exists */
-    if (!rc)
-        rc = store_open(p, create, &nfd);
+    int rc = store_open(p, create, &nfd);
     pthread_mutex_lock(&c->mu);
     if (!rc) {
-        v->lazy = 0;
         if (v->fd < 0)
             v->fd = nfd;
         else
@@ -738,14 +733,8 @@ static int version_create(struct cache *c, struct ckey *ck, const struct be_meta
         rc = -ENOMEM;
     uint64_t oldv = 0;
     int64_t delta = 0;
-    /* A record with nothing present yet is committed without a sync (a cold GET does not wait
-     * for the disk); it is synced before its data file is created (cache_ver_fd_locked). */
-    if (!rc && m->size)
-        rc = index_put_lazy(c->ix, &ck->k, name, &e, &oldv, &delta);
-    else if (!rc)
+    if (!rc)
         rc = index_put(c->ix, &ck->k, name, &e, &oldv, &delta);
-    if (!rc && m->size)
-        v->lazy = 1; /* v is ours: no other thread sees it before the lookup publishes it */
     free(name);
     index_entry_clear(&e);
     pthread_mutex_lock(&c->mu);

@@ -109,7 +109,6 @@ struct cver {
                     * file (cache_ver_fd_locked() fails with -ENOSPC, so fetches go to memory
                     * as bypasses) and is not kept once no request holds its key */
     int bypass_seen;
-    int lazy; /* its index record's commit was not synced: sync before creating the file */
     int unrecorded; /* not in the index yet: recorded before its data file is created or it is
                      * pinned (cache_ver_record); a cold GET sent from the backend's file does
                      * not wait for that write (--miss-source) */

@@ -463,16 +463,7 @@ static void index_recover(struct index *ix)
  * release. While a reopen is due no call enters the environment (calls in flight leave it
  * soon, and then one reopens it); finding it in its fatal state, a call recovers and tries
  * once more. */
-static int txn_begin_flags(struct index *ix, unsigned flags, MDB_txn **txn);
-
 static int txn_begin(struct index *ix, int rdonly, MDB_txn **txn)
-{
-    return txn_begin_flags(ix, rdonly ? MDB_RDONLY : 0, txn);
-}
-
-/* txn_begin() with mdb_txn_begin() flags (MDB_RDONLY, or MDB_NOSYNC: a write not synced at
- * commit; the next synced commit or index_sync() makes it durable). */
-static int txn_begin_flags(struct index *ix, unsigned flags, MDB_txn **txn)
 {
     for (int again = 0;; again = 1) {
         if (__atomic_load_n(&ix->broken, __ATOMIC_ACQUIRE)) {
@@ -481,7 +472,7 @@ static int txn_begin_flags(struct index *ix, unsigned flags, MDB_txn **txn)
                 return -EIO;
         }
         pthread_rwlock_rdlock(&ix->lock);
-        int rc = ix->env ? mdb_txn_begin(ix->env, NULL, flags, txn) : MDB_PANIC;
+        int rc = ix->env ? mdb_txn_begin(ix->env, NULL, rdonly ? MDB_RDONLY : 0, txn) : MDB_PANIC;
         if (rc == 0)
             return 0;
         pthread_rwlock_unlock(&ix->lock);
@@ -552,48 +543,31 @@ static int del_locked(struct index *ix, MDB_txn *txn, MDB_val *key, const struct
 
 static int put(struct index *ix, const struct index_key *k, const char *name,
                const struct index_entry *e, uint64_t *old_version, int64_t *delta_used,
-               int lazy, int only_new);
+               int only_new);
 
 int index_put_new(struct index *ix, const struct index_key *k, const char *name,
                   const struct index_entry *e, int64_t *delta_used)
 {
     uint64_t old = 0;
-    return put(ix, k, name, e, &old, delta_used, 1, 1);
+    return put(ix, k, name, e, &old, delta_used, 1);
 }
 
 int index_put(struct index *ix, const struct index_key *k, const char *name,
               const struct index_entry *e, uint64_t *old_version, int64_t *delta_used)
 {
-    return put(ix, k, name, e, old_version, delta_used, 0, 0);
-}
-
-int index_put_lazy(struct index *ix, const struct index_key *k, const char *name,
-                   const struct index_entry *e, uint64_t *old_version, int64_t *delta_used)
-{
-    int rc = put(ix, k, name, e, old_version, delta_used, 1, 0);
-    if (!rc && *old_version)
-        rc = index_sync(ix); /* it replaced a record: that must not come back */
-    return rc;
-}
-
-int index_sync(struct index *ix)
-{
-    pthread_rwlock_rdlock(&ix->lock);
-    int rc = ix->env ? mdb_env_sync(ix->env, 1) : MDB_PANIC;
-    pthread_rwlock_unlock(&ix->lock);
-    return mdb_rc(rc);
+    return put(ix, k, name, e, old_version, delta_used, 0);
 }
 
 static int put(struct index *ix, const struct index_key *k, const char *name,
                const struct index_entry *e, uint64_t *old_version, int64_t *delta_used,
-               int lazy, int only_new)
+               int only_new)
 {
     MDB_txn *txn;
     MDB_val key = { k->len, (void *)k->b }, v;
     struct index_totals t;
     struct wbuf w = { 0 };
     int64_t delta = 0;
-    int rc = txn_begin_flags(ix, lazy ? MDB_NOSYNC : 0, &txn);
+    int rc = txn_begin(ix, 0, &txn);
     if (rc)
         return rc;
     *old_version = 0;

@@ -68,16 +68,10 @@ int index_get(struct index *ix, const struct index_key *k, struct index_entry *o
  * replaced (0 if none). *@delta_used: change of the used total. */
 int index_put(struct index *ix, const struct index_key *k, const char *name,
               const struct index_entry *e, uint64_t *old_version, int64_t *delta_used);
-/* index_put() whose commit is not synced (unless it replaced a record): for a record that
- * names no data yet. index_sync() makes it durable before any file depends on it. */
-int index_put_lazy(struct index *ix, const struct index_key *k, const char *name,
-                   const struct index_entry *e, uint64_t *old_version, int64_t *delta_used);
-/* index_put_lazy() of a record for a key that has none: -EEXIST (nothing written) if one
- * appeared meanwhile. */
+/* index_put() of a record for a key that has none: -EEXIST (nothing written) if one appeared
+ * meanwhile. */
 int index_put_new(struct index *ix, const struct index_key *k, const char *name,
                   const struct index_entry *e, int64_t *delta_used);
-/* Makes every commit so far durable (the lazy ones). */
-int index_sync(struct index *ix);
 /* Marks blocks [@first, @first+@n) of @version present. -ESTALE if the record is gone or has
  * another version. *@delta_used: newly accounted bytes. */
 int index_mark(struct index *ix, const struct index_key *k, uint64_t version, uint64_t first,
