@@ -92,6 +92,22 @@ static void get_hex(const char *hex, char *out, size_t cap)
     out[n] = '\0';
 }
 
+/* Reads the next "name value" line of @f into @line (cap bytes): 1 with @line the name and
+ * *@value the rest, 0 at the end. Lines without a space are skipped. */
+static int field_next(FILE *f, char *line, int cap, char **value)
+{
+    while (fgets(line, cap, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *sp = strchr(line, ' ');
+        if (!sp)
+            continue;
+        *sp++ = '\0';
+        *value = sp;
+        return 1;
+    }
+    return 0;
+}
+
 #define INFO_FIELDS(X)                                                                        \
     X(content_type) X(cache_control) X(content_disposition) X(content_encoding)               \
     X(content_language) X(expires) X(usermeta) X(checksum_algo)
@@ -135,12 +151,8 @@ static int info_read(const char *dir, struct info *in)
     memset(in, 0, sizeof(*in));
     if (!f)
         return errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
-    while (fgets(line, sizeof(line), f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *sp = strchr(line, ' ');
-        if (!sp)
-            continue;
-        *sp++ = '\0';
+    char *sp;
+    while (field_next(f, line, (int)sizeof(line), &sp)) {
         if (!strcmp(line, "bucket"))
             get_hex(sp, in->bucket, sizeof(in->bucket));
         else if (!strcmp(line, "key"))
@@ -605,12 +617,8 @@ static int done_lookup(const struct server *srv, const char *id, const char *buc
     FILE *f = fopen(p, "re");
     if (!f)
         return -S3E_NO_SUCH_UPLOAD;
-    while (fgets(line, sizeof(line), f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *sp = strchr(line, ' ');
-        if (!sp)
-            continue;
-        *sp++ = '\0';
+    char *sp;
+    while (field_next(f, line, (int)sizeof(line), &sp)) {
         if (!strcmp(line, "bucket"))
             get_hex(sp, b, sizeof(b));
         else if (!strcmp(line, "key"))
