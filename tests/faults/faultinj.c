@@ -6,7 +6,7 @@
  *
  * Rules, from $S3C_FAULT (comma-separated) and from the file $S3C_FAULT_CTL (one a line,
  * '#' comments; re-read within ~50 ms of a change, and every load restarts the counters):
- *     FUNC:N:ERRNO[:COUNT[:PATH]]
+ *     FUNC:N:ERRNO[:COUNT[:PATH[:MAXLEN]]]
  *   FUNC   open (open*, openat*, creat, mkostemp*), create (those of them that create a
  *          file: O_CREAT, creat, mkostemp*), write (write, writev), pwrite (pwrite*,
  *          pwritev*), read (read, readv), pread (pread*, preadv*), fsync, fdatasync,
@@ -17,6 +17,8 @@
  *   ERRNO  a name (EIO, ENOSPC, ENOMEM, EDQUOT, ...) or a number
  *   COUNT  how many matching calls fail from N on; 0 = every one (default 1)
  *   PATH   only calls on a file whose path contains this string (fd calls: /proc/self/fd)
+ *   MAXLEN write and pwrite (write, pwrite, pwrite64): only calls of at most this many bytes
+ *          (an LMDB meta page write is the only index write shorter than a page)
  * $S3C_FAULT_LOG: every injected fault is appended there as one line "FUNC #K ERRNO PATH".
  * $S3C_FAULT_MDB_MAPSIZE: bytes; mdb_env_set_mapsize() is capped to it (a real LMDB map full).
  *
@@ -68,6 +70,7 @@ struct rule {
     unsigned long n, count;
     int err;
     char path[PATH_CAP];
+    size_t maxlen; /* SIZE_MAX: any length */
     atomic_ulong seen;
 };
 
@@ -141,16 +144,17 @@ static const char *errno_name(int err)
     return "E?";
 }
 
-/* Parses one rule "FUNC:N:ERRNO[:COUNT[:PATH]]" of @line (ending at ',' '\n' or NUL). */
+/* Parses one rule "FUNC:N:ERRNO[:COUNT[:PATH[:MAXLEN]]]" of @line (ending at ',' '\n' or NUL). */
 static void parse_rule(const char *line, char sep_rules)
 {
-    size_t l0, l1, l2, l3 = 0, l4 = 0;
+    size_t l0, l1, l2, l3 = 0, l4 = 0, l5 = 0;
     (void)sep_rules;
     const char *f = find_field(line, ':', 0, &l0);
     const char *n = find_field(line, ':', 1, &l1);
     const char *e = find_field(line, ':', 2, &l2);
     const char *c = find_field(line, ':', 3, &l3);
     const char *p = find_field(line, ':', 4, &l4);
+    const char *m = find_field(line, ':', 5, &l5);
     int idx = atomic_load(&nrules);
     if (!f || !n || !e || idx >= MAX_RULES)
         return;
@@ -165,6 +169,10 @@ static void parse_rule(const char *line, char sep_rules)
         return;
     if (c && l3 && parse_ulong(c, l3, &cc))
         return;
+    unsigned long ml = (unsigned long)SIZE_MAX;
+    if (m && l5 && parse_ulong(m, l5, &ml))
+        return;
+    r->maxlen = (size_t)ml;
     r->fn = (enum fn)fn;
     r->n = nn;
     r->count = cc;
@@ -330,8 +338,9 @@ static const char *fd_path(int fd, char *buf, size_t cap)
     return buf;
 }
 
-/* 0 to let the call through, or the errno to fail it with. @path or @fd names the file. */
-static int should_fail(enum fn fn, const char *path, int fd)
+/* 0 to let the call through, or the errno to fail it with. @path or @fd names the file; @len is
+ * the length of a write (SIZE_MAX for other calls). */
+static int should_fail_len(enum fn fn, const char *path, int fd, size_t len)
 {
     if (in_shim)
         return 0;
@@ -346,7 +355,7 @@ static int should_fail(enum fn fn, const char *path, int fd)
     int n = atomic_load(&nrules);
     for (int i = 0; i < n && !err; i++) {
         struct rule *r = &rules[i];
-        if (r->fn != fn)
+        if (r->fn != fn || len > r->maxlen)
             continue;
         if (r->path[0]) {
             if (!resolved) {
@@ -369,6 +378,11 @@ static int should_fail(enum fn fn, const char *path, int fd)
 out:
     in_shim = 0;
     return err;
+}
+
+static int should_fail(enum fn fn, const char *path, int fd)
+{
+    return should_fail_len(fn, path, fd, SIZE_MAX);
 }
 
 __attribute__((constructor)) static void faultinj_init(void)
@@ -549,7 +563,7 @@ int mkostemp64(char *tmpl, int flags)
 ssize_t write(int fd, const void *buf, size_t n)
 {
     REAL(ssize_t, write, int, const void *, size_t);
-    int e = should_fail(FN_WRITE, NULL, fd);
+    int e = should_fail_len(FN_WRITE, NULL, fd, n);
     if (e)
         FAIL_WITH(e, -1);
     return real_write(fd, buf, n);
@@ -567,7 +581,7 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt)
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
     REAL(ssize_t, pwrite, int, const void *, size_t, off_t);
-    int e = should_fail(FN_PWRITE, NULL, fd);
+    int e = should_fail_len(FN_PWRITE, NULL, fd, n);
     if (e)
         FAIL_WITH(e, -1);
     return real_pwrite(fd, buf, n, off);
@@ -576,7 +590,7 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
     REAL(ssize_t, pwrite64, int, const void *, size_t, off_t);
-    int e = should_fail(FN_PWRITE, NULL, fd);
+    int e = should_fail_len(FN_PWRITE, NULL, fd, n);
     if (e)
         FAIL_WITH(e, -1);
     return real_pwrite64(fd, buf, n, off);

@@ -554,9 +554,12 @@ def index_write_error():
     # A commit writes its data pages (writev, or pwrite for a lone page), then the meta page
     # (pwrite, the commit's last): a failed data write only fails that commit, a failed meta
     # write is fatal. The n-th pwrite of a commit, n = 1, 2, ..., until one was the meta page
-    # (the index logs MDB_PANIC when its next transaction finds it).
-    rules = ["write:1:EIO:1:/cache/index/"] + ["pwrite:%d:EIO:1:/cache/index/" % n
-                                                for n in range(1, 9)]
+    # (the index logs MDB_PANIC when its next transaction finds it). Which call of the window
+    # is the meta page depends on how the commit's pages lie (a lone data page is a pwrite
+    # too), so the sweep ends with the next pwrite shorter than a page: a meta page.
+    rules = (["write:1:EIO:1:/cache/index/"]
+             + ["pwrite:%d:EIO:1:/cache/index/" % n for n in range(1, 9)]
+             + ["pwrite:1:EIO:1:/cache/index/:4095"])
     for i, rule in enumerate(rules):
         fx.rules(rule)
         r = fx.req("PUT", "/%s/idx-write" % B, body=body)
@@ -574,7 +577,8 @@ def index_write_error():
             break
     if not fired:
         raise E.Fail("no index write was failed")
-    print("       | failed: %s" % "; ".join(f.split(" /")[0] for f in fired))
+    print("       | failed: %s" % "; ".join(f.split(" /")[0] + " " + os.path.basename(f)
+                                           for f in fired))
     with open(os.path.join(fx.srv.store, B, "cold-idx2"), "wb") as f:
         f.write(body)
     E.eq("PUT idx-write once the index is reopened", fx.put("idx-write", body).status, 200)
