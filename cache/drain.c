@@ -48,11 +48,25 @@ struct wlock {
     unsigned n;
 };
 
+/* A flush being waited for (cache_flush_start): answered by the flush thread. */
+struct flush_wait {
+    struct flush_wait *next;
+    char *bucket, *prefix; /* NULL: all */
+    uint64_t upto;         /* dr->seq at its start: only what was written before counts */
+    uint64_t up0, upb0;    /* dr->uploaded_* at its start */
+    int64_t t0_ms, deadline_ms; /* deadline < 0: none */
+    cache_flush_cb cb;
+    void *arg;
+};
+
 struct drain {
     struct cache *c;
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* drainers: new work, closing */
-    pthread_cond_t done_cv; /* flushes, write locks: an upload ended */
+    pthread_cond_t done_cv; /* flush thread, write locks: an upload ended, a flush began */
+    struct flush_wait *waits;
+    pthread_t flush_thread;
+    int flush_thread_started;
     struct dirty *list;     /* unordered; small (bounded by the dirty limit) */
     struct wlock *locks;
     uint64_t seq;
@@ -327,6 +341,8 @@ static int load_cb(void *arg, const struct index_key *k, const char *name,
     return 0;
 }
 
+static void *flusher(void *arg);
+
 int drain_open(struct cache *c, struct errmsg *em)
 {
     struct drain *dr = calloc(1, sizeof(*dr));
@@ -356,6 +372,12 @@ int drain_open(struct cache *c, struct errmsg *em)
     int64_t want = c->cf->drain_concurrency > 0 ? c->cf->drain_concurrency : 4;
     want = S3C_MIN(want, (int64_t)DRAIN_THREADS_MAX);
     c->dr = dr;
+    if (pthread_create(&dr->flush_thread, NULL, flusher, dr)) {
+        errmsg_set(em, "cache: starting the flush thread: %s", strerror(errno));
+        drain_close(c);
+        return -EAGAIN;
+    }
+    dr->flush_thread_started = 1;
     for (int64_t i = 0; i < want; i++) {
         if (pthread_create(&dr->threads[dr->nthreads], NULL, drainer, dr)) {
             errmsg_set(em, "cache: starting drain threads: %s", strerror(errno));
@@ -376,7 +398,11 @@ int drain_close(struct cache *c)
     dr->closing = 1;
     pthread_cond_broadcast(&dr->work_cv);
     pthread_cond_broadcast(&dr->done_cv);
+    int flusher_started = dr->flush_thread_started;
+    dr->flush_thread_started = 0; /* flushes from now on fail at once */
     pthread_mutex_unlock(&dr->mu);
+    if (flusher_started) /* it answers every flush still waiting (closing), then ends */
+        pthread_join(dr->flush_thread, NULL);
     /* An upload in flight may take long (a big object, a slow backend): wait a bounded time,
      * then leave it; its journal row makes the next start upload it again. */
     struct timespec until;
@@ -513,52 +539,147 @@ static int matches(const struct dirty *d, const char *bucket, const char *prefix
     return !prefix || strncmp(d->key, prefix, strlen(prefix)) == 0;
 }
 
-int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t timeout_ms,
-                struct cache_flush_result *out)
+static void flush_wait_free(struct flush_wait *w)
+{
+    free(w->bucket);
+    free(w->prefix);
+    free(w);
+}
+
+/* Whether flush @w has its answer: 0 (everything it waits for is on the backend),
+ * -ETIMEDOUT, CACHE_ERR_CLOSING, or 1 (not yet). Fills @out. Objects it waits for that are
+ * in backoff are retried at once. */
+static int flush_check_locked(struct drain *dr, const struct flush_wait *w, int64_t now,
+                              struct cache_flush_result *out)
+{
+    uint64_t n = 0, bytes = 0;
+    for (struct dirty *d = dr->list; d; d = d->next) {
+        if (d->since_seq > w->upto || !matches(d, w->bucket, w->prefix))
+            continue;
+        n++;
+        bytes += d->size;
+        if (d->next_try_ms > now && !d->inflight) {
+            d->next_try_ms = 0; /* a flush retries now */
+            pthread_cond_signal(&dr->work_cv);
+        }
+    }
+    memset(out, 0, sizeof(*out));
+    out->remaining_objects = n;
+    out->remaining_bytes = bytes;
+    /* uploads that ended meanwhile (of any key: a rough figure, reported as such) */
+    out->uploaded_objects = dr->uploaded_objects - w->up0;
+    out->uploaded_bytes = dr->uploaded_bytes - w->upb0;
+    out->seconds = (double)(now - w->t0_ms) / 1000.0;
+    if (!n)
+        return 0;
+    if (dr->closing || dr->flush_abort)
+        return CACHE_ERR_CLOSING;
+    if (w->deadline_ms >= 0 && now >= w->deadline_ms)
+        return -ETIMEDOUT;
+    return 1;
+}
+
+/* The flush thread: answers every flush once it has its answer (checked when an upload ends,
+ * a flush begins, the server stops, and at least once a second for timeouts and retries).
+ * Callbacks run without dr->mu. It ends when the drain closes, having answered them all. */
+static void *flusher(void *arg)
+{
+    struct drain *dr = arg;
+    pthread_mutex_lock(&dr->mu);
+    for (;;) {
+        int64_t now = now_ms(), wake = now + 1000;
+        struct flush_wait *w = dr->waits, **pp = &dr->waits;
+        struct cache_flush_result res;
+        int rc = 1;
+        for (; w; pp = &w->next, w = w->next) {
+            if ((rc = flush_check_locked(dr, w, now, &res)) != 1)
+                break;
+            if (w->deadline_ms >= 0)
+                wake = S3C_MIN(wake, w->deadline_ms);
+        }
+        if (w) {
+            *pp = w->next;
+            pthread_mutex_unlock(&dr->mu);
+            w->cb(w->arg, rc, &res);
+            flush_wait_free(w);
+            pthread_mutex_lock(&dr->mu);
+            continue;
+        }
+        if (dr->closing)
+            break;
+        struct timespec ts;
+        s3c_deadline(CLOCK_REALTIME, S3C_MAX(wake - now, (int64_t)1), &ts);
+        pthread_cond_timedwait(&dr->done_cv, &dr->mu, &ts);
+    }
+    pthread_mutex_unlock(&dr->mu);
+    return NULL;
+}
+
+int cache_flush_start(struct cache *c, const char *bucket, const char *prefix,
+                      int64_t timeout_ms, cache_flush_cb cb, void *arg)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
     struct drain *dr = c->dr;
-    int64_t t0 = now_ms();
-    int rc = 0;
-    memset(out, 0, sizeof(*out));
-    pthread_mutex_lock(&dr->mu);
-    uint64_t upto = dr->seq;
-    uint64_t up0 = dr->uploaded_objects, upb0 = dr->uploaded_bytes;
-    for (;;) {
-        uint64_t n = 0, bytes = 0;
-        for (struct dirty *d = dr->list; d; d = d->next) {
-            if (d->since_seq > upto || !matches(d, bucket, prefix))
-                continue;
-            n++;
-            bytes += d->size;
-            if (d->next_try_ms > now_ms() && !d->inflight) {
-                d->next_try_ms = 0; /* a flush retries now */
-                pthread_cond_signal(&dr->work_cv);
-            }
-        }
-        out->remaining_objects = n;
-        out->remaining_bytes = bytes;
-        if (!n)
-            break;
-        if (dr->closing || dr->flush_abort) {
-            rc = CACHE_ERR_CLOSING;
-            break;
-        }
-        int64_t left = timeout_ms < 0 ? 1000 : timeout_ms - (now_ms() - t0);
-        if (left <= 0) {
-            rc = -ETIMEDOUT;
-            break;
-        }
-        struct timespec ts;
-        s3c_deadline(CLOCK_REALTIME, S3C_MIN(left, (int64_t)1000), &ts);
-        pthread_cond_timedwait(&dr->done_cv, &dr->mu, &ts);
+    struct flush_wait *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    if ((bucket && *bucket && !(w->bucket = strdup(bucket))) ||
+        (prefix && *prefix && !(w->prefix = strdup(prefix)))) {
+        flush_wait_free(w);
+        return -ENOMEM;
     }
-    /* uploads that ended meanwhile (of any key: a rough figure, reported as such) */
-    out->uploaded_objects = dr->uploaded_objects - up0;
-    out->uploaded_bytes = dr->uploaded_bytes - upb0;
+    w->cb = cb;
+    w->arg = arg;
+    w->t0_ms = now_ms();
+    w->deadline_ms = timeout_ms < 0 ? -1 : w->t0_ms + timeout_ms;
+    pthread_mutex_lock(&dr->mu);
+    if (!dr->flush_thread_started) {
+        pthread_mutex_unlock(&dr->mu);
+        flush_wait_free(w);
+        return CACHE_ERR_CLOSING;
+    }
+    w->upto = dr->seq;
+    w->up0 = dr->uploaded_objects;
+    w->upb0 = dr->uploaded_bytes;
+    w->next = dr->waits;
+    dr->waits = w;
+    pthread_cond_broadcast(&dr->done_cv);
     pthread_mutex_unlock(&dr->mu);
-    out->seconds = (double)(now_ms() - t0) / 1000.0;
-    return rc;
+    return 0;
+}
+
+struct flush_sync {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, rc;
+    struct cache_flush_result res;
+};
+
+static void flush_sync_done(void *arg, int rc, const struct cache_flush_result *res)
+{
+    struct flush_sync *fs = arg;
+    pthread_mutex_lock(&fs->mu);
+    fs->rc = rc;
+    fs->res = *res;
+    fs->done = 1;
+    pthread_cond_signal(&fs->cv);
+    pthread_mutex_unlock(&fs->mu);
+}
+
+int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t timeout_ms,
+                struct cache_flush_result *out)
+{
+    struct flush_sync fs = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    memset(out, 0, sizeof(*out));
+    int rc = cache_flush_start(c, bucket, prefix, timeout_ms, flush_sync_done, &fs);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&fs.mu);
+    while (!fs.done)
+        pthread_cond_wait(&fs.cv, &fs.mu);
+    pthread_mutex_unlock(&fs.mu);
+    *out = fs.res;
+    return fs.rc;
 }
 
 void cache_flush_abort(struct cache *c)

@@ -113,6 +113,10 @@ struct req {
 /* Queues fn on the work queue after suspending the connection; the access handler runs again
  * once fn has returned. fn must not touch MHD. Returns 0 or -errno (nothing suspended). */
 int req_run_job(struct req *rq, void (*fn)(struct req *rq));
+/* Parks the request (its handler returns MHD_YES and is called again once resumed), and
+ * wakes it: from any thread, once, after the work it waits for has set its state. */
+void req_suspend(struct req *rq);
+void req_resume(struct req *rq);
 /* Rate limit before sending up to *@max body bytes: 0 (and *@max possibly lowered) to go on, or
  * -EAGAIN after suspending the connection until the key's bucket has refilled. */
 int req_throttle(struct req *rq, size_t *max);

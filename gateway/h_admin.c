@@ -170,8 +170,8 @@ static int admin_unpin(struct req *rq)
 }
 
 /* POST /_/flush: {"bucket":"b","prefix":"p","timeout_s":N} (all optional; query parameters
- * bucket, prefix, timeout_s too). Waits on a worker until everything written before it is on
- * the backend: 200 {"flushed":true,...}; after timeout_s (default: none) 504 {"flushed":false,
+ * bucket, prefix, timeout_s too). Suspended, holding no thread (every rank of a job may flush
+ * at its end), until everything written before it is on the backend: 200 {"flushed":true,...}; after timeout_s (default: none) 504 {"flushed":false,
  * "remaining_objects":N,...}. */
 struct flush_state {
     char *bucket, *prefix;
@@ -190,10 +190,14 @@ static void flush_state_free(void *p)
     free(s);
 }
 
-static void flush_job(struct req *rq)
+/* The flush's answer (cache_flush_cb, from the drain's flush thread). */
+static void flush_done(void *arg, int rc, const struct cache_flush_result *res)
 {
+    struct req *rq = arg;
     struct flush_state *s = rq->job_state;
-    s->rc = cache_flush(rq->srv->cache, s->bucket, s->prefix, s->timeout_ms, &s->res);
+    s->rc = rc;
+    s->res = *res;
+    req_resume(rq);
 }
 
 static int admin_flush(struct req *rq)
@@ -249,8 +253,14 @@ static int admin_flush(struct req *rq)
     if (timeout_s >= 0)
         s->timeout_ms = (int64_t)(timeout_s * 1000.0);
     rq->phase = PH_JOB_DONE;
-    int rc = req_run_job(rq, flush_job);
-    return rc ? respond_error(rq, rc) : MHD_YES;
+    req_suspend(rq);
+    int rc = cache_flush_start(rq->srv->cache, s->bucket, s->prefix, s->timeout_ms, flush_done,
+                               rq);
+    if (rc) {
+        req_resume(rq);
+        return respond_error(rq, rc);
+    }
+    return MHD_YES;
 }
 
 static int h_admin_end(struct req *rq)

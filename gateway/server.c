@@ -33,20 +33,30 @@ static unsigned server_ncpu(void)
 
 /* ---------------------------------------------------------------------- requests */
 
+void req_suspend(struct req *rq)
+{
+    rq->suspended = 1;
+    MHD_suspend_connection(rq->conn);
+}
+
+void req_resume(struct req *rq)
+{
+    rq->suspended = 0;
+    MHD_resume_connection(rq->conn);
+}
+
 static void req_waiter_suspend(void *cls)
 {
     struct req *rq;
     CAST_OBJ_NOTNULL(rq, cls, REQ_MAGIC);
-    rq->suspended = 1;
-    MHD_suspend_connection(rq->conn);
+    req_suspend(rq);
 }
 
 static void req_waiter_resume(void *cls)
 {
     struct req *rq;
     CAST_OBJ_NOTNULL(rq, cls, REQ_MAGIC);
-    rq->suspended = 0;
-    MHD_resume_connection(rq->conn);
+    req_resume(rq);
 }
 
 uint64_t tcp_bytes_acked(struct MHD_Connection *conn)

@@ -157,12 +157,20 @@ struct cache_flush_result {
     uint64_t uploaded_objects, uploaded_bytes;   /* uploads that ended during the call */
     double seconds;
 };
-/* Blocking (workers only): returns 0 once everything written before the call (in @bucket,
- * under @prefix; NULL/"" = all) is on the backend; -ETIMEDOUT after @timeout_ms (< 0: no
- * limit). Retries of objects in backoff start at once. */
+/* A flush's answer: @rc 0 once everything written before it (in its bucket, under its
+ * prefix) is on the backend, -ETIMEDOUT after its timeout, -S3E_SERVICE_UNAVAILABLE when the
+ * server stops. Called once, from the drain's flush thread, with no cache lock held. */
+typedef void (*cache_flush_cb)(void *arg, int rc, const struct cache_flush_result *res);
+/* Starts a flush of what was written before the call (in @bucket, under @prefix; NULL/"" =
+ * all) and returns at once: @cb(@arg, ...) answers it later, never from within this call.
+ * @timeout_ms < 0: no limit. Objects in backoff are retried at once. A waiting flush holds no
+ * thread (many ranks of a job may flush at its end). 0, or an error and @cb is never called. */
+int cache_flush_start(struct cache *c, const char *bucket, const char *prefix,
+                      int64_t timeout_ms, cache_flush_cb cb, void *arg);
+/* cache_flush_start() waited for on the calling thread: returns its @rc, fills @out. */
 int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t timeout_ms,
                 struct cache_flush_result *out);
-/* The server is stopping: every cache_flush() waiting, and every later one, returns
+/* The server is stopping: every flush waiting, and every later one, is answered
  * -S3E_SERVICE_UNAVAILABLE at once (what was written stays journaled and drains after the
  * restart), so no request is left suspended when the HTTP daemon stops. */
 void cache_flush_abort(struct cache *c);

@@ -255,47 +255,60 @@ def main():
         check_upstream([k])
 
     def sigterm_during_flush():
-        """SIGTERM while a flush waits on a frozen upstream: the flush is answered 503
-        ServiceUnavailable XML, the gateway exits 0 (it used to abort in libmicrohttpd with the
-        flush's connection suspended), and after the restart the object drains."""
+        """Flushes waiting on a frozen upstream, more of them than the gateway has workers (the
+        ranks of a job flushing at its end), hold no worker: a PUT meanwhile is answered at
+        once. SIGTERM then: every flush is answered 503 ServiceUnavailable XML, the gateway
+        exits 0 (it used to abort in libmicrohttpd with a flush's connection suspended), and
+        after the restart the object drains."""
         import threading
         gw2 = E.Server(t, port=E.free_port(), extra=[
             "--backend", "http://127.0.0.1:%d" % up.port, "--backend-access-key", up.ak,
             "--backend-secret-key", up.sk, "--backend-timeout", "3s", "--write-mode", "back",
-            "--shutdown-timeout", "1s"]).start()
+            "--shutdown-timeout", "1s", "--workers", "2"]).start()
         k = "term/last.pt"
         files[k] = os.urandom(3 * MiB)
-        got = {}
+        got = [{} for _ in range(6)]
 
-        def flush():
+        def flush(into):
             rq = urllib.request.Request(gw2.endpoint + "/_/flush", method="POST",
                                         headers={"Authorization": "Bearer " + gw2.token})
             try:
                 with urllib.request.urlopen(rq, timeout=30) as r:
-                    got["status"], got["body"] = r.status, r.read()
+                    into["status"], into["body"] = r.status, r.read()
             except urllib.error.HTTPError as e:
-                got["status"], got["body"] = e.code, e.read()
+                into["status"], into["body"] = e.code, e.read()
             except OSError as e:
-                got["status"], got["body"] = None, repr(e).encode()
+                into["status"], into["body"] = None, repr(e).encode()
         os.kill(up.proc.pid, signal.SIGSTOP)
         try:
-            gw2.boto3().put_object(Bucket=B, Key=k, Body=files[k])
-            th = threading.Thread(target=flush)
-            th.start()
+            c2 = gw2.boto3()
+            c2.put_object(Bucket=B, Key=k, Body=files[k])
+            ths = [threading.Thread(target=flush, args=(g,)) for g in got]
+            for th in ths:
+                th.start()
             time.sleep(0.5)
+            t0 = time.time()
+            c2.put_object(Bucket=B, Key="term/during-flushes", Body=b"x" * 1000)
+            took = time.time() - t0
+            if took > 5 or any(g for g in got):
+                raise E.Fail("a PUT beside 6 waiting flushes (2 workers) took %.1f s; flushes "
+                             "answered early: %r" % (took, got))
+            files["term/during-flushes"] = b"x" * 1000
             gw2.stop()  # records "server exits 0 on SIGTERM"
-            th.join(30)
+            for th in ths:
+                th.join(30)
         finally:
             os.kill(up.proc.pid, signal.SIGCONT)
-        E.eq("flush answered while stopping", got.get("status"), 503)
-        if b"<Code>ServiceUnavailable</Code>" not in got.get("body", b""):
-            raise E.Fail("flush body while stopping: %r" % got.get("body"))
+        E.eq("flushes answered while stopping", [g.get("status") for g in got], [503] * 6)
+        for g in got:
+            if b"<Code>ServiceUnavailable</Code>" not in g.get("body", b""):
+                raise E.Fail("flush body while stopping: %r" % g.get("body"))
         gw2.start()
         rq = urllib.request.Request(gw2.endpoint + "/_/flush", method="POST",
                                     headers={"Authorization": "Bearer " + gw2.token})
         with urllib.request.urlopen(rq, timeout=60) as r:
             E.eq("flush after the restart", json.loads(r.read()).get("flushed"), True)
-        check_upstream([k])
+        check_upstream([k, "term/during-flushes"])
         gw2.stop()
 
     def delete_with_upstream_up():
@@ -319,7 +332,8 @@ def main():
     t.check("upstream back: flush puts everything there byte for byte; writes resume", upstream_back)
     t.check("kill -9 mid-drain, restart, flush: nothing missing, extra or torn", kill9_mid_drain)
     t.check("overwrite while draining: the old upload is cancelled; the upstream ends with the newest bytes", overwrite_while_draining)
-    t.check("SIGTERM while a flush waits: 503 to the flush, exit 0, drained after the restart", sigterm_during_flush)
+    t.check("flushes hold no worker (6 waiting, 2 workers: a PUT answers); SIGTERM: 503 to each, "
+            "exit 0, drained after the restart", sigterm_during_flush)
     t.check("DELETE with the upstream up: gone on both sides", delete_with_upstream_up)
     gw.stop()
     up.stop()
