@@ -268,7 +268,11 @@ static int req_start(struct req *rq, const char *url)
     if (!rq->path)
         return req_fail_early(rq, route_rc);
     int rc;
-    if (route_rc || rq->op != OP_ADMIN || strncmp(rq->path, "/_/health", 9)) {
+    /* A CORS preflight never carries credentials (browsers do not sign it): OPTIONS is answered
+     * without authentication, as S3 does, and reveals nothing (400 without an Origin, 403
+     * with one), whatever signature or presigned query it carries. */
+    int preflight = !route_rc && rq->op == OP_OPTIONS;
+    if (!preflight && (route_rc || rq->op != OP_ADMIN || strncmp(rq->path, "/_/health", 9))) {
         rc = auth_check(srv->auth, rq, &em);
         if (rc) {
             if (em.buf[0])

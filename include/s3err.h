@@ -13,6 +13,7 @@
     X(INVALID_ACCESS_KEY_ID,      403, "InvalidAccessKeyId",             "The AWS Access Key Id you provided does not exist in our records.") \
     X(REQUEST_TIME_TOO_SKEWED,    403, "RequestTimeTooSkewed",           "The difference between the request time and the current time is too large.") \
     X(EXPIRED_REQUEST,            403, "AccessDenied",                   "Request has expired")             \
+    X(EXPIRES_OUT_OF_RANGE,       403, "AccessDenied",                   "X-Amz-Expires must be between 1 and 604800 seconds") \
     X(AUTH_HEADER_MALFORMED,      400, "AuthorizationHeaderMalformed",   "The authorization header is malformed.") \
     X(AUTH_QUERY_MALFORMED,       400, "AuthorizationQueryParametersError", "The authorization query parameters are malformed.") \
     X(MISSING_SECURITY_HEADER,    400, "MissingSecurityHeader",          "Your request was missing a required header.") \
