@@ -131,7 +131,14 @@ int req_has_query(struct req *rq, const char *name);
 /* All return MHD_YES/MHD_NO for the access handler, and set rq->answered/status/bytes_out. */
 int respond_error(struct req *rq, int rc);
 int respond_error_msg(struct req *rq, int rc, const char *message);
+/* 416 InvalidRange as AWS sends it: <RangeRequested> (@range, the header as sent) and
+ * <ActualObjectSize> in the body, Content-Range: bytes * / @size (what smart_open reads to open
+ * an empty object). */
+int respond_invalid_range(struct req *rq, const char *range, uint64_t size);
 int respond_xml(struct req *rq, int status, struct buf *xml); /* takes xml's memory */
+/* respond_xml() with one more header @name: @value (none when either is NULL). */
+int respond_xml_headers(struct req *rq, int status, struct buf *xml, const char *name,
+                        const char *value);
 int respond_empty(struct req *rq, int status, struct MHD_Response **extra_out);
 int respond_queue_prepared(struct req *rq, int status, struct MHD_Response *r);
 int respond_text(struct req *rq, int status, const char *ctype, const char *body, size_t len);
@@ -145,6 +152,8 @@ void respond_object_headers(struct req *rq, struct MHD_Response *r, const struct
 void respond_checksum_header(struct MHD_Response *r, const char *algo, const char *value);
 /* XML document prolog into @b. */
 void respond_xml_start(struct buf *b, const char *root);
+/* <name>@v</name> into @b, @v URL-encoded ('/' kept) when @url (encoding-type=url was asked). */
+void respond_xml_value(struct buf *b, const char *name, const char *v, int url);
 
 /* --- auth (auth.c) ----------------------------------------------------------------------- */
 int auth_new(const struct conf *cf, struct auth **out, struct errmsg *em);

@@ -81,6 +81,8 @@ static int h_read_end(struct req *rq, int is_get)
         }
     } else if (range) {
         rc = range_parse(range, m->size, &off, &len);
+        if (rc == -S3E_INVALID_RANGE)
+            return respond_invalid_range(rq, range, m->size);
         if (rc < 0)
             return respond_error(rq, rc);
         if (rc == 1)
