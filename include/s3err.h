@@ -39,6 +39,7 @@
     X(SHA256_MISMATCH,            400, "XAmzContentSHA256Mismatch",      "The provided 'x-amz-content-sha256' header does not match what was computed.") \
     X(INCOMPLETE_BODY,            400, "IncompleteBody",                 "You did not provide the number of bytes specified by the Content-Length HTTP header.") \
     X(MALFORMED_XML,              400, "MalformedXML",                   "The XML you provided was not well-formed or did not validate against our published schema.") \
+    X(MALFORMED_ACL,              400, "MalformedACLError",              "The XML you provided was not well-formed or did not validate against our published schema.") \
     X(MISSING_REQUEST_BODY,       400, "MissingRequestBodyError",        "Request Body is empty.")          \
     X(INVALID_PART,               400, "InvalidPart",                    "One or more of the specified parts could not be found. The part might not have been uploaded, or the specified entity tag might not have matched the part's entity tag.") \
     X(INVALID_PART_ORDER,         400, "InvalidPartOrder",               "The list of parts was not in ascending order. Parts must be ordered by part number.") \
