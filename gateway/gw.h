@@ -38,9 +38,10 @@ enum op {
     OP_ADMIN,
     OP_LIST_BUCKETS,
     OP_BUCKET_CREATE, OP_BUCKET_DELETE, OP_BUCKET_HEAD, OP_BUCKET_LOCATION,
-    OP_BUCKET_VERSIONING, OP_BUCKET_ACL,
-    OP_LIST_OBJECTS, OP_LIST_OBJECTS_V2, OP_LIST_UPLOADS, OP_DELETE_OBJECTS,
-    OP_GET, OP_HEAD, OP_PUT, OP_COPY, OP_DELETE, OP_OBJECT_ACL, OP_OBJECT_TAGGING,
+    OP_BUCKET_VERSIONING, OP_BUCKET_ACL, OP_BUCKET_PUT_ACL,
+    OP_LIST_OBJECTS, OP_LIST_OBJECTS_V2, OP_LIST_VERSIONS, OP_LIST_UPLOADS, OP_DELETE_OBJECTS,
+    OP_GET, OP_HEAD, OP_PUT, OP_COPY, OP_DELETE, OP_OBJECT_ACL, OP_OBJECT_PUT_ACL,
+    OP_OBJECT_TAGGING, OP_OBJECT_ATTRIBUTES,
     OP_MP_CREATE, OP_MP_PART, OP_MP_PART_COPY, OP_MP_COMPLETE, OP_MP_ABORT, OP_MP_LIST_PARTS,
     OP_OPTIONS,
 };
@@ -200,10 +201,10 @@ int meta_from_headers(struct req *rq, struct be_meta *m);
 
 /* --- handlers ------------------------------------------------------------------------------ */
 extern const struct handler h_get, h_head, h_put, h_copy, h_delete, h_object_acl,
-    h_object_tagging;
+    h_object_put_acl, h_object_tagging, h_object_attributes;
 extern const struct handler h_list_buckets, h_bucket_create, h_bucket_delete, h_bucket_head,
-    h_bucket_location, h_bucket_versioning, h_bucket_acl, h_list_objects, h_list_uploads,
-    h_delete_objects;
+    h_bucket_location, h_bucket_versioning, h_bucket_acl, h_bucket_put_acl, h_list_objects,
+    h_list_uploads, h_delete_objects;
 extern const struct handler h_mp_create, h_mp_part, h_mp_part_copy, h_mp_complete, h_mp_abort,
     h_mp_list_parts;
 extern const struct handler h_admin, h_options;
@@ -216,6 +217,12 @@ int copy_source_parse(struct req *rq, char **bucket, char **key);
 int object_delete(struct server *srv, const char *bucket, const char *key);
 int copy_source_conditions(struct req *rq, const struct be_meta *src);
 void acl_document(struct buf *b);
+/* Put{Bucket,Object}Acl's request (x-amz-acl, x-amz-grant-*, rq->body): 0 when it asks for what
+ * is enforced anyway (canned "private", or a document granting the owner FULL_CONTROL and
+ * nothing else); -S3E_NOT_IMPLEMENTED for any other grant; -S3E_INVALID_REQUEST,
+ * -S3E_INVALID_ARGUMENT, -S3E_MISSING_SECURITY_HEADER or -S3E_MALFORMED_ACL for a bad one.
+ * @em: the message for the client. */
+int acl_put_check(struct req *rq, struct errmsg *em);
 
 /* --- router (router.c) --------------------------------------------------------------------- */
 /* Decodes the path and query of @rq and picks rq->op, rq->bucket, rq->key. 0 or -S3E_*. */

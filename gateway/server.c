@@ -414,6 +414,7 @@ static enum stats_op server_stats_op(enum op op)
     case OP_DELETE_OBJECTS: return STATS_OP_DELETE;
     case OP_LIST_OBJECTS:
     case OP_LIST_OBJECTS_V2:
+    case OP_LIST_VERSIONS:
     case OP_LIST_BUCKETS:
     case OP_LIST_UPLOADS: return STATS_OP_LIST;
     case OP_MP_CREATE:
@@ -427,7 +428,8 @@ static enum stats_op server_stats_op(enum op op)
     case OP_BUCKET_HEAD:
     case OP_BUCKET_LOCATION:
     case OP_BUCKET_VERSIONING:
-    case OP_BUCKET_ACL: return STATS_OP_BUCKET;
+    case OP_BUCKET_ACL:
+    case OP_BUCKET_PUT_ACL: return STATS_OP_BUCKET;
     case OP_ADMIN: return STATS_OP_ADMIN;
     default: return STATS_OP_OTHER;
     }
