@@ -298,15 +298,21 @@ static int list_merge_dirty(const struct be_list_req *lr, struct be_list_page *p
             free(cp);
             continue;
         }
+        if (j < n) {
+            /* The dirty key replaces the backend's entry of that name and keeps its string:
+             * freeing it would leave @end dangling when it is the page's last key. */
+            char *same = all[j].key;
+            all[j] = dk[i];
+            all[j].key = same;
+            all[j].is_prefix = 0;
+            continue;
+        }
         char *key = cp ? cp : strdup(dk[i].key);
         if (!key) {
             err = -ENOMEM;
             break;
         }
-        if (j < n)
-            free(all[j].key);
-        else
-            j = n++;
+        j = n++;
         all[j] = dk[i];
         all[j].key = key;
         all[j].is_prefix = cp != NULL;
