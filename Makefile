@@ -33,7 +33,7 @@ UNITHOBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(UNITHELP))
 DEB_BUILD := build-essential pkg-config libmicrohttpd-dev liblmdb-dev libcmocka-dev \
              libcurl4-openssl-dev libssl-dev zlib1g-dev
 DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc \
-             netcat-openbsd openssl prometheus yamllint python3-yaml systemd
+             netcat-openbsd openssl prometheus yamllint python3-yaml systemd python3-smart-open
 NPM_DIR   := tests/e2e/node_modules
 
 .PHONY: all run test test-unit test-e2e test-asan bench lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
@@ -90,6 +90,12 @@ deps-test: deps
 	@if [ ! -d $(NPM_DIR)/@aws-sdk/client-s3 ]; then \
 	  echo "installing @aws-sdk/client-s3 into $(NPM_DIR)"; \
 	  (cd tests/e2e && npm install --no-audit --no-fund --silent @aws-sdk/client-s3 @aws-sdk/lib-storage); \
+	fi
+	@# minio: the MinIO JS client (e2e 26, listIncompleteUploads). Saved in package.json like
+	@# the SDK, so the --no-save install of s3rver below does not prune it.
+	@if [ ! -d $(NPM_DIR)/minio ]; then \
+	  echo "installing minio into $(NPM_DIR)"; \
+	  (cd tests/e2e && npm install --no-audit --no-fund --silent minio); \
 	fi
 	@# s3rver: a third-party S3 server, the upstream of e2e 45 (be_s3.c interop). --no-save keeps
 	@# package.json as it is; a later npm install may prune it, and then this puts it back.

@@ -1003,7 +1003,12 @@ static CURLcode s3_attempt(struct s3_call *c, int *rc_out)
     }
     for (size_t i = 0; i < nh; i++) {
         char line[8192];
-        snprintf(line, sizeof(line), "%s: %s", hs[i].name, hs[i].value);
+        /* "Name:" alone would make curl drop the header (signed: SignatureDoesNotMatch);
+         * "Name;" is curl's way of sending it with an empty value (x-amz-meta-a:). */
+        if (hs[i].value[0])
+            snprintf(line, sizeof(line), "%s: %s", hs[i].name, hs[i].value);
+        else
+            snprintf(line, sizeof(line), "%s;", hs[i].name);
         struct curl_slist *t = curl_slist_append(sl, line);
         if (!t) {
             *rc_out = -ENOMEM;

@@ -38,9 +38,10 @@ enum op {
     OP_ADMIN,
     OP_LIST_BUCKETS,
     OP_BUCKET_CREATE, OP_BUCKET_DELETE, OP_BUCKET_HEAD, OP_BUCKET_LOCATION,
-    OP_BUCKET_VERSIONING, OP_BUCKET_ACL,
-    OP_LIST_OBJECTS, OP_LIST_OBJECTS_V2, OP_LIST_UPLOADS, OP_DELETE_OBJECTS,
-    OP_GET, OP_HEAD, OP_PUT, OP_COPY, OP_DELETE, OP_OBJECT_ACL, OP_OBJECT_TAGGING,
+    OP_BUCKET_VERSIONING, OP_BUCKET_ACL, OP_BUCKET_PUT_ACL,
+    OP_LIST_OBJECTS, OP_LIST_OBJECTS_V2, OP_LIST_VERSIONS, OP_LIST_UPLOADS, OP_DELETE_OBJECTS,
+    OP_GET, OP_HEAD, OP_PUT, OP_COPY, OP_DELETE, OP_OBJECT_ACL, OP_OBJECT_PUT_ACL,
+    OP_OBJECT_TAGGING, OP_OBJECT_ATTRIBUTES,
     OP_MP_CREATE, OP_MP_PART, OP_MP_PART_COPY, OP_MP_COMPLETE, OP_MP_ABORT, OP_MP_LIST_PARTS,
     OP_OPTIONS,
 };
@@ -131,7 +132,14 @@ int req_has_query(struct req *rq, const char *name);
 /* All return MHD_YES/MHD_NO for the access handler, and set rq->answered/status/bytes_out. */
 int respond_error(struct req *rq, int rc);
 int respond_error_msg(struct req *rq, int rc, const char *message);
+/* 416 InvalidRange as AWS sends it: <RangeRequested> (@range, the header as sent) and
+ * <ActualObjectSize> in the body, Content-Range: bytes * / @size (what smart_open reads to open
+ * an empty object). */
+int respond_invalid_range(struct req *rq, const char *range, uint64_t size);
 int respond_xml(struct req *rq, int status, struct buf *xml); /* takes xml's memory */
+/* respond_xml() with one more header @name: @value (none when either is NULL). */
+int respond_xml_headers(struct req *rq, int status, struct buf *xml, const char *name,
+                        const char *value);
 int respond_empty(struct req *rq, int status, struct MHD_Response **extra_out);
 int respond_queue_prepared(struct req *rq, int status, struct MHD_Response *r);
 int respond_text(struct req *rq, int status, const char *ctype, const char *body, size_t len);
@@ -145,6 +153,8 @@ void respond_object_headers(struct req *rq, struct MHD_Response *r, const struct
 void respond_checksum_header(struct MHD_Response *r, const char *algo, const char *value);
 /* XML document prolog into @b. */
 void respond_xml_start(struct buf *b, const char *root);
+/* <name>@v</name> into @b, @v URL-encoded ('/' kept) when @url (encoding-type=url was asked). */
+void respond_xml_value(struct buf *b, const char *name, const char *v, int url);
 
 /* --- auth (auth.c) ----------------------------------------------------------------------- */
 int auth_new(const struct conf *cf, struct auth **out, struct errmsg *em);
@@ -191,10 +201,10 @@ int meta_from_headers(struct req *rq, struct be_meta *m);
 
 /* --- handlers ------------------------------------------------------------------------------ */
 extern const struct handler h_get, h_head, h_put, h_copy, h_delete, h_object_acl,
-    h_object_tagging;
+    h_object_put_acl, h_object_tagging, h_object_attributes;
 extern const struct handler h_list_buckets, h_bucket_create, h_bucket_delete, h_bucket_head,
-    h_bucket_location, h_bucket_versioning, h_bucket_acl, h_list_objects, h_list_uploads,
-    h_delete_objects;
+    h_bucket_location, h_bucket_versioning, h_bucket_acl, h_bucket_put_acl, h_list_objects,
+    h_list_uploads, h_delete_objects;
 extern const struct handler h_mp_create, h_mp_part, h_mp_part_copy, h_mp_complete, h_mp_abort,
     h_mp_list_parts;
 extern const struct handler h_admin, h_options;
@@ -207,6 +217,12 @@ int copy_source_parse(struct req *rq, char **bucket, char **key);
 int object_delete(struct server *srv, const char *bucket, const char *key);
 int copy_source_conditions(struct req *rq, const struct be_meta *src);
 void acl_document(struct buf *b);
+/* Put{Bucket,Object}Acl's request (x-amz-acl, x-amz-grant-*, rq->body): 0 when it asks for what
+ * is enforced anyway (canned "private", or a document granting the owner FULL_CONTROL and
+ * nothing else); -S3E_NOT_IMPLEMENTED for any other grant; -S3E_INVALID_REQUEST,
+ * -S3E_INVALID_ARGUMENT, -S3E_MISSING_SECURITY_HEADER or -S3E_MALFORMED_ACL for a bad one.
+ * @em: the message for the client. */
+int acl_put_check(struct req *rq, struct errmsg *em);
 
 /* --- router (router.c) --------------------------------------------------------------------- */
 /* Decodes the path and query of @rq and picks rq->op, rq->bucket, rq->key. 0 or -S3E_*. */

@@ -1,6 +1,7 @@
 /*
  * h_bucket.c: bucket-level S3 operations: ListBuckets, Create/Head/Delete
- * bucket, GetBucketLocation/Versioning/Acl, ListObjects v1 and v2, and
+ * bucket, GetBucketLocation/Versioning/Acl, PutBucketAcl (only what is enforced),
+ * ListObjects v1 and v2, ListObjectVersions (unversioned: each object once), and
  * DeleteObjects. Every backend call runs on a worker; listings come from the
  * backend (the cache never answers them).
  */
@@ -203,13 +204,32 @@ static int h_bucket_acl_end(struct req *rq)
     return run_then(rq, bucket_head_job, bucket_acl_done);
 }
 
+static int bucket_put_acl_done(struct req *rq)
+{
+    return rq->rc ? respond_error(rq, rq->rc) : respond_empty(rq, 200, NULL);
+}
+
+/* PutBucketAcl: asking for what is enforced (private to the owner) succeeds and changes
+ * nothing; any other grant is NotImplemented (acl_put_check()). */
+static int h_bucket_put_acl_end(struct req *rq)
+{
+    if (rq->phase == PH_START) {
+        struct errmsg em = {{0}};
+        int rc = acl_put_check(rq, &em);
+        if (rc)
+            return respond_error_msg(rq, rc, em.buf[0] ? em.buf : NULL);
+    }
+    return run_then(rq, bucket_head_job, bucket_put_acl_done);
+}
+
 /* ------------------------------------------------------------------ ListObjects */
 
 struct list_state {
     struct be_list_page page;
-    char *marker;     /* decoded marker / start-after / continuation */
+    char *marker;     /* decoded marker / start-after / continuation / key-marker */
     unsigned max_keys;
     int v2;
+    int versions;     /* ListObjectVersions: every object once, as version "null" */
     int url;
 };
 
@@ -278,15 +298,21 @@ static int list_merge_dirty(const struct be_list_req *lr, struct be_list_page *p
             free(cp);
             continue;
         }
+        if (j < n) {
+            /* The dirty key replaces the backend's entry of that name and keeps its string:
+             * freeing it would leave @end dangling when it is the page's last key. */
+            char *same = all[j].key;
+            all[j] = dk[i];
+            all[j].key = same;
+            all[j].is_prefix = 0;
+            continue;
+        }
         char *key = cp ? cp : strdup(dk[i].key);
         if (!key) {
             err = -ENOMEM;
             break;
         }
-        if (j < n)
-            free(all[j].key);
-        else
-            j = n++;
+        j = n++;
         all[j] = dk[i];
         all[j].key = key;
         all[j].is_prefix = cp != NULL;
@@ -343,22 +369,6 @@ static void list_job(struct req *rq)
     free(dk);
 }
 
-/* Writes @v (URL-encoded when the client asked for encoding-type=url). */
-static void list_value(struct buf *b, const char *name, const char *v, int url)
-{
-    if (!url) {
-        buf_xml_elem(b, name, v);
-        return;
-    }
-    size_t cap = strlen(v) * 3 + 1;
-    char *enc = malloc(cap);
-    if (enc && sigv4_uri_encode(v, strlen(v), 1, enc, cap) >= 0)
-        buf_xml_elem(b, name, enc);
-    else
-        buf_xml_elem(b, name, v);
-    free(enc);
-}
-
 static char *token_encode(const char *marker)
 {
     size_t n = strlen(marker), cap = (n + 2) / 3 * 4 + 4;
@@ -385,6 +395,72 @@ static char *token_decode(const char *tok)
     return out;
 }
 
+/* The echoed <MaxKeys>: the client's max-keys as sent, 1000 by default. */
+static const char *list_max_keys(struct req *rq)
+{
+    const char *mk = req_query(rq, "max-keys");
+    return mk && *mk ? mk : "1000";
+}
+
+/* <CommonPrefixes> of the page. */
+static void list_prefixes(struct buf *b, const struct list_state *s)
+{
+    for (size_t i = 0; i < s->page.n; i++) {
+        const struct be_list_entry *e = &s->page.entries[i];
+        if (!e->is_prefix)
+            continue;
+        buf_puts(b, "<CommonPrefixes>");
+        respond_xml_value(b, "Prefix", e->key, s->url);
+        buf_puts(b, "</CommonPrefixes>");
+    }
+}
+
+/* ListObjectVersions of a bucket that never had versioning, as S3 answers it: each object is
+ * its one version, "null", the latest; no delete markers. Pages and markers are those of the
+ * objects (a version-id-marker can only be "null", which adds nothing to the key-marker). */
+static int list_versions_done(struct req *rq)
+{
+    struct list_state *s = rq->job_state;
+    const char *prefix = req_query(rq, "prefix");
+    const char *delim = req_query(rq, "delimiter");
+    const char *km = req_query(rq, "key-marker");
+    const char *vm = req_query(rq, "version-id-marker");
+    struct buf b;
+    char ts[32];
+    buf_init(&b, 64u << 20);
+    respond_xml_start(&b, "ListVersionsResult");
+    buf_xml_elem(&b, "Name", rq->bucket);
+    respond_xml_value(&b, "Prefix", prefix ? prefix : "", s->url);
+    respond_xml_value(&b, "KeyMarker", km ? km : "", s->url);
+    buf_xml_elem(&b, "VersionIdMarker", vm ? vm : "");
+    if (s->page.truncated && s->page.next_marker) {
+        respond_xml_value(&b, "NextKeyMarker", s->page.next_marker, s->url);
+        buf_puts(&b, "<NextVersionIdMarker>null</NextVersionIdMarker>");
+    }
+    buf_printf(&b, "<MaxKeys>%s</MaxKeys>", list_max_keys(rq));
+    if (delim && *delim)
+        respond_xml_value(&b, "Delimiter", delim, s->url);
+    if (s->url)
+        buf_puts(&b, "<EncodingType>url</EncodingType>");
+    buf_printf(&b, "<IsTruncated>%s</IsTruncated>", s->page.truncated ? "true" : "false");
+    for (size_t i = 0; i < s->page.n; i++) {
+        const struct be_list_entry *e = &s->page.entries[i];
+        if (e->is_prefix)
+            continue;
+        buf_puts(&b, "<Version>");
+        respond_xml_value(&b, "Key", e->key, s->url);
+        buf_puts(&b, "<VersionId>null</VersionId><IsLatest>true</IsLatest>");
+        s3c_iso8601(e->mtime_ns, ts);
+        buf_xml_elem(&b, "LastModified", ts);
+        buf_printf(&b, "<ETag>&quot;%s&quot;</ETag><Size>%llu</Size>", e->etag,
+                   (unsigned long long)e->size);
+        buf_puts(&b, OWNER_XML "<StorageClass>STANDARD</StorageClass></Version>");
+    }
+    list_prefixes(&b, s);
+    buf_puts(&b, "</ListVersionsResult>");
+    return respond_xml(rq, 200, &b);
+}
+
 static int list_done(struct req *rq)
 {
     struct list_state *s = rq->job_state;
@@ -392,27 +468,27 @@ static int list_done(struct req *rq)
     const char *delim = req_query(rq, "delimiter");
     struct buf b;
     char ts[32];
+    if (s->versions)
+        return list_versions_done(rq);
     buf_init(&b, 64u << 20);
     respond_xml_start(&b, "ListBucketResult");
     buf_xml_elem(&b, "Name", rq->bucket);
-    list_value(&b, "Prefix", prefix ? prefix : "", s->url);
+    respond_xml_value(&b, "Prefix", prefix ? prefix : "", s->url);
     if (s->v2) {
         const char *ct = req_query(rq, "continuation-token");
         const char *sa = req_query(rq, "start-after");
         if (ct)
             buf_xml_elem(&b, "ContinuationToken", ct);
         if (sa)
-            list_value(&b, "StartAfter", sa, s->url);
+            respond_xml_value(&b, "StartAfter", sa, s->url);
         buf_printf(&b, "<KeyCount>%zu</KeyCount>", s->page.n);
     } else {
         const char *mk = req_query(rq, "marker");
-        list_value(&b, "Marker", mk ? mk : "", s->url);
+        respond_xml_value(&b, "Marker", mk ? mk : "", s->url);
     }
-    buf_printf(&b, "<MaxKeys>%s</MaxKeys>",
-               req_query(rq, "max-keys") && *req_query(rq, "max-keys")
-                   ? req_query(rq, "max-keys") : "1000");
+    buf_printf(&b, "<MaxKeys>%s</MaxKeys>", list_max_keys(rq));
     if (delim && *delim)
-        list_value(&b, "Delimiter", delim, s->url);
+        respond_xml_value(&b, "Delimiter", delim, s->url);
     if (s->url)
         buf_puts(&b, "<EncodingType>url</EncodingType>");
     buf_printf(&b, "<IsTruncated>%s</IsTruncated>", s->page.truncated ? "true" : "false");
@@ -423,7 +499,7 @@ static int list_done(struct req *rq)
                 buf_xml_elem(&b, "NextContinuationToken", tok);
             free(tok);
         } else {
-            list_value(&b, "NextMarker", s->page.next_marker, s->url);
+            respond_xml_value(&b, "NextMarker", s->page.next_marker, s->url);
         }
     }
     int owner = !s->v2 || (req_query(rq, "fetch-owner") &&
@@ -433,7 +509,7 @@ static int list_done(struct req *rq)
         if (e->is_prefix)
             continue;
         buf_puts(&b, "<Contents>");
-        list_value(&b, "Key", e->key, s->url);
+        respond_xml_value(&b, "Key", e->key, s->url);
         s3c_iso8601(e->mtime_ns, ts);
         buf_xml_elem(&b, "LastModified", ts);
         buf_printf(&b, "<ETag>&quot;%s&quot;</ETag><Size>%llu</Size>", e->etag,
@@ -442,14 +518,7 @@ static int list_done(struct req *rq)
             buf_puts(&b, OWNER_XML);
         buf_puts(&b, "<StorageClass>STANDARD</StorageClass></Contents>");
     }
-    for (size_t i = 0; i < s->page.n; i++) {
-        const struct be_list_entry *e = &s->page.entries[i];
-        if (!e->is_prefix)
-            continue;
-        buf_puts(&b, "<CommonPrefixes>");
-        list_value(&b, "Prefix", e->key, s->url);
-        buf_puts(&b, "</CommonPrefixes>");
-    }
+    list_prefixes(&b, s);
     buf_puts(&b, "</ListBucketResult>");
     return respond_xml(rq, 200, &b);
 }
@@ -464,6 +533,7 @@ static int h_list_objects_end(struct req *rq)
     rq->job_state = s;
     rq->job_state_free = list_state_free;
     s->v2 = rq->op == OP_LIST_OBJECTS_V2;
+    s->versions = rq->op == OP_LIST_VERSIONS;
     const char *et = req_query(rq, "encoding-type");
     if (et && *et && strcmp(et, "url"))
         return respond_error_msg(rq, -S3E_INVALID_ARGUMENT, "Invalid Encoding Method specified in Request");
@@ -489,6 +559,15 @@ static int h_list_objects_end(struct req *rq)
         } else {
             m = req_query(rq, "start-after");
         }
+    } else if (s->versions) {
+        m = req_query(rq, "key-marker");
+        const char *vm = req_query(rq, "version-id-marker");
+        if (vm && *vm && (!m || !*m))
+            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
+                                     "A version-id marker cannot be specified without a key "
+                                     "marker.");
+        if (vm && *vm && strcmp(vm, "null"))
+            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT, "Invalid version id specified");
     } else {
         m = req_query(rq, "marker");
     }
@@ -523,8 +602,10 @@ static void delete_objects_job(struct req *rq)
     struct delete_state *s = rq->job_state;
     struct server *srv = rq->srv;
     for (size_t i = 0; i < s->n; i++) {
-        const char *k = s->objs[i].key;
+        const char *k = s->objs[i].key, *v = s->objs[i].version_id;
         int rc = backend_check_key(k, strlen(k));
+        if (!rc && v && *v && strcmp(v, "null"))
+            rc = -S3E_INVALID_ARGUMENT; /* no versioning: "null" is every object's version */
         if (!rc)
             rc = object_delete(srv, rq->bucket, k);
         s->rcs[i] = rc;
@@ -547,13 +628,18 @@ static int delete_objects_done(struct req *rq)
                 continue;
             buf_puts(&b, "<Deleted>");
             buf_xml_elem(&b, "Key", s->objs[i].key);
+            if (s->objs[i].version_id && *s->objs[i].version_id)
+                buf_puts(&b, "<VersionId>null</VersionId>");
             buf_puts(&b, "</Deleted>");
         } else {
             const struct s3err_info *e = s3err_lookup(s->rcs[i], 0);
             buf_puts(&b, "<Error>");
             buf_xml_elem(&b, "Key", s->objs[i].key);
+            if (s->objs[i].version_id && *s->objs[i].version_id)
+                buf_xml_elem(&b, "VersionId", s->objs[i].version_id);
             buf_xml_elem(&b, "Code", e->code);
-            buf_xml_elem(&b, "Message", e->message);
+            buf_xml_elem(&b, "Message", s->rcs[i] == -S3E_INVALID_ARGUMENT
+                                            ? "Invalid version id specified" : e->message);
             buf_puts(&b, "</Error>");
         }
     }
@@ -604,5 +690,6 @@ const struct handler h_bucket_head = {.end = h_bucket_head_end};
 const struct handler h_bucket_location = {.end = h_bucket_location_end};
 const struct handler h_bucket_versioning = {.end = h_bucket_versioning_end};
 const struct handler h_bucket_acl = {.end = h_bucket_acl_end};
+const struct handler h_bucket_put_acl = {.body = body_collect, .end = h_bucket_put_acl_end};
 const struct handler h_list_objects = {.end = h_list_objects_end};
 const struct handler h_delete_objects = {.body = body_collect, .end = h_delete_objects_end};

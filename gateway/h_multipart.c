@@ -1,7 +1,8 @@
 /*
  * h_multipart.c: CreateMultipartUpload, UploadPart (streamed to a staged file,
  * then handed to the backend), UploadPartCopy, CompleteMultipartUpload,
- * AbortMultipartUpload, ListParts and ListMultipartUploads.
+ * AbortMultipartUpload, ListParts and ListMultipartUploads (delimiter roll-up and
+ * encoding-type done here, over either store of uploads).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,6 +31,10 @@ struct mp_state {
     size_t n;
     int truncated;
     struct be_upload *uploads;
+    char **prefixes;      /* ListMultipartUploads with a delimiter: the common prefixes */
+    size_t n_prefixes;
+    char *next_key;       /* ListMultipartUploads: NextKeyMarker (and NextUploadIdMarker when */
+    char *next_upload_id; /* the page ends with an upload), when truncated */
     char *src_bucket, *src_key;
     uint64_t src_off, src_len;
     int has_range;
@@ -44,6 +49,11 @@ static void mp_state_free(void *p)
     free(s->parts);
     if (s->uploads)
         be_uploads_free(s->uploads, s->n);
+    for (size_t i = 0; i < s->n_prefixes; i++)
+        free(s->prefixes[i]);
+    free(s->prefixes);
+    free(s->next_key);
+    free(s->next_upload_id);
     free(s->src_bucket);
     free(s->src_key);
     free(s);
@@ -509,6 +519,16 @@ static int h_mp_abort_end(struct req *rq)
 
 /* ------------------------------------------------------------------ ListParts */
 
+/* encoding-type: 1 for "url", 0 when absent; -1 for anything else (400). */
+static int encoding_param(struct req *rq)
+{
+    const char *et = req_query(rq, "encoding-type");
+    if (!et || !*et)
+        return 0;
+    return strcmp(et, "url") ? -1 : 1;
+}
+
+
 static unsigned uint_param(struct req *rq, const char *name, unsigned dflt, unsigned max, int *bad)
 {
     const char *v = req_query(rq, name);
@@ -545,9 +565,13 @@ static int h_mp_list_parts_end(struct req *rq)
     int bad = 0;
     unsigned marker = uint_param(rq, "part-number-marker", 0, BE_MAX_PARTS, &bad);
     unsigned max = uint_param(rq, "max-parts", 1000, 1000, &bad);
+    int url = encoding_param(rq);
     if (rq->phase == PH_START) {
         if (bad)
             return respond_error(rq, -S3E_INVALID_ARGUMENT);
+        if (url < 0)
+            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
+                                     "Invalid Encoding Method specified in Request");
         return start_job(rq, mp_list_parts_job);
     }
     struct buf b;
@@ -555,7 +579,10 @@ static int h_mp_list_parts_end(struct req *rq)
     buf_init(&b, 8u << 20);
     respond_xml_start(&b, "ListPartsResult");
     buf_xml_elem(&b, "Bucket", rq->bucket);
-    buf_xml_elem(&b, "Key", rq->key);
+    /* encoding-type=url: AWS's ListPartsResult carries it too (the Java SDK reads it) */
+    respond_xml_value(&b, "Key", rq->key, url);
+    if (url)
+        buf_puts(&b, "<EncodingType>url</EncodingType>");
     buf_xml_elem(&b, "UploadId", upload_id_param(rq));
     buf_puts(&b, INITIATOR_XML OWNER_XML "<StorageClass>STANDARD</StorageClass>");
     buf_printf(&b, "<PartNumberMarker>%u</PartNumberMarker>", marker);
@@ -581,21 +608,130 @@ static int h_mp_list_parts_end(struct req *rq)
 
 /* ------------------------------------------------------------------ ListMultipartUploads */
 
+/* One page of in-progress uploads where they are kept: the write-back staging or the
+ * backend. Same contract as backend_mp_list_uploads(). */
+static int mp_uploads_page(struct req *rq, const char *key_marker, const char *id_marker,
+                           unsigned max, struct be_upload **out, size_t *n, int *truncated)
+{
+    const char *prefix = req_query(rq, "prefix");
+    if (gw_write_back(rq->srv))
+        return wb_mpu_list_uploads(rq->srv, rq->bucket, prefix, key_marker, id_marker, max, out,
+                                   n, truncated);
+    return backend_mp_list_uploads(rq->srv->be, rq->bucket, prefix, key_marker, id_marker, max,
+                                   out, n, truncated);
+}
+
+/* Appends @p (taken over) to the common prefixes. 0 or -ENOMEM (@p freed). */
+static int mp_add_prefix(struct mp_state *s, char *p)
+{
+    char **np = realloc(s->prefixes, (s->n_prefixes + 1) * sizeof(*np));
+    if (!np) {
+        free(p);
+        return -ENOMEM;
+    }
+    s->prefixes = np;
+    s->prefixes[s->n_prefixes++] = p;
+    return 0;
+}
+
+/* With a delimiter: uploads whose key has it after the prefix roll up into one common prefix
+ * (prefix up to and including the delimiter), as ListObjects does. Pages of the store are read
+ * until @max uploads and prefixes are listed and one more would follow (then truncated), or
+ * none is left. A prefix at or before the key-marker was listed on an earlier page (the
+ * NextKeyMarker of a page ending with a prefix is that prefix). */
+static int mp_list_uploads_rollup(struct req *rq, struct mp_state *s, const char *delim,
+                                  unsigned max)
+{
+    const char *prefix = req_query(rq, "prefix");
+    const char *km0 = req_query(rq, "key-marker");
+    size_t pl = prefix ? strlen(prefix) : 0, cap = 0;
+    char *km = strdup(km0 ? km0 : ""), *um = strdup(req_query(rq, "upload-id-marker") ?
+                                                    req_query(rq, "upload-id-marker") : "");
+    const char *last = NULL;  /* what the listing ends with so far */
+    int rc = km && um ? 0 : -ENOMEM, more = 1;
+    while (!rc && more && !s->truncated) {
+        struct be_upload *u = NULL;
+        size_t n = 0;
+        rc = mp_uploads_page(rq, km, um, 1000, &u, &n, &more);
+        if (!rc && n) { /* the next page starts after this one's last upload */
+            free(km);
+            free(um);
+            km = strdup(u[n - 1].key);
+            um = strdup(u[n - 1].upload_id);
+            if (!km || !um)
+                rc = -ENOMEM;
+        }
+        for (size_t i = 0; !rc && i < n && !s->truncated; i++) {
+            const char *d = strstr(u[i].key + pl, delim);
+            char *cp = d ? strndup(u[i].key, (size_t)(d - u[i].key) + strlen(delim)) : NULL;
+            if (d && !cp) {
+                rc = -ENOMEM;
+                break;
+            }
+            if (cp && ((km0 && strcmp(cp, km0) <= 0) ||
+                       (s->n_prefixes && !strcmp(cp, s->prefixes[s->n_prefixes - 1])))) {
+                free(cp);
+                continue;
+            }
+            if (s->n + s->n_prefixes == max) {
+                free(cp);
+                s->truncated = 1;
+                break;
+            }
+            if (cp) {
+                if (!(rc = mp_add_prefix(s, cp)))
+                    last = s->prefixes[s->n_prefixes - 1];
+                continue;
+            }
+            if (s->n == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                struct be_upload *nu = realloc(s->uploads, nc * sizeof(*nu));
+                if (!nu) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                s->uploads = nu;
+                cap = nc;
+            }
+            s->uploads[s->n] = u[i];
+            u[i].key = NULL; /* moved */
+            last = s->uploads[s->n++].key;
+        }
+        if (!n)
+            more = 0;
+        if (u)
+            be_uploads_free(u, n);
+    }
+    if (!rc && s->truncated && last) {
+        s->next_key = strdup(last);
+        if (s->n && last == s->uploads[s->n - 1].key)
+            s->next_upload_id = strdup(s->uploads[s->n - 1].upload_id);
+        if (!s->next_key)
+            rc = -ENOMEM;
+    }
+    free(km);
+    free(um);
+    return rc;
+}
+
 static void mp_list_uploads_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;
     int bad = 0;
     unsigned max = uint_param(rq, "max-uploads", 1000, 1000, &bad);
-    if (gw_write_back(rq->srv))
-        rq->rc = wb_mpu_list_uploads(rq->srv, rq->bucket, req_query(rq, "prefix"),
-                                     req_query(rq, "key-marker"),
-                                     req_query(rq, "upload-id-marker"), max, &s->uploads, &s->n,
-                                     &s->truncated);
-    else
-        rq->rc = backend_mp_list_uploads(rq->srv->be, rq->bucket, req_query(rq, "prefix"),
-                                         req_query(rq, "key-marker"),
-                                         req_query(rq, "upload-id-marker"), max, &s->uploads,
-                                         &s->n, &s->truncated);
+    const char *delim = req_query(rq, "delimiter");
+    if (delim && *delim) {
+        rq->rc = mp_list_uploads_rollup(rq, s, delim, max);
+        return;
+    }
+    rq->rc = mp_uploads_page(rq, req_query(rq, "key-marker"), req_query(rq, "upload-id-marker"),
+                             max, &s->uploads, &s->n, &s->truncated);
+    if (!rq->rc && s->truncated && s->n) {
+        s->next_key = strdup(s->uploads[s->n - 1].key);
+        s->next_upload_id = strdup(s->uploads[s->n - 1].upload_id);
+        if (!s->next_key || !s->next_upload_id)
+            rq->rc = -ENOMEM;
+    }
 }
 
 static int h_list_uploads_end(struct req *rq)
@@ -603,39 +739,52 @@ static int h_list_uploads_end(struct req *rq)
     struct mp_state *s = mp_state(rq);
     if (!s)
         return respond_error(rq, -ENOMEM);
-    int bad = 0;
+    int bad = 0, url = encoding_param(rq);
     unsigned max = uint_param(rq, "max-uploads", 1000, 1000, &bad);
     if (rq->phase == PH_START) {
         if (bad)
             return respond_error(rq, -S3E_INVALID_ARGUMENT);
+        if (url < 0)
+            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
+                                     "Invalid Encoding Method specified in Request");
         return start_job(rq, mp_list_uploads_job);
     }
     const char *km = req_query(rq, "key-marker");
     const char *um = req_query(rq, "upload-id-marker");
     const char *prefix = req_query(rq, "prefix");
+    const char *delim = req_query(rq, "delimiter");
     struct buf b;
     char ts[32];
     buf_init(&b, 16u << 20);
     respond_xml_start(&b, "ListMultipartUploadsResult");
     buf_xml_elem(&b, "Bucket", rq->bucket);
-    buf_xml_elem(&b, "KeyMarker", km ? km : "");
+    respond_xml_value(&b, "KeyMarker", km ? km : "", url);
     buf_xml_elem(&b, "UploadIdMarker", um ? um : "");
-    if (s->truncated && s->n) {
-        buf_xml_elem(&b, "NextKeyMarker", s->uploads[s->n - 1].key);
-        buf_xml_elem(&b, "NextUploadIdMarker", s->uploads[s->n - 1].upload_id);
+    if (s->truncated && s->next_key) {
+        respond_xml_value(&b, "NextKeyMarker", s->next_key, url);
+        buf_xml_elem(&b, "NextUploadIdMarker", s->next_upload_id ? s->next_upload_id : "");
     }
     if (prefix)
-        buf_xml_elem(&b, "Prefix", prefix);
+        respond_xml_value(&b, "Prefix", prefix, url);
+    if (delim && *delim)
+        respond_xml_value(&b, "Delimiter", delim, url);
+    if (url)
+        buf_puts(&b, "<EncodingType>url</EncodingType>");
     buf_printf(&b, "<MaxUploads>%u</MaxUploads><IsTruncated>%s</IsTruncated>", max,
                s->truncated ? "true" : "false");
     for (size_t i = 0; i < s->n; i++) {
         buf_puts(&b, "<Upload>");
-        buf_xml_elem(&b, "Key", s->uploads[i].key);
+        respond_xml_value(&b, "Key", s->uploads[i].key, url);
         buf_xml_elem(&b, "UploadId", s->uploads[i].upload_id);
         buf_puts(&b, INITIATOR_XML OWNER_XML "<StorageClass>STANDARD</StorageClass>");
         s3c_iso8601(s->uploads[i].initiated_ns, ts);
         buf_xml_elem(&b, "Initiated", ts);
         buf_puts(&b, "</Upload>");
+    }
+    for (size_t i = 0; i < s->n_prefixes; i++) {
+        buf_puts(&b, "<CommonPrefixes>");
+        respond_xml_value(&b, "Prefix", s->prefixes[i], url);
+        buf_puts(&b, "</CommonPrefixes>");
     }
     buf_puts(&b, "</ListMultipartUploadsResult>");
     return respond_xml(rq, 200, &b);

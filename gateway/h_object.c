@@ -19,6 +19,16 @@
 
 enum { PH_START = 0, PH_META, PH_JOB_DONE };
 
+#define OWNER_ID "s3cached" /* the one owner of everything (ACL documents, listings) */
+
+/* Without versioning every object has one version, "null" (S3's id of a version made while a
+ * bucket was never versioned): ?versionId=null names it; any other id is refused (400). */
+static int version_id_ok(struct req *rq)
+{
+    const char *vid = req_query(rq, "versionId");
+    return !vid || !*vid || !strcmp(vid, "null");
+}
+
 /* ------------------------------------------------------------------ GET / HEAD */
 
 static int h_read_end(struct req *rq, int is_get)
@@ -40,8 +50,7 @@ static int h_read_end(struct req *rq, int is_get)
     rq->meta = m;
     rq->cache_how = (int)how;
 
-    const char *vid = req_query(rq, "versionId");
-    if (vid && *vid && strcmp(vid, "null"))
+    if (!version_id_ok(rq))
         return respond_error_msg(rq, -S3E_INVALID_ARGUMENT, "Invalid version id specified");
 
     struct cond_hdrs c = {
@@ -81,6 +90,8 @@ static int h_read_end(struct req *rq, int is_get)
         }
     } else if (range) {
         rc = range_parse(range, m->size, &off, &len);
+        if (rc == -S3E_INVALID_RANGE)
+            return respond_invalid_range(rq, range, m->size);
         if (rc < 0)
             return respond_error(rq, rc);
         if (rc == 1)
@@ -463,6 +474,9 @@ static int h_delete_end(struct req *rq)
 {
     if (rq->phase == PH_JOB_DONE)
         return rq->rc ? respond_error(rq, rq->rc) : respond_empty(rq, 204, NULL);
+    /* x-amz-bypass-governance-retention needs nothing: there is no object lock */
+    if (!version_id_ok(rq))
+        return respond_error_msg(rq, -S3E_INVALID_ARGUMENT, "Invalid version id specified");
     rq->phase = PH_JOB_DONE;
     int rc = req_run_job(rq, delete_job);
     return rc ? respond_error(rq, rc) : MHD_YES;
@@ -475,19 +489,75 @@ const struct handler h_delete = {.end = h_delete_end};
 void acl_document(struct buf *b)
 {
     respond_xml_start(b, "AccessControlPolicy");
-    buf_puts(b, "<Owner><ID>s3cached</ID><DisplayName>s3cached</DisplayName></Owner>"
+    buf_puts(b, "<Owner><ID>" OWNER_ID "</ID><DisplayName>" OWNER_ID "</DisplayName></Owner>"
                 "<AccessControlList><Grant><Grantee "
                 "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
-                "xsi:type=\"CanonicalUser\"><ID>s3cached</ID><DisplayName>s3cached</DisplayName>"
-                "</Grantee><Permission>FULL_CONTROL</Permission></Grant></AccessControlList>"
-                "</AccessControlPolicy>");
+                "xsi:type=\"CanonicalUser\"><ID>" OWNER_ID "</ID><DisplayName>" OWNER_ID
+                "</DisplayName></Grantee><Permission>FULL_CONTROL</Permission></Grant>"
+                "</AccessControlList></AccessControlPolicy>");
 }
 
-/* The object must exist (as a HEAD through the cache sees it: a dirty one does). */
+static const char *const acl_canned[] = {"private", "public-read", "public-read-write",
+                                         "authenticated-read", "aws-exec-read",
+                                         "bucket-owner-read", "bucket-owner-full-control",
+                                         "log-delivery-write"};
+
+int acl_put_check(struct req *rq, struct errmsg *em)
+{
+    static const char *const grant_hdrs[] = {"x-amz-grant-full-control", "x-amz-grant-read",
+                                             "x-amz-grant-read-acp", "x-amz-grant-write",
+                                             "x-amz-grant-write-acp"};
+    const char *canned = req_header(rq, "x-amz-acl");
+    int grants = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(grant_hdrs); i++)
+        grants |= req_header(rq, grant_hdrs[i]) != NULL;
+    if (canned && grants) {
+        errmsg_set(em, "Specifying both Canned ACLs and Header Grants is not allowed");
+        return -S3E_INVALID_REQUEST;
+    }
+    if ((canned || grants) && rq->body.len) {
+        errmsg_set(em, "This request does not support content with an x-amz-acl or "
+                       "x-amz-grant-* header");
+        return -S3E_INVALID_REQUEST;
+    }
+    if (grants) {
+        errmsg_set(em, "ACL grants are not supported: every bucket and object is private to "
+                       "its owner");
+        return -S3E_NOT_IMPLEMENTED;
+    }
+    if (canned) {
+        size_t i;
+        for (i = 0; i < ARRAY_SIZE(acl_canned) && strcmp(canned, acl_canned[i]); i++)
+            ;
+        if (i == ARRAY_SIZE(acl_canned)) {
+            errmsg_set(em, "Invalid canned ACL in x-amz-acl");
+            return -S3E_INVALID_ARGUMENT;
+        }
+        if (i) {
+            errmsg_set(em, "Only the canned ACL 'private' is supported: every bucket and "
+                           "object is private to its owner");
+            return -S3E_NOT_IMPLEMENTED;
+        }
+        return 0;
+    }
+    if (!rq->body.len) {
+        errmsg_set(em, "Your request was missing a required header: x-amz-acl (or an "
+                       "AccessControlPolicy document)");
+        return -S3E_MISSING_SECURITY_HEADER;
+    }
+    int rc = xml_parse_acl(rq->body.p, rq->body.len, OWNER_ID, em);
+    if (rc == -S3E_NOT_IMPLEMENTED)
+        errmsg_set(em, "Only a grant of FULL_CONTROL to the owner (ID " OWNER_ID ") is "
+                       "supported: every bucket and object is private to its owner");
+    return rc;
+}
+
+/* The object must exist (as a HEAD through the cache sees it: a dirty one does). Its
+ * metadata goes to rq->job_state when the handler made room for it there. */
 static void exists_job(struct req *rq)
 {
-    struct be_meta m;
-    rq->rc = cache_head(rq->srv->cache, rq->bucket, rq->key, &m);
+    struct be_meta m, *out = rq->job_state ? rq->job_state : &m;
+    rq->rc = cache_head(rq->srv->cache, rq->bucket, rq->key, out);
 }
 
 /* GetObjectAcl (a fixed owner-full-control document) and GetObjectTagging (no tags: s3cached
@@ -522,5 +592,163 @@ static int h_object_tagging_end(struct req *rq)
     return h_object_doc_end(rq, 1);
 }
 
+/* PutObjectAcl: what the gateway enforces anyway (private to the owner) succeeds and changes
+ * nothing; any other grant is NotImplemented, so nobody believes an object became public. */
+static int h_object_put_acl_end(struct req *rq)
+{
+    if (rq->phase != PH_JOB_DONE) {
+        struct errmsg em = {{0}};
+        int rc = acl_put_check(rq, &em);
+        if (!rc && !version_id_ok(rq)) {
+            rc = -S3E_INVALID_ARGUMENT;
+            errmsg_set(&em, "Invalid version id specified");
+        }
+        if (rc)
+            return respond_error_msg(rq, rc, em.buf[0] ? em.buf : NULL);
+        rq->phase = PH_JOB_DONE;
+        rc = req_run_job(rq, exists_job);
+        return rc ? respond_error(rq, rc) : MHD_YES;
+    }
+    return rq->rc ? respond_error(rq, rq->rc) : respond_empty(rq, 200, NULL);
+}
+
+static int body_collect(struct req *rq, const char *data, size_t len)
+{
+    int rc = buf_append(&rq->body, data, len);
+    return rc == -EMSGSIZE ? -S3E_MALFORMED_ACL : rc;
+}
+
 const struct handler h_object_acl = {.end = h_object_acl_end};
+const struct handler h_object_put_acl = {.body = body_collect, .end = h_object_put_acl_end};
 const struct handler h_object_tagging = {.end = h_object_tagging_end};
+
+/* ------------------------------------------------------------------ GetObjectAttributes */
+
+enum {
+    ATTR_ETAG = 1, ATTR_CHECKSUM = 2, ATTR_PARTS = 4, ATTR_STORAGE_CLASS = 8, ATTR_SIZE = 16,
+};
+
+/* x-amz-object-attributes ("ETag,ObjectSize", names as S3 spells them) -> ATTR_* bits; 0 when
+ * missing, empty or naming anything else. */
+static unsigned attributes_parse(const char *v)
+{
+    static const struct { const char *name; unsigned bit; } names[] = {
+        {"ETag", ATTR_ETAG}, {"Checksum", ATTR_CHECKSUM}, {"ObjectParts", ATTR_PARTS},
+        {"StorageClass", ATTR_STORAGE_CLASS}, {"ObjectSize", ATTR_SIZE},
+    };
+    unsigned bits = 0;
+    while (v && *v) {
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t n = strcspn(v, ","), l = n;
+        while (l && (v[l - 1] == ' ' || v[l - 1] == '\t'))
+            l--;
+        size_t i;
+        for (i = 0; i < ARRAY_SIZE(names); i++)
+            if (l == strlen(names[i].name) && !memcmp(v, names[i].name, l))
+                break;
+        if (i == ARRAY_SIZE(names))
+            return 0;
+        bits |= names[i].bit;
+        v += n + (v[n] == ',');
+    }
+    return bits;
+}
+
+/* A header holding a number 0..@max (larger is @max): 0, or -1 when malformed; absent or
+ * empty leaves *@out. */
+static int attributes_uint(struct req *rq, const char *name, unsigned max, unsigned *out)
+{
+    const char *v = req_header(rq, name);
+    char *end;
+    if (!v || !*v)
+        return 0;
+    if (*v < '0' || *v > '9')
+        return -1;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (*end)
+        return -1;
+    *out = n > max ? max : (unsigned)n;
+    return 0;
+}
+
+static int h_object_attributes_end(struct req *rq)
+{
+    unsigned max_parts = 1000, marker = 0;
+    unsigned want = attributes_parse(req_header(rq, "x-amz-object-attributes"));
+    if (rq->phase != PH_JOB_DONE) {
+        if (!want)
+            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
+                                     req_header(rq, "x-amz-object-attributes") &&
+                                             *req_header(rq, "x-amz-object-attributes")
+                                         ? "Invalid attribute name specified."
+                                         : "The x-amz-object-attributes header specifying the "
+                                           "attributes to be retrieved is either missing or "
+                                           "empty");
+        if (attributes_uint(rq, "x-amz-max-parts", 1000, &max_parts))
+            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
+                                     "x-amz-max-parts must be a number from 0 to 1000");
+        if (attributes_uint(rq, "x-amz-part-number-marker", BE_MAX_PARTS, &marker))
+            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
+                                     "x-amz-part-number-marker must be a number");
+        if (!version_id_ok(rq))
+            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT, "Invalid version id specified");
+        rq->job_state = calloc(1, sizeof(struct be_meta));
+        if (!rq->job_state)
+            return respond_error(rq, -ENOMEM);
+        rq->job_state_free = free;
+        rq->phase = PH_JOB_DONE;
+        int rc = req_run_job(rq, exists_job);
+        return rc ? respond_error(rq, rc) : MHD_YES;
+    }
+    if (rq->rc)
+        return respond_error(rq, rq->rc);
+    (void)attributes_uint(rq, "x-amz-max-parts", 1000, &max_parts);
+    (void)attributes_uint(rq, "x-amz-part-number-marker", BE_MAX_PARTS, &marker);
+    const struct be_meta *m = rq->job_state;
+    struct buf b;
+    buf_init(&b, 1u << 20);
+    respond_xml_start(&b, "GetObjectAttributesResponse");
+    if (want & ATTR_ETAG)
+        buf_xml_elem(&b, "ETag", m->etag); /* unquoted, as S3 answers it here */
+    if ((want & ATTR_CHECKSUM) && m->checksum_algo[0] && m->checksum[0])
+        buf_printf(&b, "<Checksum><Checksum%s>%s</Checksum%s></Checksum>", m->checksum_algo,
+                   m->checksum, m->checksum_algo);
+    if ((want & ATTR_PARTS) && m->parts_count) {
+        /* Parts are listed (number and size) when their sizes are known: all of one size but
+         * the last, what SDKs upload. No per-part checksums are kept. */
+        unsigned n = m->parts_count, last = marker;
+        int listed = m->part_size != 0;
+        buf_printf(&b, "<ObjectParts><PartsCount>%u</PartsCount>", n);
+        if (listed) {
+            struct buf pb;
+            buf_init(&pb, 1u << 20);
+            for (unsigned i = marker + 1; i <= n && i - marker <= max_parts; i++) {
+                uint64_t size = i < n ? m->part_size : m->size - (uint64_t)(n - 1) * m->part_size;
+                buf_printf(&pb, "<Part><PartNumber>%u</PartNumber><Size>%llu</Size></Part>", i,
+                           (unsigned long long)size);
+                last = i;
+            }
+            buf_printf(&b, "<PartNumberMarker>%u</PartNumberMarker>", marker);
+            if (last < n)
+                buf_printf(&b, "<NextPartNumberMarker>%u</NextPartNumberMarker>", last);
+            buf_printf(&b, "<MaxParts>%u</MaxParts><IsTruncated>%s</IsTruncated>", max_parts,
+                       last < n ? "true" : "false");
+            if (pb.p)
+                buf_append(&b, pb.p, pb.len);
+            buf_free(&pb);
+        }
+        buf_puts(&b, "</ObjectParts>");
+    }
+    if (want & ATTR_STORAGE_CLASS)
+        buf_puts(&b, "<StorageClass>STANDARD</StorageClass>");
+    if (want & ATTR_SIZE)
+        buf_printf(&b, "<ObjectSize>%llu</ObjectSize>", (unsigned long long)m->size);
+    buf_puts(&b, "</GetObjectAttributesResponse>");
+    /* Last-Modified is a header of this answer: the body is not the object */
+    char date[32];
+    s3c_http_date(m->mtime_ns / 1000000000ll, date);
+    return respond_xml_headers(rq, 200, &b, "Last-Modified", date);
+}
+
+const struct handler h_object_attributes = {.end = h_object_attributes_end};

@@ -40,7 +40,10 @@ void respond_xml_start(struct buf *b, const char *root)
                root);
 }
 
-int respond_error_msg(struct req *rq, int rc, const char *message)
+/* The S3 error document of @rc; @extra (NULL: none) is more XML after <Message>, and
+ * @content_range (NULL: none) a Content-Range header. */
+static int respond_error_doc(struct req *rq, int rc, const char *message, const char *extra,
+                             const char *content_range)
 {
     int is_bucket = rq->key == NULL;
     const struct s3err_info *e = s3err_lookup(rc, is_bucket);
@@ -61,6 +64,8 @@ int respond_error_msg(struct req *rq, int rc, const char *message)
     buf_puts(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>");
     buf_xml_elem(&b, "Code", e->code);
     buf_xml_elem(&b, "Message", message && *message ? message : e->message);
+    if (extra)
+        buf_puts(&b, extra);
     if (rq->key)
         buf_xml_elem(&b, "Key", rq->key);
     if (rq->bucket)
@@ -88,8 +93,15 @@ int respond_error_msg(struct req *rq, int rc, const char *message)
     MHD_add_response_header(r, "Content-Type", "application/xml");
     if (rc == -S3E_SLOW_DOWN || e->status == 503)
         MHD_add_response_header(r, "Retry-After", "1");
+    if (content_range)
+        MHD_add_response_header(r, "Content-Range", content_range);
     rq->bytes_out = is_head ? 0 : len;
     return respond_queue(rq, e->status, r);
+}
+
+int respond_error_msg(struct req *rq, int rc, const char *message)
+{
+    return respond_error_doc(rq, rc, message, NULL, NULL);
 }
 
 int respond_error(struct req *rq, int rc)
@@ -97,7 +109,42 @@ int respond_error(struct req *rq, int rc)
     return respond_error_msg(rq, rc, NULL);
 }
 
+int respond_invalid_range(struct req *rq, const char *range, uint64_t size)
+{
+    struct buf x;
+    char cr[48];
+    buf_init(&x, 16384);
+    buf_xml_elem(&x, "RangeRequested", range ? range : "");
+    buf_printf(&x, "<ActualObjectSize>%llu</ActualObjectSize>", (unsigned long long)size);
+    snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
+    /* without memory for the extra elements, the plain 416 still goes out */
+    int ret = respond_error_doc(rq, -S3E_INVALID_RANGE, NULL, x.p, cr);
+    buf_free(&x);
+    return ret;
+}
+
+void respond_xml_value(struct buf *b, const char *name, const char *v, int url)
+{
+    if (!url) {
+        buf_xml_elem(b, name, v);
+        return;
+    }
+    size_t cap = strlen(v) * 3 + 1;
+    char *enc = malloc(cap);
+    if (enc && sigv4_uri_encode(v, strlen(v), 1, enc, cap) >= 0)
+        buf_xml_elem(b, name, enc);
+    else
+        buf_xml_elem(b, name, v);
+    free(enc);
+}
+
 int respond_xml(struct req *rq, int status, struct buf *xml)
+{
+    return respond_xml_headers(rq, status, xml, NULL, NULL);
+}
+
+int respond_xml_headers(struct req *rq, int status, struct buf *xml, const char *name,
+                        const char *value)
 {
     size_t len = xml->len;
     char *body = buf_take(xml);
@@ -107,6 +154,8 @@ int respond_xml(struct req *rq, int status, struct buf *xml)
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "application/xml");
+    if (name && value)
+        MHD_add_response_header(r, name, value);
     rq->bytes_out = len;
     return respond_queue(rq, status, r);
 }
@@ -195,7 +244,10 @@ void respond_object_headers(struct req *rq, struct MHD_Response *r, const struct
             char name[300], value[BE_USERMETA_MAX];
             snprintf(name, sizeof(name), "x-amz-meta-%.*s", (int)(colon - p), p);
             snprintf(value, sizeof(value), "%.*s", (int)(ll - (size_t)(colon - p) - 1), colon + 1);
-            MHD_add_response_header(r, name, value);
+            /* libmicrohttpd 0.9.75 drops a header whose value is empty: a lone space goes out
+             * instead, which every HTTP parser reads as the empty value (RFC 9110 5.5: no
+             * leading or trailing whitespace belongs to a field value). */
+            MHD_add_response_header(r, name, value[0] ? value : " ");
         }
         p += ll + (nl ? 1 : 0);
     }

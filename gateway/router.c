@@ -16,11 +16,14 @@ static const char *const op_names[] = {
     [OP_BUCKET_CREATE] = "CreateBucket", [OP_BUCKET_DELETE] = "DeleteBucket",
     [OP_BUCKET_HEAD] = "HeadBucket", [OP_BUCKET_LOCATION] = "GetBucketLocation",
     [OP_BUCKET_VERSIONING] = "GetBucketVersioning", [OP_BUCKET_ACL] = "GetBucketAcl",
+    [OP_BUCKET_PUT_ACL] = "PutBucketAcl",
     [OP_LIST_OBJECTS] = "ListObjects", [OP_LIST_OBJECTS_V2] = "ListObjectsV2",
+    [OP_LIST_VERSIONS] = "ListObjectVersions",
     [OP_LIST_UPLOADS] = "ListMultipartUploads", [OP_DELETE_OBJECTS] = "DeleteObjects",
     [OP_GET] = "GetObject", [OP_HEAD] = "HeadObject", [OP_PUT] = "PutObject",
     [OP_COPY] = "CopyObject", [OP_DELETE] = "DeleteObject", [OP_OBJECT_ACL] = "GetObjectAcl",
-    [OP_OBJECT_TAGGING] = "GetObjectTagging",
+    [OP_OBJECT_PUT_ACL] = "PutObjectAcl", [OP_OBJECT_TAGGING] = "GetObjectTagging",
+    [OP_OBJECT_ATTRIBUTES] = "GetObjectAttributes",
     [OP_MP_CREATE] = "CreateMultipartUpload", [OP_MP_PART] = "UploadPart",
     [OP_MP_PART_COPY] = "UploadPartCopy", [OP_MP_COMPLETE] = "CompleteMultipartUpload",
     [OP_MP_ABORT] = "AbortMultipartUpload", [OP_MP_LIST_PARTS] = "ListParts",
@@ -143,11 +146,13 @@ static enum op router_bucket_op(struct req *rq)
             return OP_BUCKET_ACL;
         if (req_has_query(rq, "uploads"))
             return OP_LIST_UPLOADS;
+        if (req_has_query(rq, "versions"))
+            return OP_LIST_VERSIONS;
         static const char *const unsupported[] = {
             "policy", "lifecycle", "cors", "website", "tagging", "notification", "replication",
             "encryption", "logging", "object-lock", "requestPayment", "accelerate",
             "analytics", "inventory", "metrics", "intelligent-tiering", "ownershipControls",
-            "publicAccessBlock", "policyStatus", "versions"};
+            "publicAccessBlock", "policyStatus"};
         for (size_t i = 0; i < ARRAY_SIZE(unsupported); i++)
             if (req_has_query(rq, unsupported[i]))
                 return OP_NONE;
@@ -159,6 +164,8 @@ static enum op router_bucket_op(struct req *rq)
     if (method_is(m, "HEAD"))
         return OP_BUCKET_HEAD;
     if (method_is(m, "PUT")) {
+        if (req_has_query(rq, "acl"))
+            return OP_BUCKET_PUT_ACL;
         if (rq->n_query == 0 || req_has_query(rq, "x-id"))
             return OP_BUCKET_CREATE;
         return OP_NONE;
@@ -183,16 +190,19 @@ static enum op router_object_op(struct req *rq)
             return OP_OBJECT_ACL;
         if (req_has_query(rq, "tagging"))
             return OP_OBJECT_TAGGING;
+        if (req_has_query(rq, "attributes"))
+            return OP_OBJECT_ATTRIBUTES;
         if (req_has_query(rq, "retention") ||
-            req_has_query(rq, "legal-hold") || req_has_query(rq, "torrent") ||
-            req_has_query(rq, "attributes"))
+            req_has_query(rq, "legal-hold") || req_has_query(rq, "torrent"))
             return OP_NONE;
         return OP_GET;
     }
     if (method_is(m, "HEAD"))
         return OP_HEAD;
     if (method_is(m, "PUT")) {
-        if (req_has_query(rq, "tagging") || req_has_query(rq, "acl") ||
+        if (req_has_query(rq, "acl"))
+            return OP_OBJECT_PUT_ACL;
+        if (req_has_query(rq, "tagging") ||
             req_has_query(rq, "retention") || req_has_query(rq, "legal-hold"))
             return OP_NONE;
         int copy = req_header(rq, "x-amz-copy-source") != NULL;
@@ -285,8 +295,10 @@ const struct handler *router_handler(enum op op)
     case OP_BUCKET_LOCATION: return &h_bucket_location;
     case OP_BUCKET_VERSIONING: return &h_bucket_versioning;
     case OP_BUCKET_ACL: return &h_bucket_acl;
+    case OP_BUCKET_PUT_ACL: return &h_bucket_put_acl;
     case OP_LIST_OBJECTS:
-    case OP_LIST_OBJECTS_V2: return &h_list_objects;
+    case OP_LIST_OBJECTS_V2:
+    case OP_LIST_VERSIONS: return &h_list_objects;
     case OP_LIST_UPLOADS: return &h_list_uploads;
     case OP_DELETE_OBJECTS: return &h_delete_objects;
     case OP_GET: return &h_get;
@@ -295,6 +307,8 @@ const struct handler *router_handler(enum op op)
     case OP_COPY: return &h_copy;
     case OP_DELETE: return &h_delete;
     case OP_OBJECT_ACL: return &h_object_acl;
+    case OP_OBJECT_PUT_ACL: return &h_object_put_acl;
+    case OP_OBJECT_ATTRIBUTES: return &h_object_attributes;
     case OP_OBJECT_TAGGING: return &h_object_tagging;
     case OP_MP_CREATE: return &h_mp_create;
     case OP_MP_PART: return &h_mp_part;

@@ -268,7 +268,11 @@ static int req_start(struct req *rq, const char *url)
     if (!rq->path)
         return req_fail_early(rq, route_rc);
     int rc;
-    if (route_rc || rq->op != OP_ADMIN || strncmp(rq->path, "/_/health", 9)) {
+    /* A CORS preflight never carries credentials (browsers do not sign it): OPTIONS is answered
+     * without authentication, as S3 does, and reveals nothing (400 without an Origin, 403
+     * with one), whatever signature or presigned query it carries. */
+    int preflight = !route_rc && rq->op == OP_OPTIONS;
+    if (!preflight && (route_rc || rq->op != OP_ADMIN || strncmp(rq->path, "/_/health", 9))) {
         rc = auth_check(srv->auth, rq, &em);
         if (rc) {
             if (em.buf[0])
@@ -410,6 +414,7 @@ static enum stats_op server_stats_op(enum op op)
     case OP_DELETE_OBJECTS: return STATS_OP_DELETE;
     case OP_LIST_OBJECTS:
     case OP_LIST_OBJECTS_V2:
+    case OP_LIST_VERSIONS:
     case OP_LIST_BUCKETS:
     case OP_LIST_UPLOADS: return STATS_OP_LIST;
     case OP_MP_CREATE:
@@ -423,7 +428,8 @@ static enum stats_op server_stats_op(enum op op)
     case OP_BUCKET_HEAD:
     case OP_BUCKET_LOCATION:
     case OP_BUCKET_VERSIONING:
-    case OP_BUCKET_ACL: return STATS_OP_BUCKET;
+    case OP_BUCKET_ACL:
+    case OP_BUCKET_PUT_ACL: return STATS_OP_BUCKET;
     case OP_ADMIN: return STATS_OP_ADMIN;
     default: return STATS_OP_OTHER;
     }

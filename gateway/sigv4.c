@@ -734,11 +734,18 @@ static int verify_query(const struct sigv4_input *in, time_t now, struct authreq
         errmsg_set(em, "credential date %s is not the date of X-Amz-Date", ar->date);
         return -S3E_AUTH_QUERY_MALFORMED;
     }
-    size_t el = strlen(exp->value);
-    long expires = el && el <= 6 && is_digits(exp->value, el) ? strtol(exp->value, NULL, 10) : 0;
-    if (expires < 1 || expires > SIGV4_MAX_EXPIRES_S) {
-        errmsg_set(em, "X-Amz-Expires must be between 1 and 604800 seconds");
+    /* A number outside 1..604800 (0, negative, over 7 days) is denied (403), as S3 does; what
+     * is not a number at all is malformed (400). */
+    const char *ev = exp->value + (exp->value[0] == '-');
+    size_t el = strlen(ev);
+    if (!el || !is_digits(ev, el)) {
+        errmsg_set(em, "X-Amz-Expires must be a number of seconds");
         return -S3E_AUTH_QUERY_MALFORMED;
+    }
+    long expires = ev != exp->value || el > 6 ? 0 : strtol(ev, NULL, 10);
+    if (expires < 1 || expires > SIGV4_MAX_EXPIRES_S) {
+        errmsg_set(em, "X-Amz-Expires %s is not between 1 and 604800 seconds", exp->value);
+        return -S3E_EXPIRES_OUT_OF_RANGE;
     }
     size_t shl = strlen(sh->value);
     if (!signed_headers_ok(sh->value, shl) || shl >= sizeof(ar->sh)) {

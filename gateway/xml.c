@@ -1,6 +1,6 @@
 /*
- * xml.c: a small strict XML reader for the two request bodies S3 clients send
- * (CompleteMultipartUpload, DeleteObjects). Pull-style over the body bytes, no
+ * xml.c: a small strict XML reader for the request bodies S3 clients send
+ * (CompleteMultipartUpload, DeleteObjects, the AccessControlPolicy of Put*Acl). Pull-style over the body bytes, no
  * recursion, nesting bounded by XML_DEPTH_MAX, no external library. It does not
  * write XML (buf_xml*() in buf.c) and does not check part order or ETags (backends).
  *
@@ -627,13 +627,16 @@ void xml_delete_free(struct xml_delete_obj *objs, size_t n)
 {
     if (!objs)
         return;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(objs[i].key);
+        free(objs[i].version_id);
+    }
     free(objs);
 }
 
-/* Reads one <Object> (start tag read); *@key malloc'd. */
-static int parse_object(struct xr *x, const struct xname *obj, int obj_empty, char **key)
+/* Reads one <Object> (start tag read) into @o (key and version id malloc'd). */
+static int parse_object(struct xr *x, const struct xname *obj, int obj_empty,
+                        struct xml_delete_obj *o)
 {
     struct xname c;
     int empty, rc;
@@ -654,21 +657,26 @@ static int parse_object(struct xr *x, const struct xname *obj, int obj_empty, ch
                 goto fail;
             }
         } else if (name_is(&c, "VersionId")) {
-            /* no versioning: read for well-formedness, then dropped */
+            if (v) {
+                rc = xr_fail(x, "duplicate <VersionId>");
+                goto fail;
+            }
             if ((rc = xr_leaf_any(x, &c, empty, &v)))
                 goto fail;
-            free(v);
-            v = NULL;
         } else if (!empty && (rc = xr_skip(x, &c))) {
             goto fail;
         }
     }
-    if (!k)
+    if (!k) {
+        free(v);
         return xr_fail(x, "<Object> without <Key>");
-    *key = k;
+    }
+    o->key = k;
+    o->version_id = v;
     return 0;
 fail:
     free(k);
+    free(v);
     return rc;
 }
 
@@ -731,7 +739,7 @@ int xml_parse_delete(const char *body, size_t len, int *quiet, struct xml_delete
                 arr = na;
                 cap = ncap;
             }
-            if ((rc = parse_object(&x, &c, empty, &arr[cnt].key)))
+            if ((rc = parse_object(&x, &c, empty, &arr[cnt])))
                 goto fail;
             cnt++;
         } else if (!empty && (rc = xr_skip(&x, &c))) {
@@ -752,4 +760,151 @@ fail:
     xml_delete_free(arr, cnt);
     *quiet = 0;
     return rc;
+}
+
+/* The text of leaf @c (start tag read) into *@out (malloc'd, blanks trimmed); a second one of
+ * the same name in the parent is an error (*@out already set). */
+static int acl_leaf(struct xr *x, const struct xname *c, int empty, char **out)
+{
+    if (*out)
+        return xr_fail(x, "duplicate <%.*s>", (int)c->len, c->s);
+    int rc = xr_leaf_any(x, c, empty, out);
+    if (!rc)
+        trim(*out);
+    return rc;
+}
+
+/* Reads <Owner> or <Grantee> (start tag read): *@id, *@other (a URI or EmailAddress grantee),
+ * malloc'd or NULL. */
+static int acl_party(struct xr *x, const struct xname *el, int el_empty, char **id, char **other)
+{
+    struct xname c;
+    int empty, rc;
+    while (!el_empty && (rc = xr_next_child(x, el, &c, &empty)) != 0) {
+        if (rc < 0)
+            return rc;
+        if (name_is(&c, "ID"))
+            rc = acl_leaf(x, &c, empty, id);
+        else if (name_is(&c, "URI") || name_is(&c, "EmailAddress"))
+            rc = acl_leaf(x, &c, empty, other);
+        else
+            rc = empty ? 0 : xr_skip(x, &c);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static const char *const acl_permissions[] = {"FULL_CONTROL", "READ", "WRITE", "READ_ACP",
+                                              "WRITE_ACP"};
+
+/* Reads one <Grant> (start tag read): 1 when it grants @owner_id FULL_CONTROL, 0 when it
+ * grants anything else, or an error. */
+static int acl_grant(struct xr *x, const struct xname *g, int g_empty, const char *owner_id)
+{
+    struct xname c;
+    int empty, rc, have_grantee = 0;
+    char *id = NULL, *other = NULL, *perm = NULL;
+    while (!g_empty && (rc = xr_next_child(x, g, &c, &empty)) != 0) {
+        if (rc < 0)
+            goto out;
+        if (name_is(&c, "Grantee")) {
+            if (have_grantee) {
+                rc = xr_fail(x, "duplicate <Grantee>");
+                goto out;
+            }
+            have_grantee = 1;
+            rc = acl_party(x, &c, empty, &id, &other);
+        } else if (name_is(&c, "Permission")) {
+            rc = acl_leaf(x, &c, empty, &perm);
+        } else {
+            rc = empty ? 0 : xr_skip(x, &c);
+        }
+        if (rc)
+            goto out;
+    }
+    rc = -S3E_MALFORMED_XML;
+    if (!have_grantee || (!id && !other) || (id && other)) {
+        xr_fail(x, "<Grant> needs a <Grantee> with one <ID>, <URI> or <EmailAddress>");
+        goto out;
+    }
+    size_t i;
+    for (i = 0; perm && i < ARRAY_SIZE(acl_permissions); i++)
+        if (!strcmp(perm, acl_permissions[i]))
+            break;
+    if (!perm || i == ARRAY_SIZE(acl_permissions)) {
+        xr_fail(x, "<Grant> needs a <Permission> of FULL_CONTROL, READ, WRITE, READ_ACP or "
+                   "WRITE_ACP");
+        goto out;
+    }
+    rc = id && !strcmp(id, owner_id) && i == 0;
+out:
+    free(id);
+    free(other);
+    free(perm);
+    return rc;
+}
+
+int xml_parse_acl(const char *body, size_t len, const char *owner_id, struct errmsg *em)
+{
+    struct xr x = { body, body, body + len, em };
+    struct xname root, c, g;
+    int empty, rc, have_list = 0, owner_only = 1, grants = 0, gempty;
+    char *oid = NULL, *oother = NULL;
+
+    AN(owner_id);
+    if (!body)
+        x.start = x.p = x.end = "";
+    if ((rc = xr_root(&x, "AccessControlPolicy", &root, &empty)))
+        goto out;
+    while (!empty && (rc = xr_next_child(&x, &root, &c, &empty)) != 0) {
+        if (rc < 0)
+            goto out;
+        if (name_is(&c, "Owner")) {
+            if (oid || oother) {
+                rc = xr_fail(&x, "duplicate <Owner>");
+                goto out;
+            }
+            if ((rc = acl_party(&x, &c, empty, &oid, &oother)))
+                goto out;
+            if (oother || (oid && strcmp(oid, owner_id)))
+                owner_only = 0; /* another owner: not what is enforced */
+        } else if (name_is(&c, "AccessControlList")) {
+            if (have_list) {
+                rc = xr_fail(&x, "duplicate <AccessControlList>");
+                goto out;
+            }
+            have_list = 1;
+            while (!empty && (rc = xr_next_child(&x, &c, &g, &gempty)) != 0) {
+                if (rc < 0)
+                    goto out;
+                if (!name_is(&g, "Grant")) {
+                    if (!gempty && (rc = xr_skip(&x, &g)))
+                        goto out;
+                    continue;
+                }
+                if ((rc = acl_grant(&x, &g, gempty, owner_id)) < 0)
+                    goto out;
+                owner_only &= rc;
+                grants++;
+            }
+        } else if (!empty && (rc = xr_skip(&x, &c))) {
+            goto out;
+        }
+        empty = 0;
+    }
+    if ((rc = xr_tail(&x)))
+        goto out;
+    if (!have_list) {
+        rc = xr_fail(&x, "no <AccessControlList> in <AccessControlPolicy>");
+        goto out;
+    }
+    rc = owner_only && grants ? 0 : -S3E_NOT_IMPLEMENTED;
+    if (rc)
+        errmsg_set(em, "%s", grants ? "only the owner's FULL_CONTROL grant is supported"
+                                    : "an ACL without grants is not supported");
+out:
+    free(oid);
+    free(oother);
+    return rc == -S3E_MALFORMED_XML ? -S3E_MALFORMED_ACL : rc;
 }

@@ -13,6 +13,7 @@
     X(INVALID_ACCESS_KEY_ID,      403, "InvalidAccessKeyId",             "The AWS Access Key Id you provided does not exist in our records.") \
     X(REQUEST_TIME_TOO_SKEWED,    403, "RequestTimeTooSkewed",           "The difference between the request time and the current time is too large.") \
     X(EXPIRED_REQUEST,            403, "AccessDenied",                   "Request has expired")             \
+    X(EXPIRES_OUT_OF_RANGE,       403, "AccessDenied",                   "X-Amz-Expires must be between 1 and 604800 seconds") \
     X(AUTH_HEADER_MALFORMED,      400, "AuthorizationHeaderMalformed",   "The authorization header is malformed.") \
     X(AUTH_QUERY_MALFORMED,       400, "AuthorizationQueryParametersError", "The authorization query parameters are malformed.") \
     X(MISSING_SECURITY_HEADER,    400, "MissingSecurityHeader",          "Your request was missing a required header.") \
@@ -38,6 +39,7 @@
     X(SHA256_MISMATCH,            400, "XAmzContentSHA256Mismatch",      "The provided 'x-amz-content-sha256' header does not match what was computed.") \
     X(INCOMPLETE_BODY,            400, "IncompleteBody",                 "You did not provide the number of bytes specified by the Content-Length HTTP header.") \
     X(MALFORMED_XML,              400, "MalformedXML",                   "The XML you provided was not well-formed or did not validate against our published schema.") \
+    X(MALFORMED_ACL,              400, "MalformedACLError",              "The XML you provided was not well-formed or did not validate against our published schema.") \
     X(MISSING_REQUEST_BODY,       400, "MissingRequestBodyError",        "Request Body is empty.")          \
     X(INVALID_PART,               400, "InvalidPart",                    "One or more of the specified parts could not be found. The part might not have been uploaded, or the specified entity tag might not have matched the part's entity tag.") \
     X(INVALID_PART_ORDER,         400, "InvalidPartOrder",               "The list of parts was not in ascending order. Parts must be ordered by part number.") \

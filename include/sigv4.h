@@ -55,7 +55,8 @@ typedef const char *sigv4_secret_f(void *cls, const char *access_key);
 /* Verifies @in at time @now. Returns 0 and fills @out, or:
  *  -S3E_ACCESS_DENIED          no Authorization header and no X-Amz-Algorithm query
  *  -S3E_AUTH_HEADER_MALFORMED  unparsable Authorization (missing parts, bad credential scope)
- *  -S3E_AUTH_QUERY_MALFORMED   unparsable presigned query; X-Amz-Expires not in 1..604800
+ *  -S3E_AUTH_QUERY_MALFORMED   unparsable presigned query (X-Amz-Expires not a number)
+ *  -S3E_EXPIRES_OUT_OF_RANGE   X-Amz-Expires a number outside 1..604800 (403, as S3)
  *  -S3E_NOT_IMPLEMENTED        another algorithm (AWS4-ECDSA-P256-SHA256, SigV2 "AWS ")
  *  -S3E_MISSING_SECURITY_HEADER  header-signed request without x-amz-content-sha256
  *  -S3E_INVALID_ACCESS_KEY_ID  @lookup returned NULL

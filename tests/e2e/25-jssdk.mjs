@@ -1,9 +1,9 @@
 // 25-jssdk: the newest @aws-sdk/client-s3 (node, default checksums) — PutObject with a
 // Buffer (x-amz-checksum-crc32 header) and with a file stream (aws-chunked +
 // STREAMING-UNSIGNED-PAYLOAD-TRAILER), GetObject with ChecksumMode ENABLED, Range,
-// HeadObject, ListObjectsV2 (GET /b/?list-type=2), CopyObject, DeleteObject(s),
-// lib-storage Upload (5 MiB parts, queue 4). Starts its own s3cached (like lib.sh).
-// Needs tests/e2e/node_modules (make deps-test).
+// HeadObject, ListObjectsV2 (GET /b/?list-type=2), ListObjectVersions, GetObjectAttributes,
+// CopyObject, DeleteObject(s), lib-storage Upload (5 MiB parts, queue 4). Starts its own
+// s3cached (like lib.sh). Needs tests/e2e/node_modules (make deps-test).
 import { spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import fs from "node:fs";
@@ -68,7 +68,8 @@ try {
   process.exit(1);
 }
 const { S3Client, PutObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command,
-        CopyObjectCommand, DeleteObjectCommand, DeleteObjectsCommand, CreateBucketCommand } = mods.s3;
+        CopyObjectCommand, DeleteObjectCommand, DeleteObjectsCommand, CreateBucketCommand,
+        ListObjectVersionsCommand, GetObjectAttributesCommand } = mods.s3;
 const { Upload } = mods.storage;
 
 // --- server (same contract as lib.sh) ---
@@ -198,6 +199,43 @@ await check("ListObjectsV2 (GET /b/?list-type=2) with prefix, delimiter, paginat
   eq("IsTruncated", r.IsTruncated, true);
   r = await s3.send(new ListObjectsV2Command({ Bucket: B, MaxKeys: 2, ContinuationToken: r.NextContinuationToken }));
   eq("page 2", (r.Contents || []).map((o) => o.Key), ["mp/one.bin", "stream/file.bin"]);
+});
+
+await check("ListObjectVersions (unversioned: each object once, VersionId null), paginated", async () => {
+  const got = [];
+  let KeyMarker, VersionIdMarker, pages = 0;
+  for (;;) {
+    const r = await s3.send(new ListObjectVersionsCommand({ Bucket: B, MaxKeys: 2, KeyMarker,
+                                                            VersionIdMarker }));
+    pages++;
+    for (const v of r.Versions || []) got.push([v.Key, v.VersionId, v.IsLatest, v.Size]);
+    eq("DeleteMarkers", r.DeleteMarkers || [], []);
+    if (!r.IsTruncated) break;
+    KeyMarker = r.NextKeyMarker;
+    VersionIdMarker = r.NextVersionIdMarker;
+  }
+  eq("versions", got, [["buf/small.bin", "null", true, small.length],
+                       ["mp/big.bin", "null", true, big.length],
+                       ["mp/one.bin", "null", true, small.length],
+                       ["stream/file.bin", "null", true, streamed.length]]);
+  eq("pages", pages, 2);
+});
+
+await check("GetObjectAttributes (ETag, ObjectSize, StorageClass, ObjectParts)", async () => {
+  const r = await s3.send(new GetObjectAttributesCommand({ Bucket: B, Key: "mp/big.bin",
+    ObjectAttributes: ["ETag", "ObjectSize", "StorageClass", "ObjectParts"], MaxParts: 3 }));
+  if (!/-4$/.test(r.ETag || "")) throw new Error(`ETag should end in -4 (unquoted), got ${r.ETag}`);
+  eq("ObjectSize", r.ObjectSize, big.length);
+  eq("StorageClass", r.StorageClass, "STANDARD");
+  eq("TotalPartsCount", r.ObjectParts.TotalPartsCount, 4);
+  const mb5 = 5 * 1024 * 1024;
+  eq("parts", (r.ObjectParts.Parts || []).map((p) => [p.PartNumber, p.Size]),
+     [[1, mb5], [2, mb5], [3, mb5]]);
+  eq("IsTruncated", r.ObjectParts.IsTruncated, true);
+  const r2 = await s3.send(new GetObjectAttributesCommand({ Bucket: B, Key: "mp/big.bin",
+    ObjectAttributes: ["ObjectParts"], PartNumberMarker: r.ObjectParts.NextPartNumberMarker }));
+  eq("last part", (r2.ObjectParts.Parts || []).map((p) => [p.PartNumber, p.Size]),
+     [[4, big.length - 3 * mb5]]);
 });
 
 await check("CopyObject, DeleteObject, DeleteObjects (crc32, no MD5)", async () => {

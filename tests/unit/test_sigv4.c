@@ -391,9 +391,12 @@ static void test_sigv4_presigned_errors(void **state)
         const char *value;
         int rc;
     } cases[] = {
-        {3, "0", -S3E_AUTH_QUERY_MALFORMED},
-        {3, "604801", -S3E_AUTH_QUERY_MALFORMED},
-        {3, "-5", -S3E_AUTH_QUERY_MALFORMED},
+        {3, "0", -S3E_EXPIRES_OUT_OF_RANGE},
+        {3, "604801", -S3E_EXPIRES_OUT_OF_RANGE},
+        {3, "-5", -S3E_EXPIRES_OUT_OF_RANGE},
+        {3, "-0", -S3E_EXPIRES_OUT_OF_RANGE},
+        {3, "99999999999999999999", -S3E_EXPIRES_OUT_OF_RANGE},
+        {3, "-", -S3E_AUTH_QUERY_MALFORMED},
         {3, "12x", -S3E_AUTH_QUERY_MALFORMED},
         {3, "", -S3E_AUTH_QUERY_MALFORMED},
         {3, "604800", -S3E_SIGNATURE_DOES_NOT_MATCH}, /* valid, but not what was signed */
