@@ -20,7 +20,7 @@ PKGS     := libmicrohttpd libcurl openssl lmdb zlib
 LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmicrohttpd -lcurl -lssl -lcrypto -llmdb -lz)
 TESTLIBS := $(LIBS) -lcmocka
 
-SRCS     := $(wildcard gateway/*.c cache/*.c backends/*.c)
+SRCS     := $(wildcard gateway/*.c cache/*.c backends/*.c cluster/*.c)
 MAIN     := gateway/main.c
 LIBSRCS  := $(filter-out $(MAIN),$(SRCS))
 OBJS     := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIBSRCS))
@@ -38,10 +38,14 @@ NPM_DIR   := tests/e2e/node_modules
 
 .PHONY: all run test test-unit test-e2e test-asan bench lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
         test-faults soak
-all: $(BUILD)/s3cached
+all: $(BUILD)/s3cached $(BUILD)/ring-owner
 
 $(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# e2e 86's tool: the owner of each key on nginx's consistent-hash ring (cluster/ring.c)
+$(BUILD)/ring-owner: tests/tools/ring_owner.c $(BUILD)/libs3c.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # bench/startup.sh's tool: an index with N entries (make bench)
 $(BUILD)/index-fill: bench/index_fill.c $(BUILD)/libs3c.a
@@ -223,7 +227,7 @@ lint:
 	@tests/lint.sh
 
 format:
-	clang-format -i $(SRCS) $(wildcard include/*.h cache/*.h gateway/*.h backends/*.h) $(UNITSRCS)
+	clang-format -i $(SRCS) $(wildcard include/*.h cache/*.h gateway/*.h backends/*.h cluster/*.h) $(UNITSRCS)
 
 clean:
 	rm -rf build build-asan build-fuzz
