@@ -11,8 +11,7 @@ no URI part). Its access log records nginx's $uri of each request (escape=defaul
     encoded, '+', '//', '/./', '/../', %2F, %2E, %25, %3F, %23, query strings,
     fragments, keys of up to 6 KiB): the owner and nginx's $uri agree for each;
   - 20 targets nginx refuses with 400 (bad %XX, %00, ".." above the root, a raw space
-    or DEL): the tool
-    says EINVAL for each;
+    or DEL): the tool says EINVAL for each;
   - the same upstream with weight=3, weight=2 and a `down` server (2,000 keys);
   - two servers with one point in common (a port pair found by search), listed in
     both orders: keys landing on that point go to the server listed first, as nginx's
