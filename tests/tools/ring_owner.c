@@ -3,11 +3,14 @@
  * gateway computes it (cluster/peers.c + cluster/ring.c). e2e 86 compares it with the
  * server real nginx picks.
  *   ring-owner --peers SPEC [--self NAME] [--uri] [KEY...]
+ *   ring-owner --envoy MIN_RING_SIZE --peers LIST [KEY...]
  * Keys come from the arguments, or one per line from stdin when there are none. Each
  * gets one output line: the owner's name (with --uri, a tab and nginx's $uri of the key,
  * bytes outside 0x21-0x7e as \xNN), or "!EINVAL" (nginx answers 400), "!ENOENT" (no server
  * up), "!EAGAIN" (nginx chooses by round robin). --uri takes each key as a
- * request-target ("/bucket/key?query") and hashes nginx's $uri of it.
+ * request-target ("/bucket/key?query") and hashes nginx's $uri of it. --envoy takes each
+ * key as a request-target and names the owner on Envoy's RING_HASH ring of the static
+ * LIST (deploy/scale-out/envoy.yaml's hash_policy: xxHash64 of the path before '?').
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +19,7 @@
 
 #include "peers.h"
 #include "ring.h"
+#include "ring_envoy.h"
 
 static const char *errname(int rc)
 {
@@ -63,10 +67,44 @@ static int one(struct peers *p, int uri, const char *key, size_t len)
     return rc == -ENOMEM ? 1 : 0;
 }
 
+static int envoy_main(const char *spec, unsigned long min_size, char **keys, int nkeys)
+{
+    struct ring_server *sv = NULL;
+    struct ring_envoy *r = NULL;
+    char err[512] = "";
+    size_t n = 0;
+    int rc = peers_parse(spec, &sv, &n, err, sizeof(err));
+
+    if (rc == 0 && (rc = ring_envoy_new(sv, n, min_size, 0, &r)) < 0)
+        snprintf(err, sizeof(err), "cannot build the ring: %s", strerror(-rc));
+    peers_servers_free(sv, n);
+    if (rc < 0) {
+        fprintf(stderr, "ring-owner: %s\n", err);
+        return 2;
+    }
+    if (nkeys > 0) {
+        for (int i = 0; i < nkeys; i++)
+            puts(ring_envoy_name(r, (size_t)ring_envoy_owner_path(r, keys[i], strlen(keys[i]))));
+    } else {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t len;
+        while ((len = getline(&line, &cap, stdin)) >= 0) {
+            if (len > 0 && line[len - 1] == '\n')
+                len--;
+            puts(ring_envoy_name(r, (size_t)ring_envoy_owner_path(r, line, (size_t)len)));
+        }
+        free(line);
+    }
+    ring_envoy_free(r);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *spec = NULL, *self = NULL;
     int uri = 0, i, bad = 0;
+    unsigned long envoy = 0;
     struct peers *p = NULL;
     char err[512];
 
@@ -77,6 +115,8 @@ int main(int argc, char **argv)
             self = argv[++i];
         else if (strcmp(argv[i], "--uri") == 0)
             uri = 1;
+        else if (strcmp(argv[i], "--envoy") == 0 && i + 1 < argc)
+            envoy = strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--") == 0) {
             i++;
             break;
@@ -87,9 +127,12 @@ int main(int argc, char **argv)
             break;
     }
     if (!spec) {
-        fprintf(stderr, "usage: ring-owner --peers SPEC [--self NAME] [--uri] [KEY...]\n");
+        fprintf(stderr, "usage: ring-owner --peers SPEC [--self NAME] [--uri] [KEY...]\n"
+                        "       ring-owner --envoy MIN_RING_SIZE --peers LIST [KEY...]\n");
         return 2;
     }
+    if (envoy)
+        return envoy_main(spec, envoy, argv + i, argc - i);
     int rc = peers_new(spec, self, NULL, &p, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "ring-owner: %s\n", err[0] ? err : strerror(-rc));
