@@ -134,7 +134,7 @@ static int peers_parse_entry(const char *s, size_t len, size_t idx, struct ring_
         } else if (tl == 6 && strncmp(t, "backup", 6) == 0) {
             peers_errf(err, errlen,
                        "--peers entry %zu (%.*s): backup is not allowed with consistent "
-                       "hashing (nginx refuses it with `hash`)",
+                       "hashing (nginx refuses it after `hash` and gives it no points)",
                        idx + 1, (int)nl, s);
             return -EINVAL;
         } else {

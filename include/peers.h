@@ -39,8 +39,8 @@ struct peers_opts {
 /* Parses a static --peers list: comma-separated `NAME[ PARAM...]` entries, NAME as in an
  * nginx `server` line ("10.0.0.5:9000", "gw-0.s3cached:9000", "unix:/run/gw.sock") and
  * PARAM one of weight=N (1..RING_WEIGHT_MAX), down, or max_fails=, fail_timeout=,
- * max_conns= (accepted and ignored: they change nothing in the ring). `backup` is refused,
- * as nginx refuses it with `hash`. On success *@out is an array of *@n servers (free with
+ * max_conns= (accepted and ignored: they change nothing in the ring). `backup` is refused:
+ * nginx refuses it after `hash`, and gives a backup server no points anyway. On success *@out is an array of *@n servers (free with
  * peers_servers_free()); on -EINVAL @err says which entry and why. */
 int peers_parse(const char *spec, struct ring_server **out, size_t *n, char *err, size_t errlen);
 void peers_servers_free(struct ring_server *servers, size_t n);
