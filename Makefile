@@ -165,7 +165,7 @@ test-image: deps-test
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_SRCS    := gateway/sigv4.c gateway/sigv2.c gateway/awschunk.c gateway/checksum.c \
                 gateway/range.c gateway/xml.c gateway/json.c gateway/conf.c gateway/buf.c \
-                gateway/s3c.c gateway/s3err.c gateway/log.c
+                gateway/s3c.c gateway/s3err.c gateway/log.c cluster/ring.c cluster/peers.c
 FUZZ_LIBS    := -lcrypto -lcurl -lz -lpthread
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS  := -g -O1 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -fno-omit-frame-pointer
@@ -227,7 +227,7 @@ lint:
 	@tests/lint.sh
 
 format:
-	clang-format -i $(SRCS) $(wildcard include/*.h cache/*.h gateway/*.h backends/*.h cluster/*.h) $(UNITSRCS)
+	clang-format -i $(SRCS) $(wildcard include/*.h cache/*.h gateway/*.h backends/*.h) $(UNITSRCS)
 
 clean:
 	rm -rf build build-asan build-fuzz
