@@ -93,7 +93,6 @@ int ring_new(const struct ring_server *servers, size_t n, struct ring **out)
 {
     struct ring *r = NULL;
     size_t total = 0;
-    int rc = -ENOMEM;
 
     *out = NULL;
     if (n == 0 || n > RING_SERVERS_MAX)
@@ -108,6 +107,8 @@ int ring_new(const struct ring_server *servers, size_t n, struct ring **out)
                 return -EEXIST;
         total += (size_t)servers[i].weight * RING_POINTS_PER_WEIGHT;
     }
+    if (total > RING_POINTS_MAX)
+        return -EINVAL;
     r = calloc(1, sizeof(*r));
     if (!r)
         return -ENOMEM;
@@ -163,7 +164,7 @@ int ring_new(const struct ring_server *servers, size_t n, struct ring **out)
     return 0;
 fail:
     ring_free(r);
-    return rc;
+    return -ENOMEM;
 }
 
 size_t ring_count(const struct ring *r)

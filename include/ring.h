@@ -23,6 +23,7 @@
 #define RING_POINTS_PER_WEIGHT 160 /* nginx: points per unit of weight */
 #define RING_WEIGHT_MAX 1000       /* ours; nginx has no cap (1000 = 160k points a server) */
 #define RING_SERVERS_MAX 4096
+#define RING_POINTS_MAX (1u << 22) /* 160 x total weight: 48 MiB of points at most */
 #define RING_NAME_MAX 256          /* bytes of a server name, NUL included */
 #define RING_NGINX_TRIES 21        /* points nginx tries before falling back to round robin */
 
@@ -35,7 +36,8 @@ struct ring_server {
 struct ring;
 
 /* Builds the ring of @n servers (copied: the caller keeps @servers). Returns 0, -EINVAL
- * (no server, a weight out of range, an empty or too long name, too many servers),
+ * (no server, a weight out of range, an empty or too long name, too many servers, more
+ * than RING_POINTS_MAX points),
  * -EEXIST (two servers with one name: nginx would round-robin between them) or -ENOMEM. */
 int ring_new(const struct ring_server *servers, size_t n, struct ring **out);
 void ring_free(struct ring *r);
