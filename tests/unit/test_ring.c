@@ -265,7 +265,7 @@ static void test_ring_new_errors(void **state)
     assert_int_equal(ring_new(lng, 1, &r), -EINVAL);
     /* 27 servers of weight 1000: 4.3 M points, above RING_POINTS_MAX */
     struct ring_server heavy[27];
-    char hn[27][8];
+    char hn[27][16];
     for (int i = 0; i < 27; i++) {
         snprintf(hn[i], sizeof(hn[i]), "h%d:1", i);
         heavy[i] = (struct ring_server){hn[i], RING_WEIGHT_MAX, 0};
