@@ -391,6 +391,14 @@ def through_nginx(port, targets):
     return out
 
 
+def error_log_tail():
+    try:
+        with open(os.path.join(tmp, "ngx", "logs", "error.log"), errors="replace") as f:
+            return "".join(f.readlines()[-10:])
+    except OSError:
+        return ""
+
+
 def log_lines():
     with open(holder["log"], "rb") as f:
         return f.read().split(b"\n")[:-1]
@@ -419,7 +427,8 @@ def main_agreement():
              ", ".join("%s=%d" % (k.decode(), v) for k, v in sorted(share.items()))))
     bad = [(k, g, m) for k, g, m in zip(keys, got, mine) if g != m[0]][:5]
     if own_ok != len(keys):
-        raise E.Fail("owners differ for %d keys, e.g. %r" % (len(keys) - own_ok, bad))
+        raise E.Fail("owners differ for %d keys, e.g. %r\nnginx's error.log (a failed upstream moves its "
+                     "keys for fail_timeout):\n%s" % (len(keys) - own_ok, bad, error_log_tail()))
     if len(logged) != len(keys):
         raise E.Fail("access log has %d lines for %d requests" % (len(logged), len(keys)))
     badu = [(k, lg, m) for k, lg, m in zip(keys, logged, mine)
