@@ -8,8 +8,9 @@
  * nginx (src/http/modules/ngx_http_upstream_hash_module.c): each server gets
  * weight x 160 points; point j is crc32(HOST "\0" PORT, then the previous point as 4
  * little-endian bytes, 0 for the first), where the server's text, as written in the
- * `server` line, is split at its last ':' if only digits follow ("unix:" names have no
- * port). Points are sorted and equal ones dropped (the earliest server keeps it). A key
+ * `server` line, is split at its last ':' if only digits (or nothing) follow ("unix:"
+ * names have no port). Points are sorted and equal ones dropped (the earliest server
+ * keeps it). A key
  * goes to the first point >= crc32(key), wrapping past the last to the first; a `down`
  * server keeps its points but its keys go on to the next point.
  */
