@@ -10,9 +10,8 @@
  * little-endian bytes, 0 for the first), where the server's text, as written in the
  * `server` line, is split at its last ':' if only digits (or nothing) follow ("unix:"
  * names have no port). Points are sorted and equal ones dropped (the earliest server
- * keeps it). A key
- * goes to the first point >= crc32(key), wrapping past the last to the first; a `down`
- * server keeps its points but its keys go on to the next point.
+ * keeps it). A key goes to the first point >= crc32(key), wrapping past the last to the
+ * first; a `down` server keeps its points but its keys go on to the next point.
  */
 #ifndef S3C_RING_H
 #define S3C_RING_H
