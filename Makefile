@@ -20,7 +20,7 @@ PKGS     := libmicrohttpd libcurl openssl lmdb zlib
 LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmicrohttpd -lcurl -lssl -lcrypto -llmdb -lz)
 TESTLIBS := $(LIBS) -lcmocka
 
-SRCS     := $(wildcard gateway/*.c cache/*.c backends/*.c)
+SRCS     := $(wildcard gateway/*.c cache/*.c backends/*.c cluster/*.c)
 MAIN     := gateway/main.c
 LIBSRCS  := $(filter-out $(MAIN),$(SRCS))
 OBJS     := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIBSRCS))
@@ -38,10 +38,14 @@ NPM_DIR   := tests/e2e/node_modules
 
 .PHONY: all run test test-unit test-e2e test-asan bench lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
         test-faults soak
-all: $(BUILD)/s3cached
+all: $(BUILD)/s3cached $(BUILD)/ring-owner
 
 $(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# e2e 86's tool: the owner of each key on nginx's consistent-hash ring (cluster/ring.c)
+$(BUILD)/ring-owner: tests/tools/ring_owner.c $(BUILD)/libs3c.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # bench/startup.sh's tool: an index with N entries (make bench)
 $(BUILD)/index-fill: bench/index_fill.c $(BUILD)/libs3c.a
@@ -167,7 +171,7 @@ test-image: deps-test
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_SRCS    := gateway/sigv4.c gateway/sigv2.c gateway/awschunk.c gateway/checksum.c \
                 gateway/range.c gateway/xml.c gateway/json.c gateway/conf.c gateway/buf.c \
-                gateway/s3c.c gateway/s3err.c gateway/log.c
+                gateway/s3c.c gateway/s3err.c gateway/log.c cluster/ring.c cluster/peers.c
 FUZZ_LIBS    := -lcrypto -lcurl -lz -lpthread
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS  := -g -O1 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -fno-omit-frame-pointer

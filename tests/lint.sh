@@ -20,8 +20,13 @@ done
 for f in gateway/*.c backends/*.c; do
     grep -q '"\.\./cache/' "$f" && { echo "lint: $f includes cache internals"; bad=1; }
 done
+# cluster/ (the ring and membership) stands alone: libc, pthreads and zlib only
+for f in cluster/*.c; do
+    grep -qE '#include "(\.\./)?(gateway|cache|backends)/|#include "(gw|cache|backend|s3c|log)\.h"' "$f" &&
+        { echo "lint: $f includes a gateway, cache or backend header"; bad=1; }
+done
 banned='\b(sprintf|strcpy|strcat|strtok|atoi|gets|gmtime|localtime)\s*\('
-if grep -nE "$banned" gateway/*.c cache/*.c backends/*.c | grep -vE 'snprintf|vsnprintf|strtok_r|gmtime_r|localtime_r'; then
+if grep -nE "$banned" gateway/*.c cache/*.c backends/*.c cluster/*.c | grep -vE 'snprintf|vsnprintf|strtok_r|gmtime_r|localtime_r'; then
     echo "lint: banned functions above"; bad=1
 fi
 [ $bad -eq 0 ] && echo "lint: ok"

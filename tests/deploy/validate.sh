@@ -7,6 +7,8 @@
 #   - check_deploy.py: structure of the k8s manifests, compose.yaml, Dockerfile, unit,
 #     nginx.conf and envoy.yaml (python3-yaml), plus a self-test that it rejects broken
 #     copies;                                             skipped without python3-yaml
+#   - check_envoy_ring.py: the envoy.yaml settings cluster/ring_envoy.c reproduces (ring
+#     hash function and size, the hashed :path, no path rewriting), plus a self-test
 #   - k8s_schema.sh: deploy/k8s against the Kubernetes API schema (npm kubernetes-models
 #     + tsc, installed by make test-deploy), plus a self-test; skipped when not installed
 #   - promtool check config of deploy/prometheus/prometheus.yml; skipped without promtool
@@ -112,6 +114,26 @@ else
     mutate "a unit without ProtectSystem=strict" systemd/s3cached.service 's/^ProtectSystem=strict/ProtectSystem=full/'
     mutate "nginx hashing on \$request_uri" scale-out/nginx.conf 's/hash \$uri consistent;/hash $request_uri;/'
     mutate "compose publishing beyond loopback" compose.yaml 's/"127.0.0.1:9000:9000"/"9000:9000"/'
+
+    # Envoy's ring as the gateways reproduce it (cluster/ring_envoy.c): the settings it
+    # assumes, and a self-test that a copy breaking each is rejected
+    run "scale-out/envoy.yaml: the ring settings cluster/ring_envoy.c reproduces (check_envoy_ring.py)" \
+        timeout 60 "$PY" "$here/check_envoy_ring.py" "$D/scale-out/envoy.yaml"
+    envoy_mutate() { # NAME SED-EXPR
+        local m=$T/envoy-mut.yaml
+        sed "$2" "$D/scale-out/envoy.yaml" >"$m"
+        if cmp -s "$m" "$D/scale-out/envoy.yaml"; then
+            bad "self-test: check_envoy_ring.py rejects $1 (the edit changed nothing)"
+        elif timeout 60 "$PY" "$here/check_envoy_ring.py" "$m" >"$T/envoy-mut.out" 2>&1; then
+            bad "self-test: check_envoy_ring.py rejects $1" "$(cat "$T/envoy-mut.out")"
+        else
+            ok "self-test: check_envoy_ring.py rejects $1"
+        fi
+    }
+    envoy_mutate "MURMUR_HASH_2" 's/hash_function: XX_HASH/hash_function: MURMUR_HASH_2/'
+    envoy_mutate "normalize_path: true" 's/normalize_path: false/normalize_path: true/'
+    envoy_mutate "no minimum_ring_size" 's/minimum_ring_size: 1024/maximum_ring_size: 1024/'
+    envoy_mutate "a query kept in the hashed path" 's/substitution: ""/substitution: "?"/'
 fi
 
 # --- Kubernetes API schema (offline: npm kubernetes-models + tsc) -------------------------
