@@ -147,8 +147,9 @@ struct tar_index_builder;
 /* Collects the entries of one archive of @archive_size bytes. Returns 0 or -ENOMEM. */
 int tar_index_builder_new(uint64_t archive_size, struct tar_index_builder **out);
 void tar_index_builder_free(struct tar_index_builder *b);
-/* Adds the next entry of the walk (any type; the builder picks what it indexes).
- * Returns 0, -ENOMEM, or -E2BIG past 1,000,000 entries or 4 GiB of names. */
+/* Adds the next entry of the walk (any type; the builder picks what it indexes: TAR_F_UNSAFE
+ * entries are counted as skipped and take no part in "the last of a name wins").
+ * Returns 0, -ENOMEM, or -E2BIG past 16,777,216 entries or 4 GiB of names. */
 int tar_index_builder_add(struct tar_index_builder *b, const struct tar_entry *ent);
 /* Makes the blob: *blob is malloc'ed (the caller frees it), *len its size.
  * Returns 0 or -ENOMEM; the builder can only be freed afterwards. */
