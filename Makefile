@@ -47,6 +47,10 @@ $(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
 $(BUILD)/index-fill: bench/index_fill.c $(BUILD)/libs3c.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
 
+# bench/tar.sh's tool: lib/tar's walk, index and lookup costs on a shard (not part of make bench)
+$(BUILD)/tar-bench: bench/tar_bench.c $(BUILD)/libs3c.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
+
 # make bench's slow link: a loopback relay with a bandwidth cap (bench/throttle.c)
 $(BUILD)/throttle: bench/throttle.c
 	$(CC) $(CFLAGS) -o $@ $< -lpthread

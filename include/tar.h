@@ -55,7 +55,8 @@ struct tar_entry {
     uint64_t data_off; /* first data byte (tarfile's TarInfo.offset_data) */
     uint64_t size;     /* data bytes at data_off; 0 for types without data (dir, links,
                         * devices). [data_off, data_off + size) is always inside the archive */
-    int64_t mtime;     /* seconds; pax 'mtime' (integer part) wins over the header */
+    int64_t mtime;     /* seconds; pax 'mtime' (integer part) wins over the header's field,
+                        * which gives 0 when unreadable (mtime is never an error) */
     enum tar_type type;
     unsigned flags;    /* TAR_F_* */
 };
@@ -157,7 +158,8 @@ int tar_index_builder_finish(struct tar_index_builder *b, void **blob, size_t *l
 
 /* Walks the archive in @fd (@size bytes; read with pread, 512 bytes per member plus extended
  * headers) and makes its index blob, as tar_index_builder_finish(). Returns 0, the walk's
- * error (with its reason in @em), or -EIO / -errno of a failed pread. */
+ * error or the builder's (reason in @em), -errno of a failed pread, or -ENODATA when the file
+ * ends before @size. @fd is borrowed (its offset is not used). */
 int tar_index_build_fd(int fd, uint64_t size, const struct tar_limits *lim, void **blob,
                        size_t *len, struct errmsg *em);
 

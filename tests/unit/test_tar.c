@@ -506,6 +506,24 @@ static void test_tar_hostile_files(void **state)
     }
 }
 
+/* A file shorter than the size it is said to have: the pread that finds its end fails. */
+static void test_tar_index_short_file(void **state)
+{
+    uint64_t size;
+    void *blob = (void *)1;
+    size_t len = 1;
+    struct errmsg em = { "" };
+    (void)state;
+    NEED_FIXTURES();
+    int fd = open_fixture("pastend.tar", &size); /* one member of 100000 bytes, 1000 there */
+    assert_int_equal(tar_index_build_fd(fd, 200000, NULL, &blob, &len, &em), -ENODATA);
+    assert_null(blob);
+    assert_int_equal(len, 0);
+    assert_non_null(strstr(em.buf, "file shorter than its size"));
+    assert_int_equal(tar_index_build_fd(-1, size, NULL, &blob, &len, &em), -EBADF);
+    close(fd);
+}
+
 /* A growable archive in memory, built header by header. */
 struct arch {
     uint8_t *p;
@@ -984,6 +1002,7 @@ int main(void)
         cmocka_unit_test(test_tar_index_semantics),
         cmocka_unit_test(test_tar_unsafe_names),
         cmocka_unit_test(test_tar_hostile_files),
+        cmocka_unit_test(test_tar_index_short_file),
         cmocka_unit_test(test_tar_crafted),
         cmocka_unit_test(test_tar_limits),
         cmocka_unit_test(test_tar_feed_misuse),
