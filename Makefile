@@ -20,7 +20,7 @@ PKGS     := libmicrohttpd libcurl openssl lmdb zlib
 LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmicrohttpd -lcurl -lssl -lcrypto -llmdb -lz)
 TESTLIBS := $(LIBS) -lcmocka
 
-SRCS     := $(wildcard gateway/*.c cache/*.c backends/*.c cluster/*.c)
+SRCS     := $(wildcard gateway/*.c cache/*.c backends/*.c cluster/*.c lib/*.c)
 MAIN     := gateway/main.c
 LIBSRCS  := $(filter-out $(MAIN),$(SRCS))
 OBJS     := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIBSRCS))
@@ -49,6 +49,10 @@ $(BUILD)/ring-owner: tests/tools/ring_owner.c $(BUILD)/libs3c.a
 
 # bench/startup.sh's tool: an index with N entries (make bench)
 $(BUILD)/index-fill: bench/index_fill.c $(BUILD)/libs3c.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
+
+# bench/tar.sh's tool: lib/tar's walk, index and lookup costs on a shard (not part of make bench)
+$(BUILD)/tar-bench: bench/tar_bench.c $(BUILD)/libs3c.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
 
 # make bench's slow link: a loopback relay with a bandwidth cap (bench/throttle.c)
@@ -171,7 +175,8 @@ test-image: deps-test
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_SRCS    := gateway/sigv4.c gateway/sigv2.c gateway/awschunk.c gateway/checksum.c \
                 gateway/range.c gateway/xml.c gateway/json.c gateway/conf.c gateway/buf.c \
-                gateway/s3c.c gateway/s3err.c gateway/log.c cluster/ring.c cluster/peers.c
+                gateway/s3c.c gateway/s3err.c gateway/log.c cluster/ring.c cluster/peers.c \
+                lib/tar.c lib/tar_index.c
 FUZZ_LIBS    := -lcrypto -lcurl -lz -lpthread
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS  := -g -O1 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -fno-omit-frame-pointer
