@@ -6,6 +6,7 @@
  * The credential table is immutable and reference-counted, so a reload
  * never pulls a secret out from under a request being verified.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -279,6 +280,29 @@ static int auth_bearer(struct auth *a, struct req *rq, const char *authz)
     return 0;
 }
 
+/* --anonymous (trusted networks): a signature we cannot check, or would refuse (another
+ * region, unsigned headers, SigV2 where it is not accepted), is accepted as anonymous. The
+ * payload mode still comes from the header: a literal SHA-256 is still checked against the
+ * body, signed streaming cannot be decoded. Returns 0 or -S3E_NOT_IMPLEMENTED. */
+static int auth_anonymous_fallback(struct req *rq)
+{
+    const char *ph = req_header(rq, "x-amz-content-sha256");
+    snprintf(rq->access_key, sizeof(rq->access_key), "anonymous");
+    rq->is_admin = 1;
+    rq->auth.payload = SIGV4_PAYLOAD_UNSIGNED;
+    if (ph && !strcmp(ph, "STREAMING-UNSIGNED-PAYLOAD-TRAILER"))
+        rq->auth.payload = SIGV4_PAYLOAD_UNSIGNED_TRAILER;
+    else if (ph && !strncmp(ph, "STREAMING-", 10))
+        return -S3E_NOT_IMPLEMENTED;
+    else if (ph && strlen(ph) == 64) {
+        rq->auth.payload = SIGV4_PAYLOAD_SHA256;
+        for (size_t i = 0; i < 64; i++)
+            rq->auth.payload_sha256[i] = (char)tolower((unsigned char)ph[i]);
+        rq->auth.payload_sha256[64] = '\0';
+    }
+    return 0;
+}
+
 int auth_check(struct auth *a, struct req *rq, struct errmsg *em)
 {
     const char *authz = req_header(rq, "Authorization");
@@ -297,35 +321,44 @@ int auth_check(struct auth *a, struct req *rq, struct errmsg *em)
         }
         return -S3E_ACCESS_DENIED;
     }
+    if (v2 && rq->op == OP_ADMIN) {
+        /* V2 signs neither the admin endpoints' parameters nor their bodies. */
+        memset(&rq->auth, 0, sizeof(rq->auth));
+        rq->auth.refused = 1;
+        errmsg_set(em, "The admin endpoints need Signature Version 4, the admin token or "
+                       "--anonymous");
+        return a->cf->anonymous ? auth_anonymous_fallback(rq) : -S3E_ACCESS_DENIED;
+    }
     struct cred_table *t = table_get(a);
     struct sigv4_input in = {
         .method = rq->method, .path = rq->path, .query = rq->query, .n_query = rq->n_query,
         .headers = rq->headers, .n_headers = rq->n_headers,
+        .region = a->cf->region, .service = "s3",
     };
-    int rc = v2 ? sigv2_verify(&in, rq->raw_path, time(NULL), auth_lookup_secret, t, &rq->auth, em)
-                : sigv4_verify(&in, time(NULL), auth_lookup_secret, t, &rq->auth, em);
+    int rc;
+    if (v2) {
+        /* The V2 resource starts with the bucket also when the Host header named it: a
+         * signature for /k of one bucket must not open /k of another. */
+        char *resource = NULL;
+        rc = 0;
+        if (rq->vhost && rq->bucket && asprintf(&resource, "/%s%s", rq->bucket, rq->raw_path) < 0) {
+            resource = NULL;
+            rc = -ENOMEM;
+        }
+        if (!rc)
+            rc = sigv2_verify(&in, resource ? resource : rq->raw_path, time(NULL),
+                              auth_lookup_secret, t, &rq->auth, em);
+        free(resource);
+    } else {
+        rc = sigv4_verify(&in, time(NULL), auth_lookup_secret, t, &rq->auth, em);
+    }
     if (!rc) {
         const struct cred *c = table_find(t, rq->auth.access_key);
         snprintf(rq->access_key, sizeof(rq->access_key), "%s", rq->auth.access_key);
         rq->is_admin = c && c->admin;
-    } else if (a->cf->anonymous &&
-               (rc == -S3E_INVALID_ACCESS_KEY_ID || rc == -S3E_SIGNATURE_DOES_NOT_MATCH)) {
-        /* Trusted-network mode: a signature we cannot check is accepted as anonymous. The
-         * payload mode still comes from the header; signed streaming cannot be decoded. */
-        const char *ph = req_header(rq, "x-amz-content-sha256");
-        snprintf(rq->access_key, sizeof(rq->access_key), "anonymous");
-        rq->is_admin = 1;
-        rq->auth.payload = SIGV4_PAYLOAD_UNSIGNED;
-        if (ph && !strcmp(ph, "STREAMING-UNSIGNED-PAYLOAD-TRAILER"))
-            rq->auth.payload = SIGV4_PAYLOAD_UNSIGNED_TRAILER;
-        else if (ph && !strncmp(ph, "STREAMING-", 10))
-            rc = -S3E_NOT_IMPLEMENTED;
-        else if (ph && strlen(ph) == 64) {
-            rq->auth.payload = SIGV4_PAYLOAD_SHA256;
-            snprintf(rq->auth.payload_sha256, sizeof(rq->auth.payload_sha256), "%s", ph);
-        }
-        if (rc != -S3E_NOT_IMPLEMENTED)
-            rc = 0;
+    } else if (a->cf->anonymous && (rc == -S3E_INVALID_ACCESS_KEY_ID ||
+                                    rc == -S3E_SIGNATURE_DOES_NOT_MATCH || rq->auth.refused)) {
+        rc = auth_anonymous_fallback(rq);
     }
     table_release(t);
     return rc;

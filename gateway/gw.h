@@ -70,6 +70,7 @@ struct req {
     char *key;                    /* decoded, NULL for bucket-level requests */
     char *raw_path;               /* path as sent, percent-encoded (SigV2 signs it) */
     char *path;                   /* decoded path as signed ("/b/k", or "/k" virtual-hosted) */
+    int vhost;                    /* the bucket came from the Host header */
     struct sigv4_kv *query;       /* decoded query parameters */
     size_t n_query;
     struct sigv4_kv *headers;     /* pointers into MHD's header storage */
@@ -80,6 +81,9 @@ struct req {
     struct sigv4_result auth;
     const struct handler *h;
     int rc;                       /* first error; latched */
+    char err_msg[256];            /* <Message> of the error answered for rc, "" = the default */
+    const char *err_elem;         /* an extra element of that error document (<Region>...) */
+    char err_elem_value[128];
     int answered;                 /* a response has been queued */
     int phase;                    /* handler-private progress */
     int suspended;                /* connection suspended waiting for a job */

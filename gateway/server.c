@@ -87,6 +87,7 @@ static struct req *req_new(struct server *srv, struct MHD_Connection *conn, cons
     rq->waiter.suspend = req_waiter_suspend;
     rq->waiter.resume = req_waiter_resume;
     rq->waiter.cls = rq;
+    rq->auth.payload = SIGV4_PAYLOAD_UNSIGNED; /* until a signature says otherwise */
     buf_init(&rq->body, XML_BODY_MAX);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -252,6 +253,47 @@ static int req_fail_early(struct req *rq, int rc)
     return MHD_YES;
 }
 
+/* Content-Length, when sent, is a decimal number below 2^64-1: libmicrohttpd takes
+ * 18446744073709551615 as "length unknown", which would let a body of any length through. */
+static int req_content_length_ok(const char *cl)
+{
+    uint64_t v = 0;
+    if (!*cl)
+        return 0;
+    for (const char *p = cl; *p; p++) {
+        if (*p < '0' || *p > '9' || v > (UINT64_MAX - 9) / 10)
+            return 0;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    return v < UINT64_MAX;
+}
+
+/* Keeps what the client may learn about a failed authentication for its error document: the
+ * message of a malformed or refused request (not of a bad signature), and S3's <Region> or
+ * <HeadersNotSigned>. */
+static void req_auth_detail(struct req *rq, int rc, const struct errmsg *em)
+{
+    switch (rc) {
+    case -S3E_AUTH_HEADER_MALFORMED:
+    case -S3E_AUTH_QUERY_MALFORMED:
+    case -S3E_ACCESS_DENIED:
+    case -S3E_INVALID_ARGUMENT:
+    case -S3E_NOT_IMPLEMENTED:
+    case -S3E_MISSING_SECURITY_HEADER:
+        snprintf(rq->err_msg, sizeof(rq->err_msg), "%s", em->buf);
+        break;
+    default:
+        break;
+    }
+    if (rq->auth.region_wrong) {
+        rq->err_elem = "Region";
+        snprintf(rq->err_elem_value, sizeof(rq->err_elem_value), "%s", rq->srv->cf->region);
+    } else if (rq->auth.not_signed[0] && rc == -S3E_ACCESS_DENIED) {
+        rq->err_elem = "HeadersNotSigned";
+        snprintf(rq->err_elem_value, sizeof(rq->err_elem_value), "%s", rq->auth.not_signed);
+    }
+}
+
 static int req_start(struct req *rq, const char *url)
 {
     struct server *srv = rq->srv;
@@ -262,17 +304,28 @@ static int req_start(struct req *rq, const char *url)
     rq->header_bytes += strlen(rq->method) + 1 + strlen(url) + sizeof(" HTTP/1.1\r\n") - 1;
     if (rq->header_bytes > srv->cf->max_header_size)
         return req_fail_early(rq, -S3E_HEADER_TOO_LARGE);
+    const char *cl = req_header(rq, "Content-Length");
+    if (cl && !req_content_length_ok(cl)) { /* answered now: the body's end is unknown */
+        rq->rc = -S3E_INVALID_ARGUMENT;
+        snprintf(rq->err_msg, sizeof(rq->err_msg),
+                 "Content-Length must be a decimal number of bytes below 2^64-1");
+        return respond_error(rq, rq->rc);
+    }
     /* Authentication comes first, as with S3: a bad name or key from an unauthenticated
      * client is AccessDenied, not a hint about what exists. */
     int route_rc = router_route(rq, url, req_header(rq, "Host"));
     if (!rq->path)
         return req_fail_early(rq, route_rc);
     int rc;
-    if (route_rc || rq->op != OP_ADMIN || strncmp(rq->path, "/_/health", 9)) {
+    /* Only GET or HEAD of exactly /_/health goes without authentication. */
+    int health = !route_rc && rq->op == OP_ADMIN && !strcmp(rq->path, "/_/health") &&
+                 (!strcmp(rq->method, "GET") || !strcmp(rq->method, "HEAD"));
+    if (!health) {
         rc = auth_check(srv->auth, rq, &em);
         if (rc) {
             if (em.buf[0])
                 log_debug("auth %s %s: %s: %s", rq->method, rq->path, s3c_strerror(rc), em.buf);
+            req_auth_detail(rq, rc, &em);
             /* Failed logins share one row: many addresses must not crowd real clients out. */
             if (srv->cf->accounting)
                 rq->sc = stats_client_ref(srv->stats, "unauthenticated", NULL);
