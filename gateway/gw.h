@@ -53,9 +53,12 @@ struct handler {
     handler_f *begin; /* headers known; may answer at once (rq->answered) */
     int (*body)(struct req *rq, const char *data, size_t len);
     handler_f *end;   /* body done (or none): answer, or start a job */
+    int checks_payload; /* body() checks the declared digests itself (upload.c); for the
+                         * others server.c does it with reqbody.c before end() */
 };
 
-struct upload; /* upload.c */
+struct upload;  /* upload.c */
+struct reqbody; /* reqbody.c */
 
 struct req {
     unsigned magic;
@@ -104,6 +107,7 @@ struct req {
 
     /* handler state */
     struct upload *up;
+    struct reqbody *rb;           /* digests of a body upload.c does not take */
     struct buf body;              /* small XML bodies */
     struct cache_obj *obj;
     struct cache_waiter waiter;
@@ -192,6 +196,19 @@ int upload_admit_dirty(struct req *rq);
 int gw_copy_fd(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t len);
 /* Request headers -> the stored metadata fields (content-type etc, x-amz-meta-*). */
 int meta_from_headers(struct req *rq, struct be_meta *m);
+
+/* --- bodies of the other requests (reqbody.c) ----------------------------------------------- */
+/* For a handler without checks_payload: reads what the headers declare about the body (a
+ * literal x-amz-content-sha256 from rq->auth, Content-MD5, x-amz-checksum-*). 0, or
+ * -S3E_INVALID_DIGEST / -S3E_INVALID_REQUEST (unparsable value), -S3E_NOT_IMPLEMENTED
+ * (signed aws-chunked: only uploads check chunk signatures), -ENOMEM. */
+int reqbody_begin(struct req *rq);
+/* Whether reqbody_begin() found one of those: the body cannot be swapped unnoticed. */
+int reqbody_bound(const struct req *rq);
+int reqbody_update(struct req *rq, const char *data, size_t len); /* 0 or -ENOMEM */
+/* All body bytes are in: 0, -S3E_SHA256_MISMATCH or -S3E_BAD_DIGEST (once; later calls 0). */
+int reqbody_finish(struct req *rq);
+void reqbody_free(struct req *rq);
 
 /* --- handlers ------------------------------------------------------------------------------ */
 extern const struct handler h_get, h_head, h_put, h_copy, h_delete, h_object_acl,

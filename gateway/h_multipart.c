@@ -643,7 +643,7 @@ static int h_list_uploads_end(struct req *rq)
 
 const struct handler h_mp_create = {.end = h_mp_create_end};
 const struct handler h_mp_part = {.begin = h_mp_part_begin, .body = h_mp_part_body,
-                                  .end = h_mp_part_end};
+                                  .end = h_mp_part_end, .checks_payload = 1};
 const struct handler h_mp_part_copy = {.end = h_mp_part_copy_end};
 const struct handler h_mp_complete = {.body = body_collect, .end = h_mp_complete_end};
 const struct handler h_mp_abort = {.end = h_mp_abort_end};

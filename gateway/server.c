@@ -114,6 +114,7 @@ static void req_free(struct req *rq)
         cache_obj_release(rq->obj);
     }
     upload_free(rq);
+    reqbody_free(rq);
     buf_free(&rq->body);
     if (rq->job_state_free)
         rq->job_state_free(rq->job_state);
@@ -343,6 +344,8 @@ static int req_start(struct req *rq, const char *url)
     rq->h = router_handler(rq->op);
     if (!rq->h)
         return req_fail_early(rq, -S3E_NOT_IMPLEMENTED);
+    if (!rq->h->checks_payload && (rc = reqbody_begin(rq)))
+        return req_fail_early(rq, rc);
     if (rq->h->begin) {
         rc = rq->h->begin(rq);
         if (rq->answered)
@@ -389,7 +392,8 @@ static enum MHD_Result server_access(void *cls, struct MHD_Connection *conn, con
         if (rq->sc)
             stats_client_received(rq->sc, n);
         if (!rq->rc && !rq->answered) {
-            if (rq->h && rq->h->body)
+            rq->rc = reqbody_update(rq, upload_data, n);
+            if (!rq->rc && rq->h && rq->h->body)
                 rq->rc = rq->h->body(rq, upload_data, n);
         }
         *upload_data_size = 0;
@@ -408,6 +412,9 @@ static enum MHD_Result server_access(void *cls, struct MHD_Connection *conn, con
         return respond_error(rq, rq->rc) == MHD_YES ? MHD_YES : MHD_NO;
     if (!rq->h || !rq->h->end)
         return respond_error(rq, -S3E_NOT_IMPLEMENTED) == MHD_YES ? MHD_YES : MHD_NO;
+    /* The whole body is in: nothing is done with it unless it is the one declared. */
+    if ((rq->rc = reqbody_finish(rq)))
+        return respond_error(rq, rq->rc) == MHD_YES ? MHD_YES : MHD_NO;
     if (!rq->busy) { /* the request is now ours to finish: shutdown waits for it */
         rq->busy = 1;
         __atomic_add_fetch(&srv->inflight, 1, __ATOMIC_RELAXED);
