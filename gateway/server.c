@@ -435,8 +435,9 @@ static void server_access_log(struct req *rq, enum MHD_RequestTerminationCode to
     if (log_is_json()) {
         buf_printf(&b, "{\"time\":\"%s\",\"id\":\"%s\",\"client\":", ts, rq->id);
         buf_json_str(&b, rq->access_key[0] ? rq->access_key : "-");
-        buf_printf(&b, ",\"addr\":\"%s\",\"method\":\"%s\",\"op\":\"%s\",\"bucket\":", rq->addr,
-                   rq->method, op_name(rq->op));
+        buf_printf(&b, ",\"addr\":\"%s\",\"method\":", rq->addr);
+        buf_json_str(&b, rq->method);
+        buf_printf(&b, ",\"op\":\"%s\",\"bucket\":", op_name(rq->op));
         buf_json_str(&b, rq->bucket ? rq->bucket : "");
         buf_puts(&b, ",\"key\":");
         buf_json_str(&b, rq->key ? rq->key : "");
@@ -447,11 +448,21 @@ static void server_access_log(struct req *rq, enum MHD_RequestTerminationCode to
                    (unsigned long long)rq->bytes_out, how, (double)ms_x10 / 10.0,
                    toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "true" : "false");
     } else {
-        buf_printf(&b, "%s access %s %s %s %s %s /%s%s%s %d in=%llu out=%llu cache=%s %.1fms%s",
-                   ts, rq->id, rq->access_key[0] ? rq->access_key : "-", rq->addr, rq->method,
-                   op_name(rq->op), rq->bucket ? rq->bucket : "", rq->key ? "/" : "",
-                   rq->key ? rq->key : "", rq->status, (unsigned long long)rq->bytes_in,
-                   (unsigned long long)rq->bytes_out, how, (double)ms_x10 / 10.0,
+        /* Client-chosen fields (key, bucket, method, access key) are escaped: a key with a
+         * newline must not forge a second line. */
+        buf_printf(&b, "%s access %s ", ts, rq->id);
+        log_buf_escaped(&b, rq->access_key[0] ? rq->access_key : "-");
+        buf_printf(&b, " %s ", rq->addr);
+        log_buf_escaped(&b, rq->method);
+        buf_printf(&b, " %s /", op_name(rq->op));
+        log_buf_escaped(&b, rq->bucket ? rq->bucket : "");
+        if (rq->key) {
+            buf_puts(&b, "/");
+            log_buf_escaped(&b, rq->key);
+        }
+        buf_printf(&b, " %d in=%llu out=%llu cache=%s %.1fms%s", rq->status,
+                   (unsigned long long)rq->bytes_in, (unsigned long long)rq->bytes_out, how,
+                   (double)ms_x10 / 10.0,
                    toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted");
     }
     if (b.p)
