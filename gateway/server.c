@@ -10,8 +10,10 @@
 #include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_acked */
 #include <signal.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -674,8 +676,75 @@ static int server_listen_socket(const struct conf *cf, int *fd_out, int *v6, str
     return 0;
 }
 
+/* realpath() of @path, or of its parent plus its last name when @path does not exist yet.
+ * 0 or -1. */
+static int server_resolve(const char *path, char out[PATH_MAX])
+{
+    if (realpath(path, out))
+        return 0;
+    if (errno != ENOENT)
+        return -1;
+    char parent[PATH_MAX], rp[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    size_t pl = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+    if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || pl >= sizeof(parent))
+        return -1;
+    memcpy(parent, slash ? path : ".", slash ? pl : 1);
+    parent[slash ? pl : 1] = '\0';
+    if (!realpath(parent, rp))
+        return -1;
+    size_t rl = strlen(rp), nl = strlen(name);
+    int sep = strcmp(rp, "/") != 0;
+    if (rl + (size_t)sep + nl >= PATH_MAX)
+        return -1;
+    memcpy(out, rp, rl);
+    if (sep)
+        out[rl++] = '/';
+    memcpy(out + rl, name, nl + 1);
+    return 0;
+}
+
+/* Whether the resolved path @in is @dir or below it. */
+static int server_path_within(const char *in, const char *dir)
+{
+    size_t dl = strlen(dir);
+    if (!strcmp(dir, "/"))
+        return 1;
+    return !strncmp(in, dir, dl) && (in[dl] == '\0' || in[dl] == '/');
+}
+
+/* A file:// store and the cache must not contain one another: through the S3 API clients
+ * could then read and overwrite the index, staged uploads and cached files (store inside the
+ * cache), or see the cache as a bucket (cache inside the store). */
+static int server_check_overlap(const struct conf *cf, struct errmsg *em)
+{
+    const char *be = cf->backend;
+    if (!be || strncasecmp(be, "file://", 7))
+        return 0;
+    char cache[PATH_MAX], store[PATH_MAX];
+    if (server_resolve(cf->cache_dir, cache) || !realpath(be + 7, store))
+        return 0; /* mkdir() or backend_open() names what cannot be opened */
+    if (server_path_within(cache, store)) {
+        errmsg_set(em, "--cache-dir \"%s\" is inside the backend's directory \"%s\": clients "
+                       "could read and overwrite the cache through the S3 API; use a directory "
+                       "outside it", cf->cache_dir, be + 7);
+        return -EINVAL;
+    }
+    if (server_path_within(store, cache)) {
+        errmsg_set(em, "the backend's directory \"%s\" is inside --cache-dir \"%s\": clients "
+                       "could read and overwrite the cache through the S3 API; use a directory "
+                       "outside it", be + 7, cf->cache_dir);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int server_prepare_dirs(struct conf *cf, struct errmsg *em)
 {
+    int rc = server_check_overlap(cf, em); /* before mkdir: it would make a bucket */
+    if (rc)
+        return rc;
     if (mkdir(cf->cache_dir, 0755) != 0 && errno != EEXIST) {
         errmsg_set(em, "--cache-dir \"%s\": %s", cf->cache_dir, strerror(errno));
         return -errno;
@@ -684,7 +753,7 @@ static int server_prepare_dirs(struct conf *cf, struct errmsg *em)
         errmsg_set(em, "--cache-dir \"%s\": %s", cf->cache_dir, strerror(errno));
         return -errno;
     }
-    return 0;
+    return server_check_overlap(cf, em); /* again, now that symlinks in it resolve */
 }
 
 /* Reads a whole small PEM file (certificate or key) into a new NUL-terminated string. */
