@@ -908,10 +908,10 @@ int server_run(struct conf *cf)
              "%u HTTP threads, %u workers)",
              S3C_VERSION, tls_cert ? "https" : "http", cf->listen, cf->backend, cf->cache_dir,
              (unsigned long long)cf->cache_size, nthreads, nworkers);
-    if (ak && sk) {
-        char host[80];
-        snprintf(host, sizeof(host), "%s%s%s:%d", v6 ? "[" : "", cf->listen_host, v6 ? "]" : "",
-                 cf->listen_port);
+    char host[80];
+    snprintf(host, sizeof(host), "%s%s%s:%d", v6 ? "[" : "", cf->listen_host, v6 ? "]" : "",
+             cf->listen_port);
+    if (ak && sk) { /* a pair generated just now: shown this once */
         printf("endpoint:    %s://%s\n"
                "access key:  %s\n"
                "secret key:  %s\n"
@@ -919,6 +919,12 @@ int server_run(struct conf *cf)
                "aws --endpoint-url %s://%s s3 ls\n",
                tls_cert ? "https" : "http", host, ak, sk, ak, sk, cf->region,
                tls_cert ? "https" : "http", host);
+        fflush(stdout);
+    } else if (ak) {
+        printf("endpoint:    %s://%s\n"
+               "access key:  %s\n"
+               "secret key:  in %s/credentials\n",
+               tls_cert ? "https" : "http", host, ak, cf->cache_dir);
         fflush(stdout);
     } else if (cf->anonymous) {
         printf("endpoint:    http://%s:%d (anonymous access)\n", cf->listen_host, cf->listen_port);
