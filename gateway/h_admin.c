@@ -286,13 +286,46 @@ static int h_admin_end(struct req *rq)
     return respond_error_msg(rq, -S3E_NOT_FOUND, "No such admin endpoint");
 }
 
+/* Whether @p (after "/_") with @method is an admin endpoint h_admin_end() serves. */
+static int admin_known(const char *p, const char *method)
+{
+    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    return ((!strcmp(p, "/stats") || !strcmp(p, "/metrics")) && get) ||
+           (!strncmp(p, "/cache/", 7) && !strcmp(method, "DELETE")) || !strcmp(p, "/warm") ||
+           !strncmp(p, "/warm/", 6) || (!strcmp(p, "/unpin") && !strcmp(method, "POST")) ||
+           !strcmp(p, "/flush");
+}
+
+/* Headers only: a request that is not an admin's, or names no admin endpoint, is refused
+ * before a byte of its body is read (GET /_/health alone goes unauthenticated). */
+static int h_admin_begin(struct req *rq)
+{
+    const char *p = rq->path + 2; /* after "/_" */
+    if (!strcmp(p, "/health") && (!strcmp(rq->method, "GET") || !strcmp(rq->method, "HEAD")))
+        return 0;
+    if (!auth_is_admin(rq->srv->auth, rq)) {
+        snprintf(rq->err_msg, sizeof(rq->err_msg),
+                 "Admin endpoints need an admin key or the admin token");
+        return -S3E_ACCESS_DENIED;
+    }
+    if (!admin_known(p, rq->method)) {
+        snprintf(rq->err_msg, sizeof(rq->err_msg), "No such admin endpoint");
+        return -S3E_NOT_FOUND;
+    }
+    return 0;
+}
+
+/* Only the POST endpoints (warm, unpin, flush) read a body; others are not kept. */
 static int h_admin_body(struct req *rq, const char *data, size_t len)
 {
+    if (strcmp(rq->method, "POST"))
+        return 0;
     int rc = buf_append(&rq->body, data, len);
     return rc == -EMSGSIZE ? -S3E_ENTITY_TOO_LARGE : rc;
 }
 
-const struct handler h_admin = {.body = h_admin_body, .end = h_admin_end};
+const struct handler h_admin = {.begin = h_admin_begin, .body = h_admin_body,
+                                .end = h_admin_end};
 
 static int h_options_end(struct req *rq)
 {

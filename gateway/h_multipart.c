@@ -315,7 +315,7 @@ static void mp_part_copy_job(struct req *rq)
         return;
     uint64_t off = 0, len = src.size;
     if (s->has_range) {
-        if (s->src_off >= src.size || s->src_off + s->src_len > src.size) {
+        if (s->src_off >= src.size || s->src_len > src.size - s->src_off) {
             rq->rc = -S3E_INVALID_RANGE;
             return;
         }
@@ -328,6 +328,41 @@ static void mp_part_copy_job(struct req *rq)
     }
     rq->rc = backend_mp_copy_part(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq),
                                   s->part.number, s->src_bucket, s->src_key, off, len, &s->part);
+}
+
+/* Reads decimal digits at *@pp (at least one) into @out; -1 without a digit or past
+ * UINT64_MAX (never wrapped, never saturated). */
+static int copy_range_u64(const char **pp, uint64_t *out)
+{
+    const char *p = *pp;
+    uint64_t v = 0;
+    if (*p < '0' || *p > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *pp = p;
+    *out = v;
+    return 0;
+}
+
+/* x-amz-copy-source-range "bytes=FIRST-LAST" -> @off, @len; -1 unless FIRST <= LAST and the
+ * length LAST-FIRST+1 fits in 64 bits (so no range wraps into an empty part). */
+static int copy_range_parse(const char *v, uint64_t *off, uint64_t *len)
+{
+    uint64_t a, b;
+    if (strncmp(v, "bytes=", 6))
+        return -1;
+    v += 6;
+    if (copy_range_u64(&v, &a) || *v++ != '-' || copy_range_u64(&v, &b) || *v || b < a ||
+        b == UINT64_MAX)
+        return -1;
+    *off = a;
+    *len = b - a + 1;
+    return 0;
 }
 
 static int h_mp_part_copy_end(struct req *rq)
@@ -345,14 +380,10 @@ static int h_mp_part_copy_end(struct req *rq)
             return respond_error(rq, rc);
         const char *range = req_header(rq, "x-amz-copy-source-range");
         if (range) {
-            unsigned long long a, b;
-            char tail;
-            if (sscanf(range, "bytes=%llu-%llu%c", &a, &b, &tail) != 2 || b < a)
+            if (copy_range_parse(range, &s->src_off, &s->src_len))
                 return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
                                          "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy");
             s->has_range = 1;
-            s->src_off = a;
-            s->src_len = b - a + 1;
         }
         return start_job(rq, mp_part_copy_job);
     }
@@ -792,7 +823,7 @@ static int h_list_uploads_end(struct req *rq)
 
 const struct handler h_mp_create = {.end = h_mp_create_end};
 const struct handler h_mp_part = {.begin = h_mp_part_begin, .body = h_mp_part_body,
-                                  .end = h_mp_part_end};
+                                  .end = h_mp_part_end, .checks_payload = 1};
 const struct handler h_mp_part_copy = {.end = h_mp_part_copy_end};
 const struct handler h_mp_complete = {.body = body_collect, .end = h_mp_complete_end};
 const struct handler h_mp_abort = {.end = h_mp_abort_end};

@@ -248,7 +248,8 @@ static int h_put_end(struct req *rq)
     return rc ? respond_error(rq, rc) : MHD_YES;
 }
 
-const struct handler h_put = {.begin = h_put_begin, .body = h_put_body, .end = h_put_end};
+const struct handler h_put = {.begin = h_put_begin, .body = h_put_body, .end = h_put_end,
+                              .checks_payload = 1};
 
 /* ------------------------------------------------------------------ COPY */
 

@@ -15,6 +15,7 @@ static int log_level_cur = S3C_LOG_INFO;
 static int log_json;
 
 static const char *const log_names[] = {"error", "warn", "info", "debug"};
+static const char hexl[] = "0123456789abcdef";
 
 int log_setup(const char *level_name, const char *format)
 {
@@ -43,9 +44,59 @@ int log_is_json(void)
     return log_json;
 }
 
+int log_buf_escaped(struct buf *b, const char *s)
+{
+    const char *run = s;
+    int rc = 0;
+    for (; *s && !rc; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch >= 0x20 && ch != 0x7f && ch != '\\')
+            continue;
+        char esc[4] = {'\\', 'x', hexl[ch >> 4], hexl[ch & 15]};
+        rc = buf_append(b, run, (size_t)(s - run));
+        if (!rc)
+            rc = ch == '\\' ? buf_append(b, "\\\\", 2) : buf_append(b, esc, 4);
+        run = s + 1;
+    }
+    if (!rc)
+        rc = buf_append(b, run, (size_t)(s - run));
+    return rc;
+}
+
+/* Writes @line plus '\n' with any control byte that is still in it escaped (\xNN in text,
+ * \u00NN in JSON): one log line stays one line, whatever a client put in a key or header. */
+static void log_line_escaped(const char *line, size_t len)
+{
+    struct buf b;
+    buf_init(&b, 4 * len + 8);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)line[i];
+        if (ch >= 0x20 && (ch != 0x7f || log_json)) {
+            buf_append(&b, &line[i], 1);
+        } else if (log_json) {
+            char esc[6] = {'\\', 'u', '0', '0', hexl[ch >> 4], hexl[ch & 15]};
+            buf_append(&b, esc, 6);
+        } else {
+            char esc[4] = {'\\', 'x', hexl[ch >> 4], hexl[ch & 15]};
+            buf_append(&b, esc, 4);
+        }
+    }
+    buf_append(&b, "\n", 1);
+    if (b.p)
+        (void)!write(2, b.p, b.len);
+    buf_free(&b);
+}
+
 void log_line(const char *line, size_t len)
 {
     char small[1024];
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)line[i];
+        if (ch < 0x20 || (ch == 0x7f && !log_json)) {
+            log_line_escaped(line, len);
+            return;
+        }
+    }
     if (len + 1 <= sizeof(small)) {
         memcpy(small, line, len);
         small[len] = '\n';
@@ -58,7 +109,7 @@ void log_line(const char *line, size_t len)
 
 void log_msg(enum log_level lv, const char *fmt, ...)
 {
-    char msg[1024], ts[32], line[1400];
+    char msg[1024], ts[32];
     va_list ap;
     if (!log_enabled(lv))
         return;
@@ -75,7 +126,24 @@ void log_msg(enum log_level lv, const char *fmt, ...)
         buf_free(&b);
         return;
     }
-    int n = snprintf(line, sizeof(line), "%s [%d] %s: %s", ts, (int)getpid(), log_names[lv], msg);
-    if (n > 0)
-        log_line(line, S3C_MIN((size_t)n, sizeof(line) - 1));
+    char line[64 + 4 * sizeof(msg)]; /* every byte of msg may become \xNN: no allocation */
+    int n = snprintf(line, sizeof(line), "%s [%d] %s: ", ts, (int)getpid(), log_names[lv]);
+    if (n <= 0)
+        return;
+    size_t o = (size_t)n;
+    for (const char *p = msg; *p && o + 4 < sizeof(line); p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch >= 0x20 && ch != 0x7f && ch != '\\') {
+            line[o++] = (char)ch;
+        } else if (ch == '\\') {
+            line[o++] = '\\';
+            line[o++] = '\\';
+        } else {
+            line[o++] = '\\';
+            line[o++] = 'x';
+            line[o++] = hexl[ch >> 4];
+            line[o++] = hexl[ch & 15];
+        }
+    }
+    log_line(line, o);
 }

@@ -59,6 +59,10 @@ static int respond_error_doc(struct req *rq, int rc, const char *message, const 
     if (e->status >= 500 && rc != -S3E_SLOW_DOWN)
         log_warn("%s %s %s: %s%s%s", rq->id, rq->method, rq->path ? rq->path : "-",
                  s3c_strerror(rc), message ? ": " : "", message ? message : "");
+    /* The detail latched with rq->rc (auth failures answered at the end of a body). */
+    int latched = rc && rc == rq->rc;
+    if ((!message || !*message) && latched && rq->err_msg[0])
+        message = rq->err_msg;
     struct buf b;
     buf_init(&b, 16384);
     buf_puts(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>");
@@ -66,6 +70,8 @@ static int respond_error_doc(struct req *rq, int rc, const char *message, const 
     buf_xml_elem(&b, "Message", message && *message ? message : e->message);
     if (extra)
         buf_puts(&b, extra);
+    if (latched && rq->err_elem)
+        buf_xml_elem(&b, rq->err_elem, rq->err_elem_value);
     if (rq->key)
         buf_xml_elem(&b, "Key", rq->key);
     if (rq->bucket)

@@ -244,6 +244,7 @@ int router_route(struct req *rq, const char *url, const char *host)
     char *vb = router_vhost_bucket(rq->srv->cf, host);
     if (vb) {
         rq->bucket = vb;
+        rq->vhost = 1;
         if (*p)
             rq->key = strdup(p);
     } else if (*p) {

@@ -10,8 +10,10 @@
 #include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_acked */
 #include <signal.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -87,6 +89,7 @@ static struct req *req_new(struct server *srv, struct MHD_Connection *conn, cons
     rq->waiter.suspend = req_waiter_suspend;
     rq->waiter.resume = req_waiter_resume;
     rq->waiter.cls = rq;
+    rq->auth.payload = SIGV4_PAYLOAD_UNSIGNED; /* until a signature says otherwise */
     buf_init(&rq->body, XML_BODY_MAX);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -113,6 +116,7 @@ static void req_free(struct req *rq)
         cache_obj_release(rq->obj);
     }
     upload_free(rq);
+    reqbody_free(rq);
     buf_free(&rq->body);
     if (rq->job_state_free)
         rq->job_state_free(rq->job_state);
@@ -252,6 +256,47 @@ static int req_fail_early(struct req *rq, int rc)
     return MHD_YES;
 }
 
+/* Content-Length, when sent, is a decimal number below 2^64-1: libmicrohttpd takes
+ * 18446744073709551615 as "length unknown", which would let a body of any length through. */
+static int req_content_length_ok(const char *cl)
+{
+    uint64_t v = 0;
+    if (!*cl)
+        return 0;
+    for (const char *p = cl; *p; p++) {
+        if (*p < '0' || *p > '9' || v > (UINT64_MAX - 9) / 10)
+            return 0;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    return v < UINT64_MAX;
+}
+
+/* Keeps what the client may learn about a failed authentication for its error document: the
+ * message of a malformed or refused request (not of a bad signature), and S3's <Region> or
+ * <HeadersNotSigned>. */
+static void req_auth_detail(struct req *rq, int rc, const struct errmsg *em)
+{
+    switch (rc) {
+    case -S3E_AUTH_HEADER_MALFORMED:
+    case -S3E_AUTH_QUERY_MALFORMED:
+    case -S3E_ACCESS_DENIED:
+    case -S3E_INVALID_ARGUMENT:
+    case -S3E_NOT_IMPLEMENTED:
+    case -S3E_MISSING_SECURITY_HEADER:
+        snprintf(rq->err_msg, sizeof(rq->err_msg), "%s", em->buf);
+        break;
+    default:
+        break;
+    }
+    if (rq->auth.region_wrong) {
+        rq->err_elem = "Region";
+        snprintf(rq->err_elem_value, sizeof(rq->err_elem_value), "%s", rq->srv->cf->region);
+    } else if (rq->auth.not_signed[0] && rc == -S3E_ACCESS_DENIED) {
+        rq->err_elem = "HeadersNotSigned";
+        snprintf(rq->err_elem_value, sizeof(rq->err_elem_value), "%s", rq->auth.not_signed);
+    }
+}
+
 static int req_start(struct req *rq, const char *url)
 {
     struct server *srv = rq->srv;
@@ -262,21 +307,32 @@ static int req_start(struct req *rq, const char *url)
     rq->header_bytes += strlen(rq->method) + 1 + strlen(url) + sizeof(" HTTP/1.1\r\n") - 1;
     if (rq->header_bytes > srv->cf->max_header_size)
         return req_fail_early(rq, -S3E_HEADER_TOO_LARGE);
+    const char *cl = req_header(rq, "Content-Length");
+    if (cl && !req_content_length_ok(cl)) { /* answered now: the body's end is unknown */
+        rq->rc = -S3E_INVALID_ARGUMENT;
+        snprintf(rq->err_msg, sizeof(rq->err_msg),
+                 "Content-Length must be a decimal number of bytes below 2^64-1");
+        return respond_error(rq, rq->rc);
+    }
     /* Authentication comes first, as with S3: a bad name or key from an unauthenticated
      * client is AccessDenied, not a hint about what exists. */
     int route_rc = router_route(rq, url, req_header(rq, "Host"));
     if (!rq->path)
         return req_fail_early(rq, route_rc);
     int rc;
-    /* A CORS preflight never carries credentials (browsers do not sign it): OPTIONS is answered
-     * without authentication, as S3 does, and reveals nothing (400 without an Origin, 403
-     * with one), whatever signature or presigned query it carries. */
+    /* Only GET or HEAD of exactly /_/health goes without authentication. A CORS preflight
+     * never carries credentials (browsers do not sign it): OPTIONS is answered without
+     * authentication, as S3 does, and reveals nothing (400 without an Origin, 403 with one),
+     * whatever signature or presigned query it carries. */
+    int health = !route_rc && rq->op == OP_ADMIN && !strcmp(rq->path, "/_/health") &&
+                 (!strcmp(rq->method, "GET") || !strcmp(rq->method, "HEAD"));
     int preflight = !route_rc && rq->op == OP_OPTIONS;
-    if (!preflight && (route_rc || rq->op != OP_ADMIN || strncmp(rq->path, "/_/health", 9))) {
+    if (!health && !preflight) {
         rc = auth_check(srv->auth, rq, &em);
         if (rc) {
             if (em.buf[0])
                 log_debug("auth %s %s: %s: %s", rq->method, rq->path, s3c_strerror(rc), em.buf);
+            req_auth_detail(rq, rc, &em);
             /* Failed logins share one row: many addresses must not crowd real clients out. */
             if (srv->cf->accounting)
                 rq->sc = stats_client_ref(srv->stats, "unauthenticated", NULL);
@@ -294,6 +350,8 @@ static int req_start(struct req *rq, const char *url)
     rq->h = router_handler(rq->op);
     if (!rq->h)
         return req_fail_early(rq, -S3E_NOT_IMPLEMENTED);
+    if (!rq->h->checks_payload && (rc = reqbody_begin(rq)))
+        return req_fail_early(rq, rc);
     if (rq->h->begin) {
         rc = rq->h->begin(rq);
         if (rq->answered)
@@ -340,7 +398,8 @@ static enum MHD_Result server_access(void *cls, struct MHD_Connection *conn, con
         if (rq->sc)
             stats_client_received(rq->sc, n);
         if (!rq->rc && !rq->answered) {
-            if (rq->h && rq->h->body)
+            rq->rc = reqbody_update(rq, upload_data, n);
+            if (!rq->rc && rq->h && rq->h->body)
                 rq->rc = rq->h->body(rq, upload_data, n);
         }
         *upload_data_size = 0;
@@ -359,6 +418,9 @@ static enum MHD_Result server_access(void *cls, struct MHD_Connection *conn, con
         return respond_error(rq, rq->rc) == MHD_YES ? MHD_YES : MHD_NO;
     if (!rq->h || !rq->h->end)
         return respond_error(rq, -S3E_NOT_IMPLEMENTED) == MHD_YES ? MHD_YES : MHD_NO;
+    /* The whole body is in: nothing is done with it unless it is the one declared. */
+    if ((rq->rc = reqbody_finish(rq)))
+        return respond_error(rq, rq->rc) == MHD_YES ? MHD_YES : MHD_NO;
     if (!rq->busy) { /* the request is now ours to finish: shutdown waits for it */
         rq->busy = 1;
         __atomic_add_fetch(&srv->inflight, 1, __ATOMIC_RELAXED);
@@ -379,8 +441,9 @@ static void server_access_log(struct req *rq, enum MHD_RequestTerminationCode to
     if (log_is_json()) {
         buf_printf(&b, "{\"time\":\"%s\",\"id\":\"%s\",\"client\":", ts, rq->id);
         buf_json_str(&b, rq->access_key[0] ? rq->access_key : "-");
-        buf_printf(&b, ",\"addr\":\"%s\",\"method\":\"%s\",\"op\":\"%s\",\"bucket\":", rq->addr,
-                   rq->method, op_name(rq->op));
+        buf_printf(&b, ",\"addr\":\"%s\",\"method\":", rq->addr);
+        buf_json_str(&b, rq->method);
+        buf_printf(&b, ",\"op\":\"%s\",\"bucket\":", op_name(rq->op));
         buf_json_str(&b, rq->bucket ? rq->bucket : "");
         buf_puts(&b, ",\"key\":");
         buf_json_str(&b, rq->key ? rq->key : "");
@@ -391,11 +454,21 @@ static void server_access_log(struct req *rq, enum MHD_RequestTerminationCode to
                    (unsigned long long)rq->bytes_out, how, (double)ms_x10 / 10.0,
                    toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "true" : "false");
     } else {
-        buf_printf(&b, "%s access %s %s %s %s %s /%s%s%s %d in=%llu out=%llu cache=%s %.1fms%s",
-                   ts, rq->id, rq->access_key[0] ? rq->access_key : "-", rq->addr, rq->method,
-                   op_name(rq->op), rq->bucket ? rq->bucket : "", rq->key ? "/" : "",
-                   rq->key ? rq->key : "", rq->status, (unsigned long long)rq->bytes_in,
-                   (unsigned long long)rq->bytes_out, how, (double)ms_x10 / 10.0,
+        /* Client-chosen fields (key, bucket, method, access key) are escaped: a key with a
+         * newline must not forge a second line. */
+        buf_printf(&b, "%s access %s ", ts, rq->id);
+        log_buf_escaped(&b, rq->access_key[0] ? rq->access_key : "-");
+        buf_printf(&b, " %s ", rq->addr);
+        log_buf_escaped(&b, rq->method);
+        buf_printf(&b, " %s /", op_name(rq->op));
+        log_buf_escaped(&b, rq->bucket ? rq->bucket : "");
+        if (rq->key) {
+            buf_puts(&b, "/");
+            log_buf_escaped(&b, rq->key);
+        }
+        buf_printf(&b, " %d in=%llu out=%llu cache=%s %.1fms%s", rq->status,
+                   (unsigned long long)rq->bytes_in, (unsigned long long)rq->bytes_out, how,
+                   (double)ms_x10 / 10.0,
                    toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted");
     }
     if (b.p)
@@ -609,8 +682,75 @@ static int server_listen_socket(const struct conf *cf, int *fd_out, int *v6, str
     return 0;
 }
 
+/* realpath() of @path, or of its parent plus its last name when @path does not exist yet.
+ * 0 or -1. */
+static int server_resolve(const char *path, char out[PATH_MAX])
+{
+    if (realpath(path, out))
+        return 0;
+    if (errno != ENOENT)
+        return -1;
+    char parent[PATH_MAX], rp[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    size_t pl = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+    if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || pl >= sizeof(parent))
+        return -1;
+    memcpy(parent, slash ? path : ".", slash ? pl : 1);
+    parent[slash ? pl : 1] = '\0';
+    if (!realpath(parent, rp))
+        return -1;
+    size_t rl = strlen(rp), nl = strlen(name);
+    int sep = strcmp(rp, "/") != 0;
+    if (rl + (size_t)sep + nl >= PATH_MAX)
+        return -1;
+    memcpy(out, rp, rl);
+    if (sep)
+        out[rl++] = '/';
+    memcpy(out + rl, name, nl + 1);
+    return 0;
+}
+
+/* Whether the resolved path @in is @dir or below it. */
+static int server_path_within(const char *in, const char *dir)
+{
+    size_t dl = strlen(dir);
+    if (!strcmp(dir, "/"))
+        return 1;
+    return !strncmp(in, dir, dl) && (in[dl] == '\0' || in[dl] == '/');
+}
+
+/* A file:// store and the cache must not contain one another: through the S3 API clients
+ * could then read and overwrite the index, staged uploads and cached files (store inside the
+ * cache), or see the cache as a bucket (cache inside the store). */
+static int server_check_overlap(const struct conf *cf, struct errmsg *em)
+{
+    const char *be = cf->backend;
+    if (!be || strncasecmp(be, "file://", 7))
+        return 0;
+    char cache[PATH_MAX], store[PATH_MAX];
+    if (server_resolve(cf->cache_dir, cache) || !realpath(be + 7, store))
+        return 0; /* mkdir() or backend_open() names what cannot be opened */
+    if (server_path_within(cache, store)) {
+        errmsg_set(em, "--cache-dir \"%s\" is inside the backend's directory \"%s\": clients "
+                       "could read and overwrite the cache through the S3 API; use a directory "
+                       "outside it", cf->cache_dir, be + 7);
+        return -EINVAL;
+    }
+    if (server_path_within(store, cache)) {
+        errmsg_set(em, "the backend's directory \"%s\" is inside --cache-dir \"%s\": clients "
+                       "could read and overwrite the cache through the S3 API; use a directory "
+                       "outside it", be + 7, cf->cache_dir);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int server_prepare_dirs(struct conf *cf, struct errmsg *em)
 {
+    int rc = server_check_overlap(cf, em); /* before mkdir: it would make a bucket */
+    if (rc)
+        return rc;
     if (mkdir(cf->cache_dir, 0755) != 0 && errno != EEXIST) {
         errmsg_set(em, "--cache-dir \"%s\": %s", cf->cache_dir, strerror(errno));
         return -errno;
@@ -619,7 +759,7 @@ static int server_prepare_dirs(struct conf *cf, struct errmsg *em)
         errmsg_set(em, "--cache-dir \"%s\": %s", cf->cache_dir, strerror(errno));
         return -errno;
     }
-    return 0;
+    return server_check_overlap(cf, em); /* again, now that symlinks in it resolve */
 }
 
 /* Reads a whole small PEM file (certificate or key) into a new NUL-terminated string. */
@@ -774,10 +914,10 @@ int server_run(struct conf *cf)
              "%u HTTP threads, %u workers)",
              S3C_VERSION, tls_cert ? "https" : "http", cf->listen, cf->backend, cf->cache_dir,
              (unsigned long long)cf->cache_size, nthreads, nworkers);
-    if (ak && sk) {
-        char host[80];
-        snprintf(host, sizeof(host), "%s%s%s:%d", v6 ? "[" : "", cf->listen_host, v6 ? "]" : "",
-                 cf->listen_port);
+    char host[80];
+    snprintf(host, sizeof(host), "%s%s%s:%d", v6 ? "[" : "", cf->listen_host, v6 ? "]" : "",
+             cf->listen_port);
+    if (ak && sk) { /* a pair generated just now: shown this once */
         printf("endpoint:    %s://%s\n"
                "access key:  %s\n"
                "secret key:  %s\n"
@@ -785,6 +925,12 @@ int server_run(struct conf *cf)
                "aws --endpoint-url %s://%s s3 ls\n",
                tls_cert ? "https" : "http", host, ak, sk, ak, sk, cf->region,
                tls_cert ? "https" : "http", host);
+        fflush(stdout);
+    } else if (ak) {
+        printf("endpoint:    %s://%s\n"
+               "access key:  %s\n"
+               "secret key:  in %s/credentials\n",
+               tls_cert ? "https" : "http", host, ak, cf->cache_dir);
         fflush(stdout);
     } else if (cf->anonymous) {
         printf("endpoint:    http://%s:%d (anonymous access)\n", cf->listen_host, cf->listen_port);

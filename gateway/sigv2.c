@@ -20,6 +20,8 @@
 #include "s3err.h"
 #include "sigv4.h"
 
+#define SIGV2_MAX_EXPIRES_S 604800 /* 7 days, as SigV4's X-Amz-Expires */
+
 /* Query parameters that are part of the v2 canonical resource, in sorted order. */
 static const char *const sigv2_subresources[] = {
     "acl", "cors", "delete", "lifecycle", "location", "logging", "notification", "partNumber",
@@ -101,7 +103,25 @@ static int amz_headers(const struct sigv4_input *in, struct buf *b)
     return rc;
 }
 
-int sigv2_verify(const struct sigv4_input *in, const char *raw_path, time_t now,
+/* Query parameters a V2 request may carry unsigned, as none changes what the gateway does:
+ * its own (presigned), botocore's x-id (names the operation the method and sub-resources
+ * already name), and the headers botocore copies into a presigned V2 URL (content-type,
+ * content-md5, x-amz-*: S3 and the gateway read them from the headers, where V2 signs them). */
+static int sigv2_param_ok(const char *name, int presigned)
+{
+    if (!strcmp(name, "x-id"))
+        return 1;
+    if (presigned && (!strcmp(name, "AWSAccessKeyId") || !strcmp(name, "Signature") ||
+                      !strcmp(name, "Expires") || !strcasecmp(name, "content-type") ||
+                      !strcasecmp(name, "content-md5") || !strncasecmp(name, "x-amz-", 6)))
+        return 1;
+    for (size_t i = 0; i < ARRAY_SIZE(sigv2_subresources); i++)
+        if (!strcmp(name, sigv2_subresources[i]))
+            return 1;
+    return 0;
+}
+
+int sigv2_verify(const struct sigv4_input *in, const char *resource, time_t now,
                  sigv4_secret_f *lookup, void *cls, struct sigv4_result *out, struct errmsg *em)
 {
     const char *authz = hdr(in, "Authorization");
@@ -143,9 +163,27 @@ int sigv2_verify(const struct sigv4_input *in, const char *raw_path, time_t now,
         }
         if ((long long)now > exp)
             return -S3E_EXPIRED_REQUEST;
+        if (exp - (long long)now > SIGV2_MAX_EXPIRES_S) {
+            errmsg_set(em, "Expires must be at most 7 days (604800 seconds) from now");
+            return -S3E_AUTH_QUERY_MALFORMED;
+        }
         date_line = qexp->value;
     } else {
         return -S3E_ACCESS_DENIED;
+    }
+    /* SigV2 signs only the sub-resources: a parameter outside them (a listing's prefix, an
+     * admin endpoint's) could be changed by anyone holding the URL or a captured request. */
+    for (size_t i = 0; i < in->n_query; i++)
+        if (!sigv2_param_ok(in->query[i].name, presigned)) {
+            out->refused = 1;
+            errmsg_set(em, "The query parameter '%.64s' is not covered by a Signature Version 2 "
+                           "signature: sign this request with Signature Version 4",
+                       in->query[i].name);
+            return -S3E_ACCESS_DENIED;
+        }
+    if (!given[0]) {
+        errmsg_set(em, "empty signature");
+        return -S3E_SIGNATURE_DOES_NOT_MATCH;
     }
     const char *secret = lookup(cls, access);
     if (!secret)
@@ -160,7 +198,7 @@ int sigv2_verify(const struct sigv4_input *in, const char *raw_path, time_t now,
     if (!rc)
         rc = amz_headers(in, &sts);
     if (!rc)
-        rc = buf_puts(&sts, raw_path);
+        rc = buf_puts(&sts, resource);
     char sep = '?';
     for (size_t i = 0; i < ARRAY_SIZE(sigv2_subresources) && !rc; i++) {
         const struct sigv4_kv *kv = qparam(in, sigv2_subresources[i]);
@@ -176,13 +214,21 @@ int sigv2_verify(const struct sigv4_input *in, const char *raw_path, time_t now,
         buf_free(&sts);
         return rc == -EMSGSIZE ? -S3E_AUTH_HEADER_MALFORMED : rc;
     }
+    /* Fail closed: a digest that could not be computed matches nothing (an empty one would
+     * match an empty signature). */
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int maclen = 0;
-    HMAC(EVP_sha1(), secret, (int)strlen(secret), (const unsigned char *)sts.p, sts.len, mac,
-         &maclen);
-    char want[64];
-    base64_encode(mac, maclen, want, sizeof(want));
-    int ok = strlen(want) == strlen(given) && CRYPTO_memcmp(want, given, strlen(want)) == 0;
+    char want[64] = "";
+    if (!HMAC(EVP_sha1(), secret, (int)strlen(secret), (const unsigned char *)sts.p, sts.len, mac,
+              &maclen) || maclen != 20 || base64_encode(mac, maclen, want, sizeof(want))) {
+        OPENSSL_cleanse(mac, sizeof(mac));
+        buf_free(&sts);
+        errmsg_set(em, "SigV2: HMAC-SHA1 failed");
+        return -ENOMEM; /* OpenSSL could not allocate its context */
+    }
+    OPENSSL_cleanse(mac, sizeof(mac));
+    int ok = want[0] && strlen(want) == strlen(given) &&
+             CRYPTO_memcmp(want, given, strlen(want)) == 0;
     if (!ok)
         errmsg_set(em, "SigV2 string to sign: %.200s", sts.p);
     buf_free(&sts);

@@ -769,6 +769,99 @@ static int verify_query(const struct sigv4_input *in, time_t now, struct authreq
     return 0;
 }
 
+/* "DATE/REGION/SERVICE/aws4_request" (checked by parse_credential) -> @region, @service. */
+static void scope_split(const char *scope, char region[128], char service[128])
+{
+    const char *r = scope + 9;
+    const char *rs = strchr(r, '/');
+    const char *ss = rs ? strchr(rs + 1, '/') : NULL;
+    S3C_ASSERT(rs && ss); /* parse_credential checked the shape */
+    snprintf(region, 128, "%.*s", (int)(rs - r), r);
+    snprintf(service, 128, "%.*s", (int)(ss - rs - 1), rs + 1);
+}
+
+/* The credential scope names the region and service this server accepts (@in->region and
+ * @in->service; NULL accepts any). 0, or @bad (the form's MALFORMED code) with S3's message:
+ * a signature for another region or service must not be honoured here. */
+static int check_scope(const struct sigv4_input *in, struct sigv4_result *out, int bad,
+                       struct errmsg *em)
+{
+    char region[128], service[128];
+    int query = bad == -S3E_AUTH_QUERY_MALFORMED;
+    scope_split(out->scope, region, service);
+    if (in->region && strcmp(region, in->region)) {
+        out->refused = out->region_wrong = 1;
+        if (query)
+            errmsg_set(em, "Error parsing the X-Amz-Credential parameter; the region '%s' is "
+                           "wrong; expecting '%s'", region, in->region);
+        else
+            errmsg_set(em, "The authorization header is malformed; the region '%s' is wrong; "
+                           "expecting '%s'", region, in->region);
+        return bad;
+    }
+    if (in->service && strcmp(service, in->service)) {
+        out->refused = 1;
+        if (query)
+            errmsg_set(em, "Error parsing the X-Amz-Credential parameter; incorrect service "
+                           "'%s'. This endpoint belongs to '%s'.", service, in->service);
+        else
+            errmsg_set(em, "The authorization header is malformed; incorrect service '%s'. "
+                           "This endpoint belongs to '%s'.", service, in->service);
+        return bad;
+    }
+    return 0;
+}
+
+/* Whether @name (@nl bytes) is an item of @list ("a;b;c" with @sep ';'), in any case. */
+static int list_has(const char *list, char sep, const char *name, size_t nl)
+{
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, sep);
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == nl && !strncasecmp(p, name, nl))
+            return 1;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* Appends @name (lower case) to the ','-joined @out->not_signed unless it is there already
+ * or there is no room (the list is detail only: the refusal stands without it). */
+static void not_signed_add(struct sigv4_result *out, const char *name)
+{
+    size_t nl = strlen(name), o = strlen(out->not_signed);
+    char *d = out->not_signed;
+    if (list_has(d, ',', name, nl) || o + 1 + nl + 1 > sizeof(out->not_signed))
+        return;
+    if (o)
+        d[o++] = ',';
+    for (size_t i = 0; i < nl; i++)
+        d[o + i] = (char)tolower((unsigned char)name[i]);
+    d[o + nl] = '\0';
+}
+
+/* S3: the host header, and every x-amz-* header the request carries, must be signed: an
+ * unsigned one could be added or changed by anyone who captured the request (an
+ * x-amz-copy-source turns a captured PUT into a copy). 0 or -S3E_ACCESS_DENIED. */
+static int check_signed(const struct sigv4_input *in, const char *sh, struct sigv4_result *out,
+                        struct errmsg *em)
+{
+    if (!list_has(sh, ';', "host", 4))
+        not_signed_add(out, "host");
+    for (size_t i = 0; i < in->n_headers; i++) {
+        const char *n = in->headers[i].name;
+        if (!strncasecmp(n, "x-amz-", 6) && !list_has(sh, ';', n, strlen(n)))
+            not_signed_add(out, n);
+    }
+    if (!out->not_signed[0])
+        return 0;
+    out->refused = 1;
+    errmsg_set(em, "There were headers present in the request which were not signed");
+    return -S3E_ACCESS_DENIED;
+}
+
 int sigv4_verify(const struct sigv4_input *in, time_t now, sigv4_secret_f *lookup, void *cls,
                  struct sigv4_result *out, struct errmsg *em)
 {
@@ -791,6 +884,11 @@ int sigv4_verify(const struct sigv4_input *in, time_t now, sigv4_secret_f *looku
         return -S3E_INVALID_ARGUMENT;
     }
     rc = authz ? verify_header(in, authz, now, &ar, out, em) : verify_query(in, now, &ar, out, em);
+    if (!rc)
+        rc = check_scope(in, out, authz ? -S3E_AUTH_HEADER_MALFORMED : -S3E_AUTH_QUERY_MALFORMED,
+                         em);
+    if (!rc)
+        rc = check_signed(in, ar.signed_headers, out, em);
     if (rc)
         goto fail;
 
@@ -800,15 +898,8 @@ int sigv4_verify(const struct sigv4_input *in, time_t now, sigv4_secret_f *looku
         rc = -S3E_INVALID_ACCESS_KEY_ID;
         goto fail;
     }
-    /* scope = date/region/service/aws4_request: split it for the key derivation. */
     char region[128], service[128];
-    const char *r = out->scope + 9;
-    const char *rs = strchr(r, '/');
-    const char *ss = rs ? strchr(rs + 1, '/') : NULL;
-    S3C_ASSERT(rs && ss); /* parse_credential checked the shape */
-    snprintf(region, sizeof(region), "%.*s", (int)(rs - r), r);
-    snprintf(service, sizeof(service), "%.*s", (int)(ss - rs - 1), rs + 1);
-
+    scope_split(out->scope, region, service);
     buf_init(&creq, SIGV4_CREQ_MAX);
     rc = creq_build(&creq, in, ar.signed_headers, ar.payload_hash, out->presigned);
     if (rc == -ENOENT) {

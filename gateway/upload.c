@@ -226,7 +226,7 @@ static int parse_u64(const char *s, uint64_t *out)
         return -1;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end)
+    if (errno || *end || v == UINT64_MAX) /* UINT64_MAX means "unknown" to us */
         return -1;
     *out = v;
     return 0;

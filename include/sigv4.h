@@ -27,6 +27,10 @@ struct sigv4_input {
     size_t n_query;
     const struct sigv4_kv *headers;
     size_t n_headers;
+    /* Verification only: the credential scope this server accepts. NULL accepts any region
+     * (service) (the AWS test suite signs for the service "service"). */
+    const char *region;
+    const char *service;
 };
 
 enum sigv4_payload {
@@ -47,15 +51,24 @@ struct sigv4_result {
     char amz_date[17];         /* YYYYMMDDTHHMMSSZ */
     char scope[128];           /* YYYYMMDD/region/service/aws4_request */
     int presigned;
+    /* Why a well-formed request was refused, for the error document: */
+    int region_wrong;          /* the scope names another region than sigv4_input.region */
+    int refused;               /* region or service not ours, or a header not signed */
+    char not_signed[128];      /* x-amz-* (and host) headers sent but not signed, ','-joined */
 };
 
 /* Looks up the secret of @access_key; NULL when unknown. */
 typedef const char *sigv4_secret_f(void *cls, const char *access_key);
 
 /* Verifies @in at time @now. Returns 0 and fills @out, or:
- *  -S3E_ACCESS_DENIED          no Authorization header and no X-Amz-Algorithm query
- *  -S3E_AUTH_HEADER_MALFORMED  unparsable Authorization (missing parts, bad credential scope)
- *  -S3E_AUTH_QUERY_MALFORMED   unparsable presigned query (X-Amz-Expires not a number)
+ *  -S3E_ACCESS_DENIED          no Authorization header and no X-Amz-Algorithm query; or host or
+ *                              an x-amz-* header the request carries is not in SignedHeaders
+ *                              (out->not_signed names them, out->refused is set)
+ *  -S3E_AUTH_HEADER_MALFORMED  unparsable Authorization (missing parts, bad credential scope, a
+ *                              scope date other than the request's date); a scope region or
+ *                              service other than @in->region / @in->service (out->refused,
+ *                              and out->region_wrong for the region; @em has S3's message)
+ *  -S3E_AUTH_QUERY_MALFORMED   the same for a presigned query; X-Amz-Expires not a number
  *  -S3E_EXPIRES_OUT_OF_RANGE   X-Amz-Expires a number outside 1..604800 (403, as S3)
  *  -S3E_NOT_IMPLEMENTED        another algorithm (AWS4-ECDSA-P256-SHA256, SigV2 "AWS ")
  *  -S3E_MISSING_SECURITY_HEADER  header-signed request without x-amz-content-sha256
@@ -92,9 +105,14 @@ char *sigv4_canonical_request(const struct sigv4_input *in, const char *signed_h
 int sigv4_uri_encode(const char *s, size_t len, int keep_slash, char *out, size_t cap);
 
 /* Legacy Signature Version 2 (sigv2.c): "Authorization: AWS ACCESS:SIG" or the presigned query
- * AWSAccessKeyId/Expires/Signature. @raw_path: the request path exactly as sent (still
- * percent-encoded). Same return codes as sigv4_verify; payload is always UNSIGNED. */
-int sigv2_verify(const struct sigv4_input *in, const char *raw_path, time_t now,
+ * AWSAccessKeyId/Expires/Signature. @resource: the path of the canonical resource, i.e. the
+ * request path exactly as sent (still percent-encoded), preceded by "/BUCKET" when the bucket
+ * came from the Host header. Same return codes as sigv4_verify; payload is always UNSIGNED.
+ * Also refused: a presigned Expires more than 7 days ahead (-S3E_AUTH_QUERY_MALFORMED), a
+ * query parameter V2 does not sign (-S3E_ACCESS_DENIED, out->refused; allowed: the S3
+ * sub-resources, response-* overrides, x-id and the presigned parameters), an empty signature;
+ * and a failed HMAC is -ENOMEM, never a match. */
+int sigv2_verify(const struct sigv4_input *in, const char *resource, time_t now,
                  sigv4_secret_f *lookup, void *cls, struct sigv4_result *out, struct errmsg *em);
 
 #endif

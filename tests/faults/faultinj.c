@@ -12,7 +12,8 @@
  *          pwritev*), read (read, readv), pread (pread*, preadv*), fsync, fdatasync,
  *          rename (rename*), fallocate (fallocate*, posix_fallocate*), copy_file_range,
  *          sendfile (sendfile*), ftruncate, unlink (unlink*), mkdir (mkdir*),
- *          malloc (malloc, calloc, realloc: no PATH)
+ *          malloc (malloc, calloc, realloc: no PATH), hmac (OpenSSL's one-shot HMAC(), which
+ *          SigV2 and SigV4 call: it returns NULL as when OpenSSL cannot allocate; no PATH)
  *   N      the first matching call that fails: 1 = the next one after the rule was loaded
  *   ERRNO  a name (EIO, ENOSPC, ENOMEM, EDQUOT, ...) or a number
  *   COUNT  how many matching calls fail from N on; 0 = every one (default 1)
@@ -47,12 +48,12 @@
 enum fn {
     FN_OPEN, FN_WRITE, FN_PWRITE, FN_READ, FN_PREAD, FN_FSYNC, FN_FDATASYNC, FN_RENAME,
     FN_FALLOCATE, FN_COPY_FILE_RANGE, FN_SENDFILE, FN_FTRUNCATE, FN_UNLINK, FN_MKDIR,
-    FN_MALLOC, FN_CREATE, FN_COUNT
+    FN_MALLOC, FN_CREATE, FN_HMAC, FN_COUNT
 };
 static const char *const fn_names[FN_COUNT] = {
     "open", "write", "pwrite", "read", "pread", "fsync", "fdatasync", "rename",
     "fallocate", "copy_file_range", "sendfile", "ftruncate", "unlink", "mkdir", "malloc",
-    "create",
+    "create", "hmac",
 };
 
 static const struct { const char *name; int err; } errnos[] = {
@@ -832,6 +833,23 @@ int mkdirat(int dfd, const char *path, mode_t mode)
     if (e)
         FAIL_WITH(e, -1);
     return real_mkdirat(dfd, path, mode);
+}
+
+/* ---- crypto ---------------------------------------------------------------------------------- */
+
+/* OpenSSL's HMAC() (declared here without its headers: the ABI is what matters). */
+unsigned char *HMAC(const void *md, const void *key, int key_len, const unsigned char *d,
+                    size_t n, unsigned char *out, unsigned int *out_len)
+{
+    REAL(unsigned char *, HMAC, const void *, const void *, int, const unsigned char *, size_t,
+         unsigned char *, unsigned int *);
+    int e = should_fail(FN_HMAC, NULL, -1);
+    if (e || !real_HMAC) {
+        if (out_len)
+            *out_len = 0;
+        FAIL_WITH(e ? e : ENOSYS, NULL);
+    }
+    return real_HMAC(md, key, key_len, d, n, out, out_len);
 }
 
 /* ---- LMDB ------------------------------------------------------------------------------------ */

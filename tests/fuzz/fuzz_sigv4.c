@@ -1,10 +1,12 @@
 /*
- * fuzz_sigv4.c: libFuzzer entry point for sigv4_verify() and sigv4_uri_encode(). The input is
- * lines: method, path, then "?name=value" query entries and "name:value" headers (an
- * Authorization line among them exercises the header parser). Not built by the Makefile:
+ * fuzz_sigv4.c: libFuzzer entry point for sigv4_verify() (with and without a scope to check),
+ * sigv2_verify() and sigv4_uri_encode(). The input is lines: method, path, then "?name=value"
+ * query entries and "name:value" headers (an Authorization line among them exercises the
+ * header parsers). make fuzz and make fuzz-replay build it; by hand:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude \
- *     tests/fuzz/fuzz_sigv4.c gateway/sigv4.c gateway/checksum.c gateway/buf.c gateway/s3c.c \
- *     -lcrypto -lz -o fuzz_sigv4
+ *     tests/fuzz/fuzz_sigv4.c gateway/sigv4.c gateway/sigv2.c gateway/checksum.c gateway/buf.c \
+ *     gateway/s3c.c gateway/s3err.c \
+ *     -lcrypto -lcurl -lz -o fuzz_sigv4
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -54,10 +56,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             h[nh++] = (struct sigv4_kv){line, colon ? colon : ""};
         }
     }
-    struct sigv4_input in = {method, path, q, nq, h, nh};
+    struct sigv4_input in = {method, path, q, nq, h, nh, NULL, NULL};
     struct sigv4_result r;
     struct errmsg em;
     sigv4_verify(&in, (time_t)1369353600, fuzz_lookup, NULL, &r, &em);
+    in.region = "us-east-1"; /* as the gateway calls it: the scope checked too */
+    in.service = "s3";
+    sigv4_verify(&in, (time_t)1369353600, fuzz_lookup, NULL, &r, &em);
+    sigv2_verify(&in, path, (time_t)1369353600, fuzz_lookup, NULL, &r, &em);
     if (nh) {
         char authz[1024];
         sigv4_sign(&in, "AK", "SK", "us-east-1", "s3", "20130524T000000Z", "UNSIGNED-PAYLOAD",

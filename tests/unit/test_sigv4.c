@@ -149,7 +149,7 @@ static void test_sigv4_suite_building_blocks(void **state)
     for (size_t i = 0; i < ARRAY_SIZE(suite); i++) {
         const struct suite_case *c = &suite[i];
         struct sigv4_input in = {c->method, c->path, c->query, c->n_query, c->headers,
-                                 c->n_headers};
+                                 c->n_headers, NULL, NULL};
         char *creq = sigv4_canonical_request(&in, c->signed_headers, c->payload);
         assert_non_null(creq);
         if (c->creq)
@@ -173,7 +173,7 @@ static void test_sigv4_suite_sign(void **state)
     for (size_t i = 0; i < ARRAY_SIZE(suite); i++) {
         const struct suite_case *c = &suite[i];
         struct sigv4_input in = {c->method, c->path, c->query, c->n_query, c->headers,
-                                 c->n_headers};
+                                 c->n_headers, NULL, NULL};
         char authz[512], want[512];
         assert_int_equal(sigv4_sign(&in, SUITE_AK, SUITE_SK, "us-east-1", "service",
                                     "20150830T123600Z", c->payload, authz, sizeof(authz)),
@@ -199,7 +199,7 @@ static void test_sigv4_suite_verify(void **state)
         "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
         "SignedHeaders=content-length;content-type;host;x-amz-content-sha256;x-amz-date, "
         "Signature=d3875051da38690788ef43de4db0d8f280229d82040bfac253562e56c3f20e0b"};
-    struct sigv4_input in = {"POST", "/", NULL, 0, h, c->n_headers + 1};
+    struct sigv4_input in = {"POST", "/", NULL, 0, h, c->n_headers + 1, NULL, NULL};
     struct sigv4_result r;
     struct errmsg em = {{0}};
     time_t t = 1440938160; /* 20150830T123600Z */
@@ -228,7 +228,8 @@ static const struct sigv4_kv doc_get_hdrs[] = {
 static void test_sigv4_doc_get_range(void **state)
 {
     UNUSED(state);
-    struct sigv4_input in = {"GET", "/test.txt", NULL, 0, doc_get_hdrs, ARRAY_SIZE(doc_get_hdrs)};
+    struct sigv4_input in = {"GET", "/test.txt", NULL, 0, doc_get_hdrs,
+                             ARRAY_SIZE(doc_get_hdrs), NULL, NULL};
     struct sigv4_result r;
     struct errmsg em = {{0}};
     assert_int_equal(sigv4_verify(&in, T2013 + 60, lookup, NULL, &r, &em), 0);
@@ -249,7 +250,7 @@ static void test_sigv4_doc_get_range(void **state)
 
     /* signing the same request gives the same header (with ", " separators) */
     struct sigv4_kv sh[] = {doc_get_hdrs[0], doc_get_hdrs[2], doc_get_hdrs[3], doc_get_hdrs[4]};
-    struct sigv4_input sin = {"GET", "/test.txt", NULL, 0, sh, ARRAY_SIZE(sh)};
+    struct sigv4_input sin = {"GET", "/test.txt", NULL, 0, sh, ARRAY_SIZE(sh), NULL, NULL};
     char authz[300];
     assert_int_equal(sigv4_sign(&sin, DOC_AK, DOC_SK, "us-east-1", "s3", "20130524T000000Z",
                                 EMPTY_SHA, authz, sizeof(authz)),
@@ -281,7 +282,7 @@ static void test_sigv4_doc_put(void **state)
         KV("x-amz-content-sha256",
            "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072"),
     };
-    struct sigv4_input in = {"PUT", "/test$file.text", NULL, 0, h, ARRAY_SIZE(h)};
+    struct sigv4_input in = {"PUT", "/test$file.text", NULL, 0, h, ARRAY_SIZE(h), NULL, NULL};
     struct sigv4_result r;
     assert_int_equal(sigv4_verify(&in, T2013, lookup, NULL, &r, NULL), 0);
     assert_string_equal(r.payload_sha256,
@@ -306,7 +307,8 @@ static void test_sigv4_doc_chunked_seed(void **state)
         KV("x-amz-decoded-content-length", "66560"),
         KV("Content-Length", "66824"),
     };
-    struct sigv4_input in = {"PUT", "/examplebucket/chunkObject.txt", NULL, 0, h, ARRAY_SIZE(h)};
+    struct sigv4_input in = {"PUT", "/examplebucket/chunkObject.txt", NULL, 0, h, ARRAY_SIZE(h),
+                             NULL,  NULL};
     struct sigv4_result r;
     assert_int_equal(sigv4_verify(&in, T2013 + 899, lookup, NULL, &r, NULL), 0);
     assert_int_equal(r.payload, SIGV4_PAYLOAD_STREAMING);
@@ -340,7 +342,8 @@ static void test_sigv4_doc_presigned(void **state)
     struct sigv4_result r;
     struct errmsg em = {{0}};
     presign_input(q, "86400", DOC_PRESIGN_SIG);
-    struct sigv4_input in = {"GET", "/test.txt", q, 6, presign_hdrs, ARRAY_SIZE(presign_hdrs)};
+    struct sigv4_input in = {"GET", "/test.txt", q, 6, presign_hdrs, ARRAY_SIZE(presign_hdrs),
+                             NULL,  NULL};
     assert_int_equal(sigv4_verify(&in, T2013 + 100, lookup, NULL, &r, &em), 0);
     assert_int_equal(r.presigned, 1);
     assert_int_equal(r.payload, SIGV4_PAYLOAD_UNSIGNED);
@@ -431,7 +434,7 @@ static void test_sigv4_presigned_errors(void **state)
             q[cases[i].field].value = cases[i].value;
         }
         struct sigv4_input in = {"GET", "/test.txt", q, nq, presign_hdrs,
-                                 ARRAY_SIZE(presign_hdrs)};
+                                 ARRAY_SIZE(presign_hdrs), NULL, NULL};
         struct sigv4_result r;
         struct errmsg em = {{0}};
         int rc = sigv4_verify(&in, T2013 + 10, lookup, NULL, &r, &em);
@@ -442,14 +445,15 @@ static void test_sigv4_presigned_errors(void **state)
     }
     /* X-Amz-Signature alone, no algorithm */
     struct sigv4_kv q1[] = {KV("X-Amz-Signature", DOC_PRESIGN_SIG)};
-    struct sigv4_input in = {"GET", "/test.txt", q1, 1, presign_hdrs, 1};
+    struct sigv4_input in = {"GET", "/test.txt", q1, 1, presign_hdrs, 1, NULL, NULL};
     struct sigv4_result r;
     assert_int_equal(sigv4_verify(&in, T2013, lookup, NULL, &r, NULL),
                      -S3E_AUTH_QUERY_MALFORMED);
     /* both an Authorization header and a presigned query */
     struct sigv4_kv q[6];
     presign_input(q, "86400", DOC_PRESIGN_SIG);
-    struct sigv4_input both = {"GET", "/test.txt", q, 6, doc_get_hdrs, ARRAY_SIZE(doc_get_hdrs)};
+    struct sigv4_input both = {"GET", "/test.txt", q, 6, doc_get_hdrs, ARRAY_SIZE(doc_get_hdrs),
+                               NULL,  NULL};
     assert_int_equal(sigv4_verify(&both, T2013, lookup, NULL, &r, NULL), -S3E_INVALID_ARGUMENT);
 }
 
@@ -573,7 +577,7 @@ static int verify_with(const char *authz, const char *date, const char *sha, tim
         h[n++] = (struct sigv4_kv){"x-amz-date", date};
     if (sha)
         h[n++] = (struct sigv4_kv){"x-amz-content-sha256", sha};
-    struct sigv4_input in = {"GET", "/test.txt", NULL, 0, h, n};
+    struct sigv4_input in = {"GET", "/test.txt", NULL, 0, h, n, NULL, NULL};
     return sigv4_verify(&in, now, lookup, NULL, r, em);
 }
 
@@ -711,7 +715,7 @@ static void test_sigv4_sign_verify_roundtrip(void **state)
             KV("x-amz-content-sha256", modes[i].sha), KV("X-Amz-Meta-A", "1"),
             KV("x-amz-meta-a", "2"),
         };
-        struct sigv4_input in = {"PUT", "/b/k with space/\xc3\xa9", q, 3, h, 5};
+        struct sigv4_input in = {"PUT", "/b/k with space/\xc3\xa9", q, 3, h, 5, NULL, NULL};
         char authz[512];
         assert_int_equal(sigv4_sign(&in, BOTO_AK, BOTO_SK, "eu-west-3", "s3", "20240102T030405Z",
                                     modes[i].sha, authz, sizeof(authz)),
@@ -743,7 +747,7 @@ static void test_sigv4_date_header(void **state)
         KV("Host", "h"), KV("Date", "Tue, 02 Jan 2024 03:04:05 GMT"),
         KV("x-amz-content-sha256", "UNSIGNED-PAYLOAD"),
     };
-    struct sigv4_input in = {"GET", "/b/k", NULL, 0, h, 3};
+    struct sigv4_input in = {"GET", "/b/k", NULL, 0, h, 3, NULL, NULL};
     char authz[512];
     assert_int_equal(sigv4_sign(&in, BOTO_AK, BOTO_SK, "us-east-1", "s3", "20240102T030405Z",
                                 "UNSIGNED-PAYLOAD", authz, sizeof(authz)),
@@ -757,6 +761,148 @@ static void test_sigv4_date_header(void **state)
                      -S3E_REQUEST_TIME_TOO_SKEWED);
     h[1].value = "Tue, 02 Jan 2024 03:04:05";
     assert_int_equal(sigv4_verify(&in, T2024, lookup, NULL, &r, NULL), -S3E_ACCESS_DENIED);
+}
+
+/* ---- what this server accepts: scope and signed headers ------------------------------------ */
+
+/* Signs GET /b/k for @region/@service (host signed unless @unsigned_host), then verifies it
+ * as a server of us-east-1 / s3 would, with @extra (an x-amz-* header added after signing,
+ * or NULL). */
+static int scope_case(const char *region, const char *service, int unsigned_host,
+                      const struct sigv4_kv *extra, struct sigv4_result *r, struct errmsg *em)
+{
+    struct sigv4_kv h[5] = {KV("x-amz-date", "20240102T030405Z"),
+                            KV("x-amz-content-sha256", "UNSIGNED-PAYLOAD"),
+                            KV("Host", "127.0.0.1:9000")};
+    struct sigv4_input in = {"GET", "/b/k", NULL, 0, h, unsigned_host ? 2 : 3, NULL, NULL};
+    char authz[512];
+    assert_int_equal(sigv4_sign(&in, BOTO_AK, BOTO_SK, region, service, "20240102T030405Z",
+                                "UNSIGNED-PAYLOAD", authz, sizeof(authz)),
+                     0);
+    size_t n = 3;
+    h[n++] = (struct sigv4_kv){"Authorization", authz};
+    if (extra)
+        h[n++] = *extra;
+    in.n_headers = n;
+    in.region = "us-east-1";
+    in.service = "s3";
+    return sigv4_verify(&in, T2024, lookup, NULL, r, em);
+}
+
+static void test_sigv4_scope_region_service(void **state)
+{
+    UNUSED(state);
+    struct sigv4_result r;
+    struct errmsg em = {{0}};
+    assert_int_equal(scope_case("us-east-1", "s3", 0, NULL, &r, &em), 0);
+    assert_int_equal(r.refused, 0);
+
+    /* another region: S3's message and <Region> (region_wrong) */
+    memset(&em, 0, sizeof(em));
+    assert_int_equal(scope_case("eu-west-1", "s3", 0, NULL, &r, &em), -S3E_AUTH_HEADER_MALFORMED);
+    assert_int_equal(r.region_wrong, 1);
+    assert_int_equal(r.refused, 1);
+    assert_string_equal(em.buf, "The authorization header is malformed; the region 'eu-west-1' "
+                                "is wrong; expecting 'us-east-1'");
+
+    /* another service: malformed, not a region error */
+    memset(&em, 0, sizeof(em));
+    assert_int_equal(scope_case("us-east-1", "ec2", 0, NULL, &r, &em),
+                     -S3E_AUTH_HEADER_MALFORMED);
+    assert_int_equal(r.region_wrong, 0);
+    assert_int_equal(r.refused, 1);
+    assert_non_null(strstr(em.buf, "'ec2'"));
+
+    /* NULL accepts any (the AWS test suite signs for "service") */
+    struct sigv4_kv h[4] = {KV("x-amz-date", "20240102T030405Z"),
+                            KV("x-amz-content-sha256", "UNSIGNED-PAYLOAD"), KV("Host", "h")};
+    struct sigv4_input in = {"GET", "/", NULL, 0, h, 3, NULL, NULL};
+    char authz[512];
+    assert_int_equal(sigv4_sign(&in, BOTO_AK, BOTO_SK, "mars-1", "service", "20240102T030405Z",
+                                "UNSIGNED-PAYLOAD", authz, sizeof(authz)),
+                     0);
+    h[3] = (struct sigv4_kv){"Authorization", authz};
+    in.n_headers = 4;
+    assert_int_equal(sigv4_verify(&in, T2024, lookup, NULL, &r, NULL), 0);
+    in.region = "mars-1";
+    assert_int_equal(sigv4_verify(&in, T2024, lookup, NULL, &r, NULL), 0);
+    in.service = "s3";
+    assert_int_equal(sigv4_verify(&in, T2024, lookup, NULL, &r, NULL),
+                     -S3E_AUTH_HEADER_MALFORMED);
+}
+
+/* The scope's date must be the request's date: a signing key of another day is not honoured,
+ * in both forms. */
+static void test_sigv4_scope_date(void **state)
+{
+    UNUSED(state);
+    struct sigv4_result r;
+    struct errmsg em = {{0}};
+    /* header form (the doc GET, signed on 20130524, scope date changed) */
+    assert_int_equal(verify_with("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130525/"
+                                 "us-east-1/s3/aws4_request, " GOOD_SH ", " GOOD_SIG,
+                                 "20130524T000000Z", EMPTY_SHA, T2013, &r, &em),
+                     -S3E_AUTH_HEADER_MALFORMED);
+    /* presigned form */
+    struct sigv4_kv q[6];
+    presign_input(q, "86400", DOC_PRESIGN_SIG);
+    q[1].value = DOC_AK "/20130523/us-east-1/s3/aws4_request";
+    struct sigv4_input in = {"GET", "/test.txt", q, 6, presign_hdrs, ARRAY_SIZE(presign_hdrs),
+                             "us-east-1", "s3"};
+    assert_int_equal(sigv4_verify(&in, T2013, lookup, NULL, &r, &em), -S3E_AUTH_QUERY_MALFORMED);
+}
+
+/* Presigned URLs: the same scope rules, with the query form's code and message. */
+static void test_sigv4_scope_presigned(void **state)
+{
+    UNUSED(state);
+    struct sigv4_kv q[6];
+    struct sigv4_result r;
+    struct errmsg em = {{0}};
+    presign_input(q, "86400", DOC_PRESIGN_SIG);
+    struct sigv4_input in = {"GET", "/test.txt", q, 6, presign_hdrs, ARRAY_SIZE(presign_hdrs),
+                             "us-east-1", "s3"};
+    assert_int_equal(sigv4_verify(&in, T2013 + 100, lookup, NULL, &r, &em), 0);
+    in.region = "eu-central-1";
+    assert_int_equal(sigv4_verify(&in, T2013 + 100, lookup, NULL, &r, &em),
+                     -S3E_AUTH_QUERY_MALFORMED);
+    assert_int_equal(r.region_wrong, 1);
+    assert_string_equal(em.buf, "Error parsing the X-Amz-Credential parameter; the region "
+                                "'us-east-1' is wrong; expecting 'eu-central-1'");
+    in.region = "us-east-1";
+    in.service = "s3-object-lambda";
+    assert_int_equal(sigv4_verify(&in, T2013 + 100, lookup, NULL, &r, &em),
+                     -S3E_AUTH_QUERY_MALFORMED);
+    assert_int_equal(r.region_wrong, 0);
+    /* host left out of X-Amz-SignedHeaders (refused before the signature is looked at) */
+    in.service = "s3";
+    struct sigv4_kv h[] = {KV("Host", "examplebucket.s3.amazonaws.com"), KV("Range", "bytes=0-1")};
+    in.headers = h;
+    in.n_headers = 2;
+    q[4].value = "range";
+    assert_int_equal(sigv4_verify(&in, T2013 + 100, lookup, NULL, &r, &em), -S3E_ACCESS_DENIED);
+    assert_string_equal(r.not_signed, "host");
+}
+
+/* host and every x-amz-* header the request carries must be signed (S3's HeadersNotSigned). */
+static void test_sigv4_headers_not_signed(void **state)
+{
+    UNUSED(state);
+    struct sigv4_result r;
+    struct errmsg em = {{0}};
+    assert_int_equal(scope_case("us-east-1", "s3", 1, NULL, &r, &em), -S3E_ACCESS_DENIED);
+    assert_string_equal(r.not_signed, "host");
+    assert_int_equal(r.refused, 1);
+    assert_string_equal(em.buf, "There were headers present in the request which were not signed");
+    /* an x-amz-copy-source added to a captured request would turn it into a copy */
+    struct sigv4_kv cs = KV("X-Amz-Copy-Source", "/b/other");
+    assert_int_equal(scope_case("us-east-1", "s3", 0, &cs, &r, &em), -S3E_ACCESS_DENIED);
+    assert_string_equal(r.not_signed, "x-amz-copy-source");
+    assert_int_equal(scope_case("us-east-1", "s3", 1, &cs, &r, &em), -S3E_ACCESS_DENIED);
+    assert_string_equal(r.not_signed, "host,x-amz-copy-source");
+    /* other headers may go unsigned (S3 signs what the client chose) */
+    struct sigv4_kv ua = KV("User-Agent", "x");
+    assert_int_equal(scope_case("us-east-1", "s3", 0, &ua, &r, &em), 0);
 }
 
 /* ---- building blocks ------------------------------------------------------------------------ */
@@ -804,7 +950,7 @@ static void test_sigv4_canonical_request_shapes(void **state)
         KV("X-Amz-Signature", "kept here"),
     };
     static const struct sigv4_kv h[] = {KV("HOST", "\tH  \t x "), KV("x-e", "")};
-    struct sigv4_input in = {"DELETE", "", q, ARRAY_SIZE(q), h, ARRAY_SIZE(h)};
+    struct sigv4_input in = {"DELETE", "", q, ARRAY_SIZE(q), h, ARRAY_SIZE(h), NULL, NULL};
     char *c = sigv4_canonical_request(&in, "host;x-e", "UNSIGNED-PAYLOAD");
     assert_non_null(c);
     assert_string_equal(c, "DELETE\n/\nX-Amz-Signature=kept%20here&a=y&a=z&b=2&k=a%20b%2Fc%2Bd&"
@@ -852,6 +998,10 @@ int main(void)
         cmocka_unit_test(test_sigv4_header_errors),
         cmocka_unit_test(test_sigv4_sign_verify_roundtrip),
         cmocka_unit_test(test_sigv4_date_header),
+        cmocka_unit_test(test_sigv4_scope_region_service),
+        cmocka_unit_test(test_sigv4_scope_date),
+        cmocka_unit_test(test_sigv4_scope_presigned),
+        cmocka_unit_test(test_sigv4_headers_not_signed),
         cmocka_unit_test(test_sigv4_uri_encode),
         cmocka_unit_test(test_sigv4_canonical_request_shapes),
         cmocka_unit_test(test_sigv4_hash_helpers),
