@@ -131,6 +131,28 @@ t_aws_delete_each() {
     absent "$S3_STORE/$B/c"
 }
 
+t_aws_multipart_nested() {
+    # a multipart upload (awscli: 9 MiB in 8 MiB parts) of a key beside keys under it, and a
+    # multipart-made file nested by a later key under its name
+    mkfile "$T/big" 9M && printf 'under' >"$T/u" || return 1
+    awsc s3 cp "$T/u" "s3://$B/m/x" >/dev/null || return 1
+    awsc s3 cp "$T/big" "s3://$B/m" >/dev/null || return 1
+    awsc s3 cp "$T/big" "s3://$B/n" >/dev/null || return 1
+    awsc s3 cp "$T/u" "s3://$B/n/x" >/dev/null || return 1
+    s3req -X HEAD -D "$T/mh" "/$B/m" >/dev/null
+    expect_match "ETag of the multipart m" "$(hdr "$T/mh" etag)" '^"[0-9a-f]{32}-2"$' || return 1
+    local k
+    for k in m n; do
+        awsc s3 cp "s3://$B/$k" "$T/got" >/dev/null || return 1
+        sha_eq "$T/big" "$T/got" || return 1
+        sha_eq "$T/big" "$S3_STORE/$B/$k/.s3cached-obj" || return 1
+        get_is "$B/$k/x" "under" || return 1
+    done
+    awsc s3 rm "s3://$B/m" >/dev/null && awsc s3 rm "s3://$B/m/x" >/dev/null &&
+        awsc s3 rm "s3://$B/n" >/dev/null && awsc s3 rm "s3://$B/n/x" >/dev/null || return 1
+    absent "$S3_STORE/$B/m" && absent "$S3_STORE/$B/n"
+}
+
 # --- rclone ----------------------------------------------------------------------------------
 R=rcb
 t_rclone_both_orders() {
@@ -310,6 +332,7 @@ check "awscli: head-object of a and a/b" t_aws_head
 check "awscli: list with and without delimiter, prefixes, start-after" t_aws_list
 check "awscli: pages of 1 and 2 (v2 tokens, v1 markers) across a, a-b, a.txt, a/, a0" t_aws_pages
 check "awscli: delete each, the other survives" t_aws_delete_each
+check "awscli: multipart upload beside keys under it, and nested by a later key" t_aws_multipart_nested
 check "rclone: both orders, cat, stat" t_rclone_both_orders
 check "rclone: lsf, lsf -R in chunks of 1" t_rclone_list
 check "rclone: deletefile each, the other survives" t_rclone_delete_each
