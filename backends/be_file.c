@@ -1129,14 +1129,15 @@ static int nest(struct bef *b, const char *bucket, char *const *dirs, size_t i)
 }
 
 /* Renames temp file @t to @leaf of directory @dfd, or to @leaf/BEF_SELF when @leaf is a
- * directory (the key beside keys under it). Consumes @t on success; -EAGAIN when the
- * directory went away meanwhile. */
-static int place_leaf(struct bef *b, int dfd, const char *leaf, struct tmpf *t)
+ * directory (the key beside keys under it). Consumes @t on success and sets *@syncfd to the
+ * directory to fsync (@dfd, or a new fd the caller closes) once the locks are dropped; -EAGAIN
+ * when the directory went away meanwhile. */
+static int place_leaf(struct bef *b, int dfd, const char *leaf, struct tmpf *t, int *syncfd)
 {
     int locked = dir_lock(b, dfd, LOCK_SH), rc = 0, e;
 
     if (renameat(b->tmpfd, t->name, dfd, leaf) == 0) {
-        fsync(dfd);
+        *syncfd = dfd;
         goto placed;
     }
     e = errno;
@@ -1144,15 +1145,13 @@ static int place_leaf(struct bef *b, int dfd, const char *leaf, struct tmpf *t)
         int sfd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sfd < 0) {
             rc = errno == ENOENT || errno == ENOTDIR ? -EAGAIN : -errno;
+        } else if (renameat(b->tmpfd, t->name, sfd, BEF_SELF) == 0) {
+            *syncfd = sfd;
+            goto placed;
         } else {
-            if (renameat(b->tmpfd, t->name, sfd, BEF_SELF) == 0)
-                fsync(sfd);
-            else
-                rc = errno == ENOENT ? -EAGAIN : -errno;
+            rc = errno == ENOENT ? -EAGAIN : -errno;
             close(sfd);
         }
-        if (rc == 0)
-            goto placed;
     } else {
         rc = e == ENOENT ? -EAGAIN
              : e == EISDIR || e == ENOTDIR || e == ENOTEMPTY || e == EEXIST ? -S3E_KEY_CONFLICT
@@ -1179,15 +1178,22 @@ static int place(struct bef *b, const char *bucket, const char *key, struct tmpf
     int rc = -EAGAIN;
 
     for (int attempt = 0; attempt < BEF_PLACE_RETRIES && rc == -EAGAIN; attempt++) {
-        int dfd;
+        int dfd = -1, syncfd = -1;
 
         pthread_rwlock_rdlock(&b->parents);
         rc = open_parents(b, bucket, dirs, n, 1, &dfd, &bad);
-        if (rc == 0) {
-            rc = place_leaf(b, dfd, leaf, t);
-            close(dfd);
-        }
+        if (rc == 0)
+            rc = place_leaf(b, dfd, leaf, t, &syncfd);
+        else
+            dfd = -1;
         pthread_rwlock_unlock(&b->parents);
+        if (syncfd >= 0) { /* outside the locks: a nest or rmdir need not wait for the disk */
+            fsync(syncfd);
+            if (syncfd != dfd)
+                close(syncfd);
+        }
+        if (dfd >= 0)
+            close(dfd);
         if (rc == -ENOTDIR && (rc = nest(b, bucket, dirs, bad)) == 0)
             rc = -EAGAIN;
         if (rc == -ENOENT)
@@ -1575,10 +1581,11 @@ out:
 }
 
 /* Unlinks the entry of key @leaf in directory @dfd: the file (or symlink) of that name, or
- * BEF_SELF inside the directory of that name (*@nested set). 1 when it unlinked one, 0 when
- * there was none, -ENOTDIR when @leaf is a symlink to a directory (the key would be deleted
- * through it). */
-static int del_leaf(struct bef *b, int dfd, const char *leaf, int *nested)
+ * BEF_SELF inside the directory of that name (*@nested set). 1 when it unlinked one (and
+ * *@syncfd is the directory to fsync once the locks are dropped: @dfd or a new fd), 0 when there
+ * was none, -ENOTDIR when @leaf is a symlink to a directory (the key would be deleted through
+ * it). */
+static int del_leaf(struct bef *b, int dfd, const char *leaf, int *nested, int *syncfd)
 {
     int locked = dir_lock(b, dfd, LOCK_SH), rc = 1;
     struct stat st;
@@ -1590,20 +1597,19 @@ static int del_leaf(struct bef *b, int dfd, const char *leaf, int *nested)
         int sfd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sfd < 0) {
             rc = errno == ENOENT ? 0 : -errno;
-        } else {
-            if (unlinkat(sfd, BEF_SELF, 0) < 0)
-                rc = errno == ENOENT ? 0 : -errno;
-            else
-                fsync(sfd);
-            *nested = 1;
+        } else if (unlinkat(sfd, BEF_SELF, 0) < 0) {
+            rc = errno == ENOENT ? 0 : -errno;
             close(sfd);
+        } else {
+            *nested = 1;
+            *syncfd = sfd;
         }
     } else if (S_ISLNK(st.st_mode) && fstatat(dfd, leaf, &st, 0) == 0 && S_ISDIR(st.st_mode)) {
         rc = -ENOTDIR;
     } else if (unlinkat(dfd, leaf, 0) < 0) {
         rc = errno == ENOENT ? 0 : -errno;
     } else {
-        fsync(dfd);
+        *syncfd = dfd;
     }
     dir_unlock(dfd, locked);
     return rc;
@@ -1616,18 +1622,25 @@ static int be_file_del(struct backend *be, const char *bucket, const char *key)
     char *dirs[BEF_KEY_MAX / 2 + 2];
     const char *leaf;
     size_t n, bad;
-    int dfd, nested = 0, rc = check_names(bucket, key);
+    int dfd = -1, nested = 0, syncfd = -1, rc = check_names(bucket, key);
 
     if (rc < 0)
         return rc;
     n = split_key(key, buf, dirs, &leaf);
     pthread_rwlock_rdlock(&b->parents);
     rc = open_parents(b, bucket, dirs, n, 0, &dfd, &bad);
-    if (rc == 0) {
-        rc = del_leaf(b, dfd, leaf, &nested);
-        close(dfd);
-    }
+    if (rc == 0)
+        rc = del_leaf(b, dfd, leaf, &nested, &syncfd);
+    else
+        dfd = -1;
     pthread_rwlock_unlock(&b->parents);
+    if (syncfd >= 0) { /* outside the locks */
+        fsync(syncfd);
+        if (syncfd != dfd)
+            close(syncfd);
+    }
+    if (dfd >= 0)
+        close(dfd);
     if (rc == -ENOENT)
         return 0;
     if (rc == -ENOTDIR) {
