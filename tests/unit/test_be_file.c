@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -749,6 +751,36 @@ static void test_be_file_symlinks(void **state)
     assert_false(has_xattr(path));
     unlink(path);
     rmdir(out);
+}
+
+/* A DELETE the file system refuses (an immutable file: EPERM) is an error, not a 204 with the
+ * object still readable (it was taken for "the leaf is a directory" before). */
+static void test_be_file_delete_refused(void **state)
+{
+    struct fx *fx = *state;
+    char path[256];
+    struct be_meta h;
+    int fd, flags = 0, rc;
+
+    assert_int_equal(put_str(fx->be, "bkt", "stuck", "x", NULL), 0);
+    snprintf(path, sizeof(path), "%s/bkt/stuck", fx->dir);
+    fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    if (ioctl(fd, FS_IOC_GETFLAGS, &flags) < 0 ||
+        (flags |= FS_IMMUTABLE_FL, ioctl(fd, FS_IOC_SETFLAGS, &flags) < 0)) {
+        close(fd);
+        print_message("skipped: cannot make a file immutable here (%s)\n", strerror(errno));
+        skip();
+    }
+    rc = backend_del(fx->be, "bkt", "stuck");
+    flags &= ~FS_IMMUTABLE_FL;
+    assert_int_equal(ioctl(fd, FS_IOC_SETFLAGS, &flags), 0);
+    close(fd);
+    assert_true(rc < 0);
+    assert_int_equal(s3err_from_errno(rc, 0), -S3E_ACCESS_DENIED);
+    assert_int_equal(backend_head(fx->be, "bkt", "stuck", &h), 0);
+    assert_int_equal(backend_del(fx->be, "bkt", "stuck"), 0);
+    assert_int_equal(backend_head(fx->be, "bkt", "stuck", &h), -S3E_NO_SUCH_KEY);
 }
 
 struct reader_arg {
@@ -1580,6 +1612,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_be_file_nested_keys, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_nested_races, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_symlinks, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_be_file_delete_refused, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_atomic_put, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_delete_parents, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_parent_race, fx_setup, fx_teardown),
