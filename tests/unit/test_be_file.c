@@ -470,6 +470,17 @@ static void test_be_file_nested_keys(void **state)
     want_body(fx->be, "e", "x");
     assert_int_equal(backend_copy(fx->be, "bkt", "e", "bkt", "e/g", NULL, &h), 0);
     want_body(fx->be, "e/g", "x");
+    /* a folder marker "m/" nests the file "m" too */
+    assert_int_equal(put_str(fx->be, "bkt", "m", "file m", NULL), 0);
+    assert_int_equal(put_str(fx->be, "bkt", "m/", "", NULL), 0);
+    want_body(fx->be, "m", "file m");
+    want_body(fx->be, "m/", "");
+    list_str(fx->be, "m", "/", got, sizeof(got));
+    assert_string_equal(got, "m,m/");
+    assert_int_equal(backend_del(fx->be, "bkt", "m/"), 0);
+    want_body(fx->be, "m", "file m");
+    list_str(fx->be, "m", "/", got, sizeof(got));
+    assert_string_equal(got, "m");
     /* a bucket holding only a nested key is not empty */
     assert_int_equal(backend_bucket_create(fx->be, "solo"), 0);
     assert_int_equal(put_str(fx->be, "solo", "k/x", "1", NULL), 0);
