@@ -21,7 +21,8 @@
  * RESOLVE_BENEATH); with --follow-symlinks wherever they lead, and a file reached outside
  * the root never gets an xattr (its ETag is remembered in memory). A DELETE never goes
  * through a symlinked directory: it unlinks the key's own entry or refuses. Listing shows
- * symlinks to files but never walks symlinked directories.
+ * symlinks to files (those that reads would serve) and walks symlinked directories only with
+ * --follow-symlinks, each loop once.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -255,8 +256,9 @@ static int dent_cmp(const void *a, const void *b, void *arena)
     return (x->len > y->len) - (x->len < y->len);
 }
 
-/* Classifies a directory entry: DE_* or 0 to skip it. */
-static int classify(int dfd, const struct dirent *d)
+/* Classifies a directory entry: DE_* or 0 to skip it. A symlink to a file is a key; one to a
+ * directory is walked only with @follow (--follow-symlinks). */
+static int classify(int dfd, const struct dirent *d, int follow)
 {
     const char *name = d->d_name;
     unsigned char t = d->d_type;
@@ -278,18 +280,22 @@ static int classify(int dfd, const struct dirent *d)
         return DE_FILE;
     if (t == DT_DIR)
         return DE_DIR;
-    if (t == DT_LNK) { /* a symlink to a file is a key; a symlinked directory is not walked */
+    if (t == DT_LNK) {
         if (fstatat(dfd, name, &st, 0) == 0 && S_ISREG(st.st_mode))
             return DE_FILE;
-        return 0;
+        return follow && S_ISDIR(st.st_mode) ? DE_DIR : 0;
     }
     if (t == DT_UNKNOWN && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
         if (S_ISREG(st.st_mode))
             return DE_FILE;
         if (S_ISDIR(st.st_mode))
             return DE_DIR;
-        if (S_ISLNK(st.st_mode) && fstatat(dfd, name, &st, 0) == 0 && S_ISREG(st.st_mode))
-            return DE_FILE;
+        if (S_ISLNK(st.st_mode) && fstatat(dfd, name, &st, 0) == 0) {
+            if (S_ISREG(st.st_mode))
+                return DE_FILE;
+            if (follow && S_ISDIR(st.st_mode))
+                return DE_DIR;
+        }
     }
     return 0;
 }
@@ -334,7 +340,7 @@ static int dc_add(struct dcent *e, size_t *cap, size_t *acap, size_t *alen, cons
 }
 
 /* Reads and sorts directory @fd (taken over, closed) into a new entry. */
-static int dc_load(int fd, const char *path, struct dcent **out)
+static int dc_load(int fd, const char *path, int follow, struct dcent **out)
 {
     struct dcent *e = calloc(1, sizeof(*e));
     size_t cap = 0, acap = 0, alen = 0;
@@ -370,7 +376,7 @@ static int dc_load(int fd, const char *path, struct dcent **out)
             }
             break;
         }
-        type = classify(dirfd(d), de);
+        type = classify(dirfd(d), de, follow);
         if (!type || type == DE_SELF) /* the directory's own key: listed by its parent */
             continue;
         nl = type == DE_MARKER ? 0 : strlen(de->d_name) + (type == DE_DIR);
@@ -393,8 +399,34 @@ fail:
     return rc;
 }
 
+static int open_nofollow(struct bef *b, const char *path, int flags);
+
+/* Opens directory @path (relative to the root) for listing: through no symlink at all (a
+ * listing never walks a linked directory), or as the links say with --follow-symlinks. */
+static int list_dir_open(struct bef *b, const char *path)
+{
+    const int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+    int fd = -ENOSYS;
+
+    if (b->follow)
+        return (fd = openat(b->rootfd, path, flags)) < 0 ? -errno : fd;
+    if (__atomic_load_n(&b->have_openat2, __ATOMIC_RELAXED)) {
+        struct open_how how;
+        memset(&how, 0, sizeof(how));
+        how.flags = (uint64_t)flags;
+        how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+        for (int i = 0; i < 8 && (fd == -ENOSYS || fd == -EAGAIN); i++) {
+            fd = (int)syscall(SYS_openat2, b->rootfd, path, &how, sizeof(how));
+            if (fd < 0)
+                fd = -errno;
+        }
+    }
+    return fd == -ENOSYS ? open_nofollow(b, path, flags) : fd;
+}
+
 /* A referenced, sorted listing of directory @path (relative to the root). Release with
- * dc_release(). -ENOENT/-ENOTDIR when it is not a directory (a symlink is not one). */
+ * dc_release(). -ENOENT/-ENOTDIR/-ELOOP when it is not a directory reached without a symlink
+ * (with --follow-symlinks, any directory). */
 static int dc_get(struct bef *b, const char *path, struct dcent **out)
 {
     struct dircache *dc = &b->dc;
@@ -404,7 +436,7 @@ static int dc_get(struct bef *b, const char *path, struct dcent **out)
     int64_t t0;
     int fd, rc;
 
-    if (fstatat(b->rootfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    if (fstatat(b->rootfd, path, &st, b->follow ? 0 : AT_SYMLINK_NOFOLLOW) < 0)
         return -errno;
     if (!S_ISDIR(st.st_mode))
         return -ENOTDIR;
@@ -425,15 +457,15 @@ static int dc_get(struct bef *b, const char *path, struct dcent **out)
 
     /* Miss or stale: read without the lock. */
     t0 = s3c_real_ns();
-    fd = openat(b->rootfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    fd = list_dir_open(b, path);
     if (fd < 0)
-        return -errno;
+        return fd;
     if (fstat(fd, &st) < 0) {
         rc = -errno;
         close(fd);
         return rc;
     }
-    rc = dc_load(fd, path, &e);
+    rc = dc_load(fd, path, b->follow, &e);
     if (rc < 0)
         return rc;
     e->hash = h;
@@ -1709,27 +1741,58 @@ _Static_assert(sizeof(struct dirent) == sizeof(struct dirent64) &&
                    offsetof(struct dirent, d_name) == offsetof(struct dirent64, d_name),
                "struct dirent is not the getdents64 record");
 
-static int dir_has_key(struct bef *b, const char *path, int depth)
+/* A directory on the way down a walk: with --follow-symlinks, a link back to one of them (a
+ * loop) is not walked again. */
+struct anc {
+    dev_t dev;
+    ino_t ino;
+    const struct anc *up;
+};
+
+static int anc_loops(const struct anc *up, dev_t dev, ino_t ino)
 {
-    int fd = openat(b->rootfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    for (; up; up = up->up)
+        if (up->dev == dev && up->ino == ino)
+            return 1;
+    return 0;
+}
+
+static int dir_has_key(struct bef *b, const char *path, int depth, const struct anc *up)
+{
+    int fd = list_dir_open(b, path);
     char buf[2048] __attribute__((aligned(8)));
+    struct anc me = { 0, 0, up };
+    struct stat st;
     int found = 0;
     ssize_t n;
 
     if (fd < 0)
         return 0;
+    if (fstat(fd, &st) < 0 || anc_loops(up, st.st_dev, st.st_ino)) {
+        close(fd);
+        return 0;
+    }
+    me.dev = st.st_dev;
+    me.ino = st.st_ino;
     while (!found && (n = getdents64(fd, buf, sizeof(buf))) > 0) {
         for (ssize_t pos = 0; pos < n && !found;) {
             /* with _FILE_OFFSET_BITS=64, struct dirent is the getdents64 record */
             const struct dirent *de = (const struct dirent *)(buf + pos);
-            int type = classify(fd, de);
+            int type = classify(fd, de, b->follow);
+            char sub[PATH_MAX];
             pos += de->d_reclen;
-            if (type == DE_FILE || type == DE_MARKER || (type == DE_SELF && depth > 0))
+            if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >= (int)sizeof(sub))
+                continue;
+            if (type == DE_FILE && !b->follow && de->d_type != DT_REG) {
+                int lfd, outside; /* a link is a key only when it stays under the root */
+                if ((lfd = read_open(b, sub, &outside)) >= 0) {
+                    close(lfd);
+                    found = 1;
+                }
+            } else if (type == DE_FILE || type == DE_MARKER || (type == DE_SELF && depth > 0)) {
                 found = 1; /* the top directory's own key is no key under it */
-            else if (type == DE_DIR && depth < 256) {
-                char sub[PATH_MAX];
-                if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) < (int)sizeof(sub))
-                    found = dir_has_key(b, sub, depth + 1);
+            } else if (type == DE_DIR && depth < 256) {
+                found = dir_has_key(b, sub, depth + 1, &me);
             }
         }
     }
@@ -1867,10 +1930,11 @@ static int lw_key(struct lw *w, size_t klen, int nested)
     return lw_push(w, k, klen, 0, nested);
 }
 
-static int lw_walk(struct lw *w, size_t dplen, int depth)
+static int lw_walk(struct lw *w, size_t dplen, int depth, const struct anc *up)
 {
     char path[BEF_PATH_MAX];
     struct dcent *e = NULL;
+    struct anc me = { 0, 0, up };
     size_t i, pe, pi = 0;
     unsigned gen;
     int rc;
@@ -1880,7 +1944,13 @@ static int lw_walk(struct lw *w, size_t dplen, int depth)
     snprintf(path, sizeof(path), "%s/%.*s", w->bucket, (int)(dplen ? dplen - 1 : 0), w->key);
     rc = dc_get(w->b, dplen ? path : w->bucket, &e);
     if (rc < 0)
-        return rc == -ENOENT || rc == -ENOTDIR || rc == -ELOOP ? 0 : rc;
+        return rc == -ENOENT || rc == -ENOTDIR || rc == -ELOOP || rc == -EXDEV ? 0 : rc;
+    if (anc_loops(up, e->dev, e->ino)) { /* a linked directory leading back up */
+        dc_release(&w->b->dc, e);
+        return 0;
+    }
+    me.dev = e->dev;
+    me.ino = e->ino;
     pe = e->n;
     if (w->plen > dplen) { /* only entries on the way to, or inside, the prefix */
         const char *prest = w->P + dplen;
@@ -1923,11 +1993,11 @@ static int lw_walk(struct lw *w, size_t dplen, int depth)
                 if (!after)
                     continue;
                 snprintf(path, sizeof(path), "%s/%.*s", w->bucket, (int)klen - 1, w->key);
-                if (!dir_has_key(w->b, path, 0))
+                if (!dir_has_key(w->b, path, 0, &me))
                     continue;
                 rc = lw_prefix(w, w->key, klen);
             } else {
-                rc = lw_walk(w, klen, depth + 1);
+                rc = lw_walk(w, klen, depth + 1, &me);
             }
         } else {
             rc = lw_key(w, klen, d->type == DE_NESTED);
@@ -1980,7 +2050,7 @@ static int be_file_list(struct backend *be, const struct be_list_req *rq,
             w->lbmode = LB_EXCL;
         }
     }
-    rc = lw_walk(w, 0, 0);
+    rc = lw_walk(w, 0, 0, NULL);
     if (rc == 0 && out->truncated && out->n) {
         out->next_marker = strdup(out->entries[out->n - 1].key);
         if (!out->next_marker)
@@ -2108,7 +2178,7 @@ static int be_file_bucket_delete(struct backend *be, const char *bucket)
         return rc;
     if (!bucket_exists(b, bucket))
         return -S3E_NO_SUCH_BUCKET;
-    if (dir_has_key(b, bucket, 0))
+    if (dir_has_key(b, bucket, 0, NULL))
         return -S3E_BUCKET_NOT_EMPTY;
     fd = openat(b->rootfd, bucket, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0)

@@ -3,8 +3,8 @@
 # Keys "a" and "a/b" coexist as in S3: put in both orders, get, head, list with and without a
 # delimiter, pages of one key across "a" < "a-b" < "a.txt" < "a/" < "a0", delete each and the
 # other survives. Files placed by other tools are served, also when a key nests them.
-# Symlinks: escapes from the store are 404 and unlisted by default, served with
-# --follow-symlinks; a DELETE never answers success while the object stays readable; the ETag
+# Symlinks: escapes from the store are 404 and unlisted by default, served and listed (linked
+# directories walked) with --follow-symlinks; a DELETE never answers success while the object stays readable; the ETag
 # xattr is never written on a file outside the store.
 . "$(dirname "$0")/lib.sh"
 CT=120
@@ -294,6 +294,7 @@ t_links_default() {
     get_is "$L/inlink" "inside" || return 1
     get_is "$L/indir/real.txt" "inside" || return 1
     expect_eq "listing without --follow-symlinks" "$(aws_list $L)" "in/real.txt inlink |" || return 1
+    expect_eq "listing under a directory link out" "$(aws_list $L --prefix outdir/)" "|" || return 1
     # nothing readable, nothing deleted: 204 and the linked file stays
     status_is DELETE "$L/outdir/f.txt" 204 || return 1
     [[ -f $OUT/dir/f.txt ]] || { echo "DELETE through a link removed the file outside"; return 1; }
@@ -308,7 +309,10 @@ t_links_follow() {
     get_is "$L/outdir/f.txt" "outside dir file" || return 1
     awsc s3api head-object --bucket "$L" --key abs --output json >"$T/h.json" || return 1
     grep -q "$(printf 'outside bytes' | md5sum | cut -c1-32)" "$T/h.json" || { cat "$T/h.json"; return 1; }
-    expect_eq "listing with --follow-symlinks" "$(aws_list $L)" "abs in/real.txt inlink rel |" || return 1
+    expect_eq "listing with --follow-symlinks" "$(aws_list $L)" \
+        "abs in/real.txt indir/real.txt inlink outdir/f.txt rel |" || return 1
+    expect_eq "listing with --follow-symlinks, delimiter /" "$(aws_list $L --delimiter /)" \
+        "abs inlink rel | in/ indir/ outdir/" || return 1
     rclonec cat "s3c:$L/abs" >"$T/got" || return 1
     body_eq "rclone cat of a link out" "$T/got" "outside bytes"
 }

@@ -698,6 +698,17 @@ static void test_be_file_symlinks(void **state)
     assert_int_equal(symlink("sub/real.txt", path), 0);
     snprintf(path, sizeof(path), "%s/bkt/indir", fx->dir);
     assert_int_equal(symlink("sub", path), 0);
+    /* loops: walked once with --follow-symlinks, never again */
+    snprintf(path, sizeof(path), "%s/bkt/sub/self", fx->dir);
+    assert_int_equal(symlink(".", path), 0);
+    snprintf(path, sizeof(path), "%s/bkt/sub/up", fx->dir);
+    assert_int_equal(symlink("..", path), 0);
+    /* a directory whose only entry leads out of the store */
+    snprintf(path, sizeof(path), "%s/bkt/only", fx->dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/bkt/only/x", fx->dir);
+    snprintf(target, sizeof(target), "%s/data.bin", out);
+    assert_int_equal(symlink(target, path), 0);
 
     for (int follow = 0; follow < 2; follow++) {
         reopen_follow(fx, follow);
@@ -716,8 +727,20 @@ static void test_be_file_symlinks(void **state)
         /* links that stay under the root are served either way */
         want_body(fx->be, "inlink", "inside");
         want_body(fx->be, "indir/real.txt", "inside");
+        /* listings: links to files out of the root only with --follow-symlinks; linked
+         * directories walked only then, each loop once; a directory holding only a link out
+         * is no common prefix without it */
         list_str(fx->be, "", NULL, got, sizeof(got));
-        assert_string_equal(got, follow ? "abs,inlink,rel,sub/real.txt" : "inlink,sub/real.txt");
+        assert_string_equal(got, follow ? "abs,indir/real.txt,inlink,only/x,outdir/data.bin,rel,"
+                                          "sub/real.txt"
+                                        : "inlink,sub/real.txt");
+        list_str(fx->be, "", "/", got, sizeof(got));
+        assert_string_equal(got, follow ? "abs,indir/,inlink,only/,outdir/,rel,sub/"
+                                        : "inlink,sub/");
+        list_str(fx->be, "outdir/", NULL, got, sizeof(got)); /* no walk through a link */
+        assert_string_equal(got, follow ? "outdir/data.bin" : "");
+        list_str(fx->be, "sub/", "/", got, sizeof(got));
+        assert_string_equal(got, "sub/real.txt");
         /* twice: the second HEAD uses the remembered ETag */
         assert_int_equal(backend_head(fx->be, "bkt", "abs", &h), want_rc);
         /* no xattr was ever written outside */
