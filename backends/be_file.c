@@ -1,8 +1,13 @@
 /*
  * be_file.c: the POSIX directory backend, file:///abs/dir. Each subdirectory of the
  * root is a bucket, key "a/b/c" is the file ROOT/bucket/a/b/c and a key ending in '/'
- * is the marker file "dir/.s3cached-dir". Metadata rides in the "user.s3cached" xattr
- * of the object file. Internal state lives in ROOT/.s3cached/ (never a bucket):
+ * is the marker file "dir/.s3cached-dir". A key "a" beside keys "a/..." (S3 keys are
+ * flat, paths a tree) is the file "a/.s3cached-obj" inside directory "a": the first write
+ * under "a/" nests an existing file "a" there (link, then one renameat2 RENAME_EXCHANGE of
+ * a directory holding the link with the file, so a reader always finds one of the two),
+ * and a write of "a" while directory "a" exists goes straight to that name. Metadata
+ * rides in the "user.s3cached" xattr of the object file. Internal state lives in
+ * ROOT/.s3cached/ (never a bucket):
  *   tmp/        temp files of writes in progress; rename()d into place when complete
  *   uploads/ID/ multipart uploads: "info", parts of the upload's common size P in "data" at
  *               (N-1)*P marked by inpl.NNNNN, other parts as part.NNNNN (be_part in an xattr)
@@ -12,8 +17,12 @@
  *
  * Symlinks: objects are written only through real directories (O_NOFOLLOW on every
  * component), so a symlink in the store never lets a write escape the root. Reads follow
- * symlinks other tools placed; listing shows symlinks to files but never walks symlinked
- * directories.
+ * symlinks other tools placed as long as the path stays under the root (openat2
+ * RESOLVE_BENEATH); with --follow-symlinks wherever they lead, and a file reached outside
+ * the root never gets an xattr (its ETag is remembered in memory). A DELETE never goes
+ * through a symlinked directory: it unlinks the key's own entry or refuses. Listing shows
+ * symlinks to files (those that reads would serve) and walks symlinked directories only with
+ * --follow-symlinks, each loop once.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,17 +34,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <sys/types.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/openat2.h>
 #include <openssl/evp.h>
 
 #include "backend.h"
+#include "conf.h"
 #include "s3err.h"
 
 #define BEF_MAGIC 0xbef11e5u
@@ -43,6 +56,7 @@
 #define BEF_PART_XATTR "user.s3cached.part"
 #define BEF_PSIZE_XATTR "user.s3cached.psize" /* an upload's "data": its part size P */
 #define BEF_MARKER ".s3cached-dir"
+#define BEF_SELF ".s3cached-obj"          /* key "a" kept inside directory "a" */
 #define BEF_INTERNAL ".s3cached"
 #define BEF_CHUNK (256u * 1024)
 #define BEF_KEY_MAX 1024
@@ -56,14 +70,18 @@
 #define BEF_SWEEP_EVERY_NS (600LL * 1000000000)
 #define BEF_TMP_TTL_NS (3600LL * 1000000000)
 #define BEF_PLACE_RETRIES 32
+#define BEF_MEMO_SLOTS 16384u             /* ETags of files outside the store */
 
 /* ------------------------------------------------------------------------------------ */
 /* Directory cache                                                                       */
 
-enum { DE_FILE = 1, DE_DIR = 2, DE_MARKER = 3 };
+/* DE_NESTED: the key "name" that directory "name/" may hold as BEF_SELF (each directory has one,
+ * looked up when listed); DE_SELF: that file, seen inside the directory (not an entry there). */
+enum { DE_FILE = 1, DE_DIR = 2, DE_MARKER = 3, DE_NESTED = 4, DE_SELF = 5 };
 
-/* One directory entry by its "virtual name": a file's name, a directory's name + "/",
- * "" for the marker file. Sorting virtual names bytewise gives S3 key order. */
+/* One directory entry by its "virtual name": a file's name, a directory's name + "/" (and its
+ * nested key: the name alone), "" for the marker file. Sorting virtual names bytewise gives S3
+ * key order: "a" < "a-b" < "a.txt" < "a/" < "a0". */
 struct dent {
     uint32_t off; /* into the arena */
     uint16_t len;
@@ -100,10 +118,27 @@ struct bef {
     int rootfd, tmpfd, upfd, donefd;
     struct dircache dc;
     int64_t last_sweep_ns;
-    /* place() creating a key's parent directories and renaming into them (read) against
-     * be_file_del() removing parents left empty (write): this process's puts and deletes of
-     * keys under one prefix cannot starve each other (another process is met by retries). */
+    /* place() creating a key's parent directories and renaming into them, and be_file_del()
+     * unlinking a key (read) against be_file_del() removing parents left empty and nest()
+     * turning a file into a directory (write): this process's puts and deletes of keys under
+     * one prefix cannot starve each other (another process is met by retries). Other
+     * processes on the same store are kept out of a nest() by flock(): shared on the key's
+     * directory while a key is renamed in or unlinked, exclusive while one of its files nests. */
     pthread_rwlock_t parents;
+    int follow;        /* --follow-symlinks */
+    int can_exchange;  /* renameat2(RENAME_EXCHANGE) works here: keys nest, dirs get flocks */
+    int have_openat2;  /* else reads follow no symlink at all (without --follow-symlinks) */
+    pthread_mutex_t memo_mu;
+    struct memo *memo; /* BEF_MEMO_SLOTS, allocated on the first file outside the store */
+};
+
+/* An ETag computed for a file outside the store (no xattr is written there). */
+struct memo {
+    dev_t dev;
+    ino_t ino;
+    uint64_t size;
+    int64_t mtime_ns, ctime_ns;
+    char etag[33];
 };
 
 static struct bef *bef_of(struct backend *be)
@@ -221,8 +256,9 @@ static int dent_cmp(const void *a, const void *b, void *arena)
     return (x->len > y->len) - (x->len < y->len);
 }
 
-/* Classifies a directory entry: DE_* or 0 to skip it. */
-static int classify(int dfd, const struct dirent *d)
+/* Classifies a directory entry: DE_* or 0 to skip it. A symlink to a file is a key; one to a
+ * directory is walked only with @follow (--follow-symlinks). */
+static int classify(int dfd, const struct dirent *d, int follow)
 {
     const char *name = d->d_name;
     unsigned char t = d->d_type;
@@ -231,36 +267,80 @@ static int classify(int dfd, const struct dirent *d)
     if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
         return 0;
     if (strncmp(name, BEF_INTERNAL, sizeof(BEF_INTERNAL) - 1) == 0) {
-        if (strcmp(name, BEF_MARKER) != 0)
+        int type = !strcmp(name, BEF_MARKER) ? DE_MARKER : !strcmp(name, BEF_SELF) ? DE_SELF : 0;
+        if (!type)
             return 0;
         if (t == DT_REG)
-            return DE_MARKER;
+            return type;
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-            return DE_MARKER;
+            return type;
         return 0;
     }
     if (t == DT_REG)
         return DE_FILE;
     if (t == DT_DIR)
         return DE_DIR;
-    if (t == DT_LNK) { /* a symlink to a file is a key; a symlinked directory is not walked */
+    if (t == DT_LNK) {
         if (fstatat(dfd, name, &st, 0) == 0 && S_ISREG(st.st_mode))
             return DE_FILE;
-        return 0;
+        return follow && S_ISDIR(st.st_mode) ? DE_DIR : 0;
     }
     if (t == DT_UNKNOWN && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
         if (S_ISREG(st.st_mode))
             return DE_FILE;
         if (S_ISDIR(st.st_mode))
             return DE_DIR;
-        if (S_ISLNK(st.st_mode) && fstatat(dfd, name, &st, 0) == 0 && S_ISREG(st.st_mode))
-            return DE_FILE;
+        if (S_ISLNK(st.st_mode) && fstatat(dfd, name, &st, 0) == 0) {
+            if (S_ISREG(st.st_mode))
+                return DE_FILE;
+            if (follow && S_ISDIR(st.st_mode))
+                return DE_DIR;
+        }
     }
     return 0;
 }
 
+/* Appends the entry (@name, @nl bytes; a DE_DIR gets its '/') of @type to @e. */
+static int dc_add(struct dcent *e, size_t *cap, size_t *acap, size_t *alen, const char *name,
+                  size_t nl, int type)
+{
+    if (e->n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 64;
+        struct dent *p = realloc(e->ents, ncap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        e->ents = p;
+        *cap = ncap;
+    }
+    if (*alen + nl + 1 > *acap) {
+        size_t ncap = *acap ? *acap * 2 : 1024;
+        char *p;
+        while (ncap < *alen + nl + 1)
+            ncap *= 2;
+        if (ncap > UINT32_MAX)
+            return -ENOMEM;
+        p = realloc(e->arena, ncap);
+        if (!p)
+            return -ENOMEM;
+        e->arena = p;
+        *acap = ncap;
+    }
+    e->ents[e->n].off = (uint32_t)*alen;
+    e->ents[e->n].len = (uint16_t)nl;
+    e->ents[e->n].type = (uint8_t)type;
+    if (type != DE_MARKER) {
+        memcpy(e->arena + *alen, name, nl - (type == DE_DIR));
+        if (type == DE_DIR)
+            e->arena[*alen + nl - 1] = '/';
+    }
+    *alen += nl;
+    e->arena[(*alen)++] = '\0';
+    e->n++;
+    return 0;
+}
+
 /* Reads and sorts directory @fd (taken over, closed) into a new entry. */
-static int dc_load(int fd, const char *path, struct dcent **out)
+static int dc_load(int fd, const char *path, int follow, struct dcent **out)
 {
     struct dcent *e = calloc(1, sizeof(*e));
     size_t cap = 0, acap = 0, alen = 0;
@@ -296,48 +376,15 @@ static int dc_load(int fd, const char *path, struct dcent **out)
             }
             break;
         }
-        type = classify(dirfd(d), de);
-        if (!type)
+        type = classify(dirfd(d), de, follow);
+        if (!type || type == DE_SELF) /* the directory's own key: listed by its parent */
             continue;
         nl = type == DE_MARKER ? 0 : strlen(de->d_name) + (type == DE_DIR);
-        if (e->n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            struct dent *p = realloc(e->ents, ncap * sizeof(*p));
-            if (!p) {
-                rc = -ENOMEM;
-                goto fail;
-            }
-            e->ents = p;
-            cap = ncap;
-        }
-        if (alen + nl + 1 > acap) {
-            size_t ncap = acap ? acap * 2 : 1024;
-            char *p;
-            while (ncap < alen + nl + 1)
-                ncap *= 2;
-            if (ncap > UINT32_MAX) {
-                rc = -ENOMEM;
-                goto fail;
-            }
-            p = realloc(e->arena, ncap);
-            if (!p) {
-                rc = -ENOMEM;
-                goto fail;
-            }
-            e->arena = p;
-            acap = ncap;
-        }
-        e->ents[e->n].off = (uint32_t)alen;
-        e->ents[e->n].len = (uint16_t)nl;
-        e->ents[e->n].type = (uint8_t)type;
-        if (type != DE_MARKER) {
-            memcpy(e->arena + alen, de->d_name, nl - (type == DE_DIR));
-            if (type == DE_DIR)
-                e->arena[alen + nl - 1] = '/';
-        }
-        alen += nl;
-        e->arena[alen++] = '\0';
-        e->n++;
+        rc = dc_add(e, &cap, &acap, &alen, de->d_name, nl, type);
+        if (rc == 0 && type == DE_DIR)
+            rc = dc_add(e, &cap, &acap, &alen, de->d_name, nl - 1, DE_NESTED);
+        if (rc < 0)
+            goto fail;
     }
     if (e->n > 1)
         qsort_r(e->ents, e->n, sizeof(*e->ents), dent_cmp, e->arena);
@@ -352,8 +399,34 @@ fail:
     return rc;
 }
 
+static int open_nofollow(struct bef *b, const char *path, int flags);
+
+/* Opens directory @path (relative to the root) for listing: through no symlink at all (a
+ * listing never walks a linked directory), or as the links say with --follow-symlinks. */
+static int list_dir_open(struct bef *b, const char *path)
+{
+    const int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+    int fd = -ENOSYS;
+
+    if (b->follow)
+        return (fd = openat(b->rootfd, path, flags)) < 0 ? -errno : fd;
+    if (__atomic_load_n(&b->have_openat2, __ATOMIC_RELAXED)) {
+        struct open_how how;
+        memset(&how, 0, sizeof(how));
+        how.flags = (uint64_t)flags;
+        how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+        for (int i = 0; i < 8 && (fd == -ENOSYS || fd == -EAGAIN); i++) {
+            fd = (int)syscall(SYS_openat2, b->rootfd, path, &how, sizeof(how));
+            if (fd < 0)
+                fd = -errno;
+        }
+    }
+    return fd == -ENOSYS ? open_nofollow(b, path, flags) : fd;
+}
+
 /* A referenced, sorted listing of directory @path (relative to the root). Release with
- * dc_release(). -ENOENT/-ENOTDIR when it is not a directory (a symlink is not one). */
+ * dc_release(). -ENOENT/-ENOTDIR/-ELOOP when it is not a directory reached without a symlink
+ * (with --follow-symlinks, any directory). */
 static int dc_get(struct bef *b, const char *path, struct dcent **out)
 {
     struct dircache *dc = &b->dc;
@@ -363,7 +436,7 @@ static int dc_get(struct bef *b, const char *path, struct dcent **out)
     int64_t t0;
     int fd, rc;
 
-    if (fstatat(b->rootfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    if (fstatat(b->rootfd, path, &st, b->follow ? 0 : AT_SYMLINK_NOFOLLOW) < 0)
         return -errno;
     if (!S_ISDIR(st.st_mode))
         return -ENOTDIR;
@@ -384,15 +457,15 @@ static int dc_get(struct bef *b, const char *path, struct dcent **out)
 
     /* Miss or stale: read without the lock. */
     t0 = s3c_real_ns();
-    fd = openat(b->rootfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    fd = list_dir_open(b, path);
     if (fd < 0)
-        return -errno;
+        return fd;
     if (fstat(fd, &st) < 0) {
         rc = -errno;
         close(fd);
         return rc;
     }
-    rc = dc_load(fd, path, &e);
+    rc = dc_load(fd, path, b->follow, &e);
     if (rc < 0)
         return rc;
     e->hash = h;
@@ -911,10 +984,31 @@ static int tmp_finish(struct tmpf *t, struct be_meta *m)
     return 0;
 }
 
+/* Takes flock(@op) on the directory @fd where keys nest (see struct bef): 1 when taken (release
+ * with dir_unlock()), 0 when this file system does not nest keys or refuses the lock (the
+ * in-process rwlock still orders this process's own writers). */
+static int dir_lock(const struct bef *b, int fd, int op)
+{
+    if (!b->can_exchange)
+        return 0;
+    while (flock(fd, op) < 0)
+        if (errno != EINTR)
+            return 0;
+    return 1;
+}
+
+static void dir_unlock(int fd, int locked)
+{
+    if (locked)
+        (void)flock(fd, LOCK_UN);
+}
+
 /* Opens (creating when @create) the directory @dirs[0..n) under the bucket directory,
- * never following a symlink. -S3E_KEY_CONFLICT when a component is not a directory. */
+ * never following a symlink. -ENOTDIR with *@bad = i when component i is not a directory
+ * (a file, a symlink, ...); -ENOENT when one is missing (@create 0); -EAGAIN when a parent
+ * went away under us. */
 static int open_parents(struct bef *b, const char *bucket, char *const *dirs, size_t n,
-                        int create, int *out)
+                        int create, int *out, size_t *bad)
 {
     int dfd = openat(b->rootfd, bucket, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
@@ -940,9 +1034,11 @@ static int open_parents(struct bef *b, const char *bucket, char *const *dirs, si
         if (nfd < 0) {
             int e = errno;
             close(dfd);
-            if (e == ENOTDIR || e == ELOOP)
-                return -S3E_KEY_CONFLICT;
-            return e == ENOENT ? -ENOENT : -e;
+            if (e == ENOTDIR || e == ELOOP) {
+                *bad = i;
+                return -ENOTDIR;
+            }
+            return -e;
         }
         close(dfd);
         dfd = nfd;
@@ -967,40 +1063,173 @@ static size_t split_key(const char *key, char *buf, char **dirs, const char **le
     return n;
 }
 
-/* Renames temp file @t into place as @bucket/@key: creates parents, retries when a
- * concurrent delete removes them, fsyncs the parent. The temp file is consumed on success. */
+/* Nests the regular file @name of directory @dfd: it becomes directory @name holding the same
+ * inode as BEF_SELF. A reader finds the file or the directory, never neither: the directory is
+ * made in tmp/ with a hard link to the file and exchanged with it in one renameat2; the file's
+ * old name (now in tmp/) is unlinked. A crash leaves either layout, plus a leftover in tmp/
+ * that sweep_tmp() removes. Called with b->parents held for writing; flock(LOCK_EX) on @dfd
+ * keeps other processes' renames and unlinks of @name out. 0 when done, or when @name changed
+ * meanwhile (the caller looks again); -S3E_KEY_CONFLICT when @name is no regular file (a
+ * symlink, ...) or cannot be linked. */
+static int nest_file(struct bef *b, int dfd, const char *name)
+{
+    char tname[48];
+    struct stat st, lst;
+    int tfd = -1, rc = 0, locked = dir_lock(b, dfd, LOCK_EX), linked = 0;
+
+    if (!locked) { /* two nests of one file at once would lose the first's directory */
+        rc = -S3E_KEY_CONFLICT;
+        goto out;
+    }
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        rc = errno == ENOENT ? 0 : -errno;
+        goto out;
+    }
+    if (S_ISDIR(st.st_mode))
+        goto out; /* nested already */
+    if (!S_ISREG(st.st_mode)) {
+        rc = -S3E_KEY_CONFLICT;
+        goto out;
+    }
+    memcpy(tname, "n.", 2);
+    random_hex(tname + 2, 12);
+    if (mkdirat(b->tmpfd, tname, 0755) < 0) {
+        rc = -errno;
+        goto out;
+    }
+    tfd = openat(b->tmpfd, tname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tfd < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    if (linkat(dfd, name, tfd, BEF_SELF, 0) < 0) {
+        rc = errno == ENOENT ? 0 : errno == EPERM || errno == EMLINK ? -S3E_KEY_CONFLICT : -errno;
+        goto fail;
+    }
+    linked = 1;
+    if (fstatat(tfd, BEF_SELF, &lst, AT_SYMLINK_NOFOLLOW) < 0 || fsync(tfd) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    if (renameat2(b->tmpfd, tname, dfd, name, RENAME_EXCHANGE) < 0) {
+        rc = errno == ENOENT ? 0 : -errno;
+        goto fail;
+    }
+    fsync(dfd);
+    /* tname is the file now. Another tool may have replaced it between the link and the
+     * exchange: that newer file is the key. */
+    if (fstatat(b->tmpfd, tname, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+        (st.st_ino != lst.st_ino || st.st_dev != lst.st_dev)) {
+        int nfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (nfd >= 0 && renameat(b->tmpfd, tname, nfd, BEF_SELF) == 0)
+            fsync(nfd);
+        if (nfd >= 0)
+            close(nfd);
+    }
+    (void)unlinkat(b->tmpfd, tname, 0);
+    goto out;
+fail:
+    if (linked)
+        (void)unlinkat(tfd, BEF_SELF, 0);
+    (void)unlinkat(b->tmpfd, tname, AT_REMOVEDIR);
+out:
+    if (tfd >= 0)
+        close(tfd);
+    dir_unlock(dfd, locked);
+    return rc;
+}
+
+/* Makes component @i of @dirs (a regular file: key dirs[0]/../dirs[i]) a directory, so that
+ * keys can be placed under it. 0 when the caller should look again. */
+static int nest(struct bef *b, const char *bucket, char *const *dirs, size_t i)
+{
+    size_t bad;
+    int dfd, rc;
+
+    if (!b->can_exchange)
+        return -S3E_KEY_CONFLICT; /* no atomic way to swap a file for a directory here */
+    pthread_rwlock_wrlock(&b->parents);
+    rc = open_parents(b, bucket, dirs, i, 0, &dfd, &bad);
+    if (rc == 0) {
+        rc = nest_file(b, dfd, dirs[i]);
+        close(dfd);
+    } else if (rc == -ENOENT || rc == -ENOTDIR) {
+        rc = 0; /* changed meanwhile: the caller creates or nests from the top again */
+    }
+    pthread_rwlock_unlock(&b->parents);
+    return rc;
+}
+
+/* Renames temp file @t to @leaf of directory @dfd, or to @leaf/BEF_SELF when @leaf is a
+ * directory (the key beside keys under it). Consumes @t on success and sets *@syncfd to the
+ * directory to fsync (@dfd, or a new fd the caller closes) once the locks are dropped; -EAGAIN
+ * when the directory went away meanwhile. */
+static int place_leaf(struct bef *b, int dfd, const char *leaf, struct tmpf *t, int *syncfd)
+{
+    int locked = dir_lock(b, dfd, LOCK_SH), rc = 0, e;
+
+    if (renameat(b->tmpfd, t->name, dfd, leaf) == 0) {
+        *syncfd = dfd;
+        goto placed;
+    }
+    e = errno;
+    if ((e == EISDIR || e == ENOTEMPTY || e == EEXIST) && strcmp(leaf, BEF_MARKER) != 0) {
+        int sfd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sfd < 0) {
+            rc = errno == ENOENT || errno == ENOTDIR ? -EAGAIN : -errno;
+        } else if (renameat(b->tmpfd, t->name, sfd, BEF_SELF) == 0) {
+            *syncfd = sfd;
+            goto placed;
+        } else {
+            rc = errno == ENOENT ? -EAGAIN : -errno;
+            close(sfd);
+        }
+    } else {
+        rc = e == ENOENT ? -EAGAIN
+             : e == EISDIR || e == ENOTDIR || e == ENOTEMPTY || e == EEXIST ? -S3E_KEY_CONFLICT
+                                                                             : -e;
+    }
+    dir_unlock(dfd, locked);
+    return rc;
+placed:
+    dir_unlock(dfd, locked);
+    close(t->fd);
+    t->fd = -1;
+    return 0;
+}
+
+/* Renames temp file @t into place as @bucket/@key: creates parents (nesting a file of a
+ * parent's name), retries when a concurrent delete removes them, fsyncs the parent. The temp
+ * file is consumed on success. */
 static int place(struct bef *b, const char *bucket, const char *key, struct tmpf *t)
 {
     char buf[BEF_KEY_MAX + 2];
     char *dirs[BEF_KEY_MAX / 2 + 1];
     const char *leaf;
-    size_t n = split_key(key, buf, dirs, &leaf);
+    size_t n = split_key(key, buf, dirs, &leaf), bad = 0;
     int rc = -EAGAIN;
 
     for (int attempt = 0; attempt < BEF_PLACE_RETRIES && rc == -EAGAIN; attempt++) {
-        int dfd, renamed;
+        int dfd = -1, syncfd = -1;
 
         pthread_rwlock_rdlock(&b->parents);
-        rc = open_parents(b, bucket, dirs, n, 1, &dfd);
-        renamed = rc == 0 ? renameat(b->tmpfd, t->name, dfd, leaf) : -1;
-        int e = errno;
+        rc = open_parents(b, bucket, dirs, n, 1, &dfd, &bad);
+        if (rc == 0)
+            rc = place_leaf(b, dfd, leaf, t, &syncfd);
+        else
+            dfd = -1;
         pthread_rwlock_unlock(&b->parents);
+        if (syncfd >= 0) { /* outside the locks: a nest or rmdir need not wait for the disk */
+            fsync(syncfd);
+            if (syncfd != dfd)
+                close(syncfd);
+        }
+        if (dfd >= 0)
+            close(dfd);
+        if (rc == -ENOTDIR && (rc = nest(b, bucket, dirs, bad)) == 0)
+            rc = -EAGAIN;
         if (rc == -ENOENT)
             rc = -EAGAIN;
-        if (rc < 0)
-            continue;
-        if (renamed < 0) {
-            rc = e == ENOENT ? -EAGAIN
-                 : e == EISDIR || e == ENOTDIR || e == ENOTEMPTY || e == EEXIST
-                     ? -S3E_KEY_CONFLICT
-                     : -e;
-        } else {
-            fsync(dfd);
-            close(t->fd);
-            t->fd = -1;
-            rc = 0;
-        }
-        close(dfd);
     }
     return rc;
 }
@@ -1008,9 +1237,50 @@ static int place(struct bef *b, const char *bucket, const char *key, struct tmpf
 /* ------------------------------------------------------------------------------------ */
 /* Reading objects                                                                       */
 
+/* The remembered ETag of @st (a file outside the store), or 0. */
+static int memo_get(struct bef *b, const struct stat *st, char etag[33])
+{
+    struct memo *me;
+    int hit = 0;
+
+    pthread_mutex_lock(&b->memo_mu);
+    if (b->memo) {
+        me = &b->memo[((uint64_t)st->st_dev * 31 + st->st_ino) % BEF_MEMO_SLOTS];
+        hit = me->dev == st->st_dev && me->ino == st->st_ino &&
+              me->size == (uint64_t)st->st_size && me->mtime_ns == ts_ns(&st->st_mtim) &&
+              me->ctime_ns == ts_ns(&st->st_ctim) && me->etag[0];
+        if (hit)
+            memcpy(etag, me->etag, 33);
+    }
+    pthread_mutex_unlock(&b->memo_mu);
+    return hit;
+}
+
+static void memo_put(struct bef *b, const struct stat *st, const char etag[33])
+{
+    struct memo *me;
+
+    pthread_mutex_lock(&b->memo_mu);
+    if (!b->memo)
+        b->memo = calloc(BEF_MEMO_SLOTS, sizeof(*b->memo));
+    if (b->memo) {
+        me = &b->memo[((uint64_t)st->st_dev * 31 + st->st_ino) % BEF_MEMO_SLOTS];
+        me->dev = st->st_dev;
+        me->ino = st->st_ino;
+        me->size = (uint64_t)st->st_size;
+        me->mtime_ns = ts_ns(&st->st_mtim);
+        me->ctime_ns = ts_ns(&st->st_ctim);
+        memcpy(me->etag, etag, 33);
+    }
+    pthread_mutex_unlock(&b->memo_mu);
+}
+
 /* Metadata of the open object file @fd: the xattr when it still describes the file,
- * otherwise computed (MD5 ETag, guessed type) and remembered when possible. */
-static int meta_load(int fd, const struct stat *st, const char *key, struct be_meta *m)
+ * otherwise computed (MD5 ETag, guessed type) and remembered: in the file's xattr when
+ * possible, in memory only when the file lies @outside the store (reached through a symlink
+ * with --follow-symlinks), which is never written to. */
+static int meta_load(struct bef *b, int fd, const struct stat *st, const char *key,
+                     struct be_meta *m, int outside)
 {
     char buf[BEF_REC_MAX];
     ssize_t n = fgetxattr(fd, BEF_XATTR, buf, sizeof(buf));
@@ -1035,12 +1305,19 @@ static int meta_load(int fd, const struct stat *st, const char *key, struct be_m
     m->size = (uint64_t)st->st_size;
     m->mtime_ns = ts_ns(&st->st_mtim);
     snprintf(m->content_type, sizeof(m->content_type), "%s", guess_type(key));
+    if (outside && memo_get(b, st, m->etag))
+        return 0;
     rc = md5_fd(fd, 0, m->size, m->etag);
     if (rc < 0)
         return rc;
     if (fstat(fd, &st2) == 0 && st2.st_size == st->st_size &&
         ts_ns(&st2.st_mtim) == ts_ns(&st->st_mtim)) {
-        struct enc *e = malloc(sizeof(*e));
+        struct enc *e;
+        if (outside) {
+            memo_put(b, &st2, m->etag);
+            return 0;
+        }
+        e = malloc(sizeof(*e));
         if (e) {
             enc_init(e);
             enc_num(e, T_SIZE, (int64_t)m->size);
@@ -1054,12 +1331,80 @@ static int meta_load(int fd, const struct stat *st, const char *key, struct be_m
     return 0;
 }
 
-/* Opens object @bucket/@key for reading and loads its metadata. */
-static int obj_open(struct bef *b, const char *bucket, const char *key, int *out,
-                    struct be_meta *m)
+/* Opens @path (relative to the root) component by component, following no symlink: -ELOOP
+ * at one. For kernels without openat2(). */
+static int open_nofollow(struct bef *b, const char *path, int flags)
+{
+    char buf[BEF_PATH_MAX];
+    char *p = buf, *slash;
+    int dfd = b->rootfd, fd;
+
+    snprintf(buf, sizeof(buf), "%s", path);
+    while ((slash = strchr(p, '/'))) {
+        *slash = '\0';
+        fd = openat(dfd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            fd = errno == ENOTDIR ? -ELOOP : -errno; /* O_PATH|O_NOFOLLOW: a link is ENOTDIR */
+            if (dfd != b->rootfd)
+                close(dfd);
+            return fd;
+        }
+        if (dfd != b->rootfd)
+            close(dfd);
+        dfd = fd;
+        p = slash + 1;
+    }
+    fd = openat(dfd, p, flags | O_NOFOLLOW);
+    if (fd < 0)
+        fd = -errno;
+    if (dfd != b->rootfd)
+        close(dfd);
+    return fd;
+}
+
+/* Opens @path (relative to the root) read-only for serving an object. Symlinks are followed
+ * while the path stays under the root (openat2 RESOLVE_BENEATH; with no openat2, none is);
+ * one that leads out of it is -EXDEV (or -ELOOP), unless --follow-symlinks, which opens it
+ * as the links say and sets *@outside. */
+static int read_open(struct bef *b, const char *path, int *outside)
+{
+    const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+    int fd = -ENOSYS;
+
+    *outside = 0;
+    if (__atomic_load_n(&b->have_openat2, __ATOMIC_RELAXED)) {
+        struct open_how how;
+        memset(&how, 0, sizeof(how));
+        how.flags = (uint64_t)flags;
+        how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+        for (int i = 0; i < 8; i++) { /* EAGAIN: a rename raced a ".." of a link's target */
+            fd = (int)syscall(SYS_openat2, b->rootfd, path, &how, sizeof(how));
+            if (fd >= 0)
+                return fd;
+            fd = -errno;
+            if (fd != -EAGAIN)
+                break;
+        }
+        if (fd == -ENOSYS)
+            __atomic_store_n(&b->have_openat2, 0, __ATOMIC_RELAXED);
+    }
+    if (fd == -ENOSYS)
+        fd = open_nofollow(b, path, flags);
+    if ((fd == -EXDEV || fd == -ELOOP) && b->follow) {
+        fd = openat(b->rootfd, path, flags);
+        if (fd < 0)
+            return -errno;
+        *outside = 1;
+    }
+    return fd;
+}
+
+/* Opens the file of object @bucket/@key (the file of its name, or BEF_SELF inside the
+ * directory of its name) for reading: *@out, its stat, whether it lies outside the store. */
+static int obj_fd(struct bef *b, const char *bucket, const char *key, int *out,
+                  struct stat *st, int *outside)
 {
     char path[BEF_PATH_MAX];
-    struct stat st;
     int fd, rc = check_names(bucket, key);
 
     if (rc < 0)
@@ -1067,23 +1412,48 @@ static int obj_open(struct bef *b, const char *bucket, const char *key, int *out
     rc = obj_path(bucket, key, path);
     if (rc < 0)
         return rc;
-    fd = openat(b->rootfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    fd = read_open(b, path, outside);
     if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EISDIR)
+        if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP || fd == -EISDIR || fd == -EXDEV)
             return missing(b, bucket);
-        return -errno;
+        return fd;
     }
-    if (fstat(fd, &st) < 0) {
+    if (fstat(fd, st) < 0) {
         rc = -errno;
         close(fd);
         return rc;
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st->st_mode) && key[strlen(key) - 1] != '/') {
+        int sfd = openat(fd, BEF_SELF, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW);
+        close(fd);
+        if (sfd < 0)
+            return errno == ENOENT || errno == ELOOP ? -S3E_NO_SUCH_KEY : -errno;
+        fd = sfd;
+        if (fstat(fd, st) < 0) {
+            rc = -errno;
+            close(fd);
+            return rc;
+        }
+    }
+    if (!S_ISREG(st->st_mode)) {
         close(fd);
         return -S3E_NO_SUCH_KEY;
     }
     (void)fcntl(fd, F_SETFL, 0);
-    rc = meta_load(fd, &st, key, m);
+    *out = fd;
+    return 0;
+}
+
+/* Opens object @bucket/@key for reading and loads its metadata. */
+static int obj_open(struct bef *b, const char *bucket, const char *key, int *out,
+                    struct be_meta *m)
+{
+    struct stat st;
+    int fd, outside, rc = obj_fd(b, bucket, key, &fd, &st, &outside);
+
+    if (rc < 0)
+        return rc;
+    rc = meta_load(b, fd, &st, key, m, outside);
     if (rc < 0) {
         close(fd);
         return rc;
@@ -1242,31 +1612,85 @@ out:
     return rc;
 }
 
+/* Unlinks the entry of key @leaf in directory @dfd: the file (or symlink) of that name, or
+ * BEF_SELF inside the directory of that name (*@nested set). 1 when it unlinked one (and
+ * *@syncfd is the directory to fsync once the locks are dropped: @dfd or a new fd), 0 when there
+ * was none, -ENOTDIR when @leaf is a symlink to a directory (the key would be deleted through
+ * it). */
+static int del_leaf(struct bef *b, int dfd, const char *leaf, int *nested, int *syncfd)
+{
+    int locked = dir_lock(b, dfd, LOCK_SH), rc = 1;
+    struct stat st;
+
+    *nested = 0;
+    if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        rc = errno == ENOENT ? 0 : -errno;
+    } else if (S_ISDIR(st.st_mode)) {
+        int sfd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sfd < 0) {
+            rc = errno == ENOENT ? 0 : -errno;
+        } else if (unlinkat(sfd, BEF_SELF, 0) < 0) {
+            rc = errno == ENOENT ? 0 : -errno;
+            close(sfd);
+        } else {
+            *nested = 1;
+            *syncfd = sfd;
+        }
+    } else if (S_ISLNK(st.st_mode) && fstatat(dfd, leaf, &st, 0) == 0 && S_ISDIR(st.st_mode)) {
+        rc = -ENOTDIR;
+    } else if (unlinkat(dfd, leaf, 0) < 0) {
+        rc = errno == ENOENT ? 0 : -errno;
+    } else {
+        *syncfd = dfd;
+    }
+    dir_unlock(dfd, locked);
+    return rc;
+}
+
 static int be_file_del(struct backend *be, const char *bucket, const char *key)
 {
     struct bef *b = bef_of(be);
     char buf[BEF_KEY_MAX + 2];
-    char *dirs[BEF_KEY_MAX / 2 + 1];
+    char *dirs[BEF_KEY_MAX / 2 + 2];
     const char *leaf;
-    size_t n;
-    int dfd, rc = check_names(bucket, key);
+    size_t n, bad;
+    int dfd = -1, nested = 0, syncfd = -1, rc = check_names(bucket, key);
 
     if (rc < 0)
         return rc;
     n = split_key(key, buf, dirs, &leaf);
-    rc = open_parents(b, bucket, dirs, n, 0, &dfd);
-    if (rc == -ENOENT || rc == -S3E_KEY_CONFLICT)
-        return 0;
-    if (rc < 0)
-        return rc;
-    if (unlinkat(dfd, leaf, 0) < 0) {
-        rc = errno == ENOENT || errno == EISDIR || errno == ENOTDIR || errno == EPERM ? 0
-                                                                                      : -errno;
-        close(dfd);
-        return rc; /* nothing removed (EPERM: the leaf is a directory on Linux) */
+    pthread_rwlock_rdlock(&b->parents);
+    rc = open_parents(b, bucket, dirs, n, 0, &dfd, &bad);
+    if (rc == 0)
+        rc = del_leaf(b, dfd, leaf, &nested, &syncfd);
+    else
+        dfd = -1;
+    pthread_rwlock_unlock(&b->parents);
+    if (syncfd >= 0) { /* outside the locks */
+        fsync(syncfd);
+        if (syncfd != dfd)
+            close(syncfd);
     }
-    fsync(dfd);
-    close(dfd);
+    if (dfd >= 0)
+        close(dfd);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc == -ENOTDIR) {
+        /* A component is no directory. A file: the key cannot exist. A symlink another tool
+         * placed: the key may be readable through it, and a DELETE does not go through links
+         * (it would delete the linked file, perhaps outside the store): refused while the
+         * object is readable, so that a success always means it is gone. */
+        struct stat st;
+        int fd, outside;
+        if (obj_fd(b, bucket, key, &fd, &st, &outside) < 0)
+            return 0;
+        close(fd);
+        return -S3E_ACCESS_DENIED;
+    }
+    if (rc <= 0)
+        return rc;
+    if (nested)
+        dirs[n++] = (char *)leaf; /* directory "leaf" may be empty now */
     /* Remove parents that are now empty, deepest first, up to the bucket directory. */
     pthread_rwlock_wrlock(&b->parents);
     while (n > 0) {
@@ -1317,27 +1741,58 @@ _Static_assert(sizeof(struct dirent) == sizeof(struct dirent64) &&
                    offsetof(struct dirent, d_name) == offsetof(struct dirent64, d_name),
                "struct dirent is not the getdents64 record");
 
-static int dir_has_key(struct bef *b, const char *path, int depth)
+/* A directory on the way down a walk: with --follow-symlinks, a link back to one of them (a
+ * loop) is not walked again. */
+struct anc {
+    dev_t dev;
+    ino_t ino;
+    const struct anc *up;
+};
+
+static int anc_loops(const struct anc *up, dev_t dev, ino_t ino)
 {
-    int fd = openat(b->rootfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    for (; up; up = up->up)
+        if (up->dev == dev && up->ino == ino)
+            return 1;
+    return 0;
+}
+
+static int dir_has_key(struct bef *b, const char *path, int depth, const struct anc *up)
+{
+    int fd = list_dir_open(b, path);
     char buf[2048] __attribute__((aligned(8)));
+    struct anc me = { 0, 0, up };
+    struct stat st;
     int found = 0;
     ssize_t n;
 
     if (fd < 0)
         return 0;
+    if (fstat(fd, &st) < 0 || anc_loops(up, st.st_dev, st.st_ino)) {
+        close(fd);
+        return 0;
+    }
+    me.dev = st.st_dev;
+    me.ino = st.st_ino;
     while (!found && (n = getdents64(fd, buf, sizeof(buf))) > 0) {
         for (ssize_t pos = 0; pos < n && !found;) {
             /* with _FILE_OFFSET_BITS=64, struct dirent is the getdents64 record */
             const struct dirent *de = (const struct dirent *)(buf + pos);
-            int type = classify(fd, de);
+            int type = classify(fd, de, b->follow);
+            char sub[PATH_MAX];
             pos += de->d_reclen;
-            if (type == DE_FILE || type == DE_MARKER)
-                found = 1;
-            else if (type == DE_DIR && depth < 256) {
-                char sub[PATH_MAX];
-                if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) < (int)sizeof(sub))
-                    found = dir_has_key(b, sub, depth + 1);
+            if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >= (int)sizeof(sub))
+                continue;
+            if (type == DE_FILE && !b->follow && de->d_type != DT_REG) {
+                int lfd, outside; /* a link is a key only when it stays under the root */
+                if ((lfd = read_open(b, sub, &outside)) >= 0) {
+                    close(lfd);
+                    found = 1;
+                }
+            } else if (type == DE_FILE || type == DE_MARKER || (type == DE_SELF && depth > 0)) {
+                found = 1; /* the top directory's own key is no key under it */
+            } else if (type == DE_DIR && depth < 256) {
+                found = dir_has_key(b, sub, depth + 1, &me);
             }
         }
     }
@@ -1377,7 +1832,7 @@ static size_t lw_seek(const struct lw *w, const struct dcent *e, size_t dplen)
     return dc_prefix_end(e, dc_lower(e, rest, rl), rest, rl);
 }
 
-static int lw_push(struct lw *w, const char *k, size_t klen, int is_prefix)
+static int lw_push(struct lw *w, const char *k, size_t klen, int is_prefix, int nested)
 {
     struct be_list_page *pg = w->page;
     struct be_list_entry *en;
@@ -1397,6 +1852,14 @@ static int lw_push(struct lw *w, const char *k, size_t klen, int is_prefix)
     }
     en = &pg->entries[pg->n];
     memset(en, 0, sizeof(*en));
+    if (nested) { /* most directories hold no key of their own name: one stat says so */
+        char path[BEF_PATH_MAX];
+        struct stat st;
+        if (snprintf(path, sizeof(path), "%s/%.*s/%s", w->bucket, (int)klen, k, BEF_SELF) >=
+                (int)sizeof(path) ||
+            fstatat(w->b->rootfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            return 0;
+    }
     if (!is_prefix) {
         struct be_meta *m = malloc(sizeof(*m));
         int fd, rc;
@@ -1448,13 +1911,14 @@ static int lw_prefix(struct lw *w, const char *cp, size_t cl)
         after = c > 0 || (c == 0 && cl > w->mlen);
     }
     if (after)
-        rc = lw_push(w, cp, cl, 1);
+        rc = lw_push(w, cp, cl, 1, 0);
     if (!w->done)
         lw_set_past(w, cp, cl);
     return rc;
 }
 
-static int lw_key(struct lw *w, size_t klen)
+/* Key w->key[0..@klen) (@nested: the one a directory may hold, see DE_NESTED). */
+static int lw_key(struct lw *w, size_t klen, int nested)
 {
     const char *k = w->key;
 
@@ -1463,13 +1927,14 @@ static int lw_key(struct lw *w, size_t klen)
         if (d)
             return lw_prefix(w, k, (size_t)(d - k) + w->dlen);
     }
-    return lw_push(w, k, klen, 0);
+    return lw_push(w, k, klen, 0, nested);
 }
 
-static int lw_walk(struct lw *w, size_t dplen, int depth)
+static int lw_walk(struct lw *w, size_t dplen, int depth, const struct anc *up)
 {
     char path[BEF_PATH_MAX];
     struct dcent *e = NULL;
+    struct anc me = { 0, 0, up };
     size_t i, pe, pi = 0;
     unsigned gen;
     int rc;
@@ -1479,7 +1944,13 @@ static int lw_walk(struct lw *w, size_t dplen, int depth)
     snprintf(path, sizeof(path), "%s/%.*s", w->bucket, (int)(dplen ? dplen - 1 : 0), w->key);
     rc = dc_get(w->b, dplen ? path : w->bucket, &e);
     if (rc < 0)
-        return rc == -ENOENT || rc == -ENOTDIR || rc == -ELOOP ? 0 : rc;
+        return rc == -ENOENT || rc == -ENOTDIR || rc == -ELOOP || rc == -EXDEV ? 0 : rc;
+    if (anc_loops(up, e->dev, e->ino)) { /* a linked directory leading back up */
+        dc_release(&w->b->dc, e);
+        return 0;
+    }
+    me.dev = e->dev;
+    me.ino = e->ino;
     pe = e->n;
     if (w->plen > dplen) { /* only entries on the way to, or inside, the prefix */
         const char *prest = w->P + dplen;
@@ -1522,14 +1993,14 @@ static int lw_walk(struct lw *w, size_t dplen, int depth)
                 if (!after)
                     continue;
                 snprintf(path, sizeof(path), "%s/%.*s", w->bucket, (int)klen - 1, w->key);
-                if (!dir_has_key(w->b, path, 0))
+                if (!dir_has_key(w->b, path, 0, &me))
                     continue;
                 rc = lw_prefix(w, w->key, klen);
             } else {
-                rc = lw_walk(w, klen, depth + 1);
+                rc = lw_walk(w, klen, depth + 1, &me);
             }
         } else {
-            rc = lw_key(w, klen);
+            rc = lw_key(w, klen, d->type == DE_NESTED);
         }
         if (rc < 0)
             break;
@@ -1579,7 +2050,7 @@ static int be_file_list(struct backend *be, const struct be_list_req *rq,
             w->lbmode = LB_EXCL;
         }
     }
-    rc = lw_walk(w, 0, 0);
+    rc = lw_walk(w, 0, 0, NULL);
     if (rc == 0 && out->truncated && out->n) {
         out->next_marker = strdup(out->entries[out->n - 1].key);
         if (!out->next_marker)
@@ -1707,7 +2178,7 @@ static int be_file_bucket_delete(struct backend *be, const char *bucket)
         return rc;
     if (!bucket_exists(b, bucket))
         return -S3E_NO_SUCH_BUCKET;
-    if (dir_has_key(b, bucket, 0))
+    if (dir_has_key(b, bucket, 0, NULL))
         return -S3E_BUCKET_NOT_EMPTY;
     fd = openat(b->rootfd, bucket, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0)
@@ -2719,6 +3190,8 @@ static void be_file_close(struct backend *be)
     if (b->rootfd >= 0)
         close(b->rootfd);
     free(b->root);
+    free(b->memo);
+    pthread_mutex_destroy(&b->memo_mu);
     pthread_rwlock_destroy(&b->parents);
     b->magic = 0;
     free(b);
@@ -2747,6 +3220,47 @@ static int on_local_disk(int dirfd)
     return 0;
 }
 
+/* Whether renameat2(RENAME_EXCHANGE) swaps a file and a directory in tmp/ (ext4, xfs, btrfs,
+ * tmpfs, f2fs: yes; NFS and most FUSE file systems: no). */
+static int probe_exchange(struct bef *b)
+{
+    char f[32], d[32];
+    int fd, ok;
+
+    memcpy(f, "x.", 2);
+    random_hex(f + 2, 12);
+    memcpy(d, f, sizeof(d));
+    d[0] = 'y';
+    fd = openat(b->tmpfd, f, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return 0;
+    close(fd);
+    if (mkdirat(b->tmpfd, d, 0755) < 0) {
+        (void)unlinkat(b->tmpfd, f, 0);
+        return 0;
+    }
+    ok = renameat2(b->tmpfd, f, b->tmpfd, d, RENAME_EXCHANGE) == 0;
+    (void)unlinkat(b->tmpfd, f, ok ? AT_REMOVEDIR : 0);
+    (void)unlinkat(b->tmpfd, d, ok ? 0 : AT_REMOVEDIR);
+    return ok;
+}
+
+/* Whether openat2() is there (Linux 5.6). */
+static int probe_openat2(struct bef *b)
+{
+    struct open_how how;
+    int fd;
+
+    memset(&how, 0, sizeof(how));
+    how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH;
+    fd = (int)syscall(SYS_openat2, b->rootfd, ".", &how, sizeof(how));
+    if (fd < 0)
+        return 0;
+    close(fd);
+    return 1;
+}
+
 static int be_file_open(const struct conf *cf, const char *url, struct backend **out,
                         struct errmsg *em)
 {
@@ -2755,7 +3269,6 @@ static int be_file_open(const struct conf *cf, const char *url, struct backend *
     struct stat st;
     int ifd = -1, rc;
 
-    (void)cf;
     *out = NULL;
     if (strncasecmp(path, "file://", 7) == 0)
         path += 7;
@@ -2770,6 +3283,8 @@ static int be_file_open(const struct conf *cf, const char *url, struct backend *
         free(b);
         return -ENOMEM;
     }
+    pthread_mutex_init(&b->memo_mu, NULL);
+    b->follow = cf ? cf->follow_symlinks : 0;
     b->magic = BEF_MAGIC;
     b->rootfd = b->tmpfd = b->upfd = b->donefd = -1;
     b->be.magic = BACKEND_MAGIC;
@@ -2801,6 +3316,8 @@ static int be_file_open(const struct conf *cf, const char *url, struct backend *
     }
     close(ifd);
     sweep_tmp(b);
+    b->can_exchange = probe_exchange(b);
+    b->have_openat2 = probe_openat2(b);
     b->be.local_disk = on_local_disk(b->rootfd);
     *out = &b->be;
     return 0;

@@ -47,6 +47,7 @@ enum conf_type {
     X("block-size",          SIZE, block_size,          "8M",             "cache fill granularity") \
     X("readahead",           SIZE, readahead,           "16M",            "read-ahead for sequential readers (0 = off)") \
     X("miss-source",         ENUM, miss_source,         "auto",           "auto|backend|cache  what a cold GET is sent from with a file:// backend: its file (sendfile, while the cache fills from it) or the cache as the fill lands; auto = the file when on a local disk") \
+    X("follow-symlinks",     BOOL, follow_symlinks,     "false",          "file:// backend: serve symlinks that lead outside the store (data sets assembled from links); off, reads stay under the store's root") \
     X("revalidate-after",    DUR,  revalidate_after,    "60s",            "age after which a cached entry is checked with the backend ('never' for immutable data)") \
     X("warm-concurrency",    INT,  warm_concurrency,    "4",              "parallel fetches of a warm job") \
     X("client-rate-limit",   SIZE, client_rate_limit,   "",               "per-key bandwidth limit in bytes/s (K M G suffixes), 0 = none") \

@@ -30,7 +30,7 @@
     X(NOT_FOUND,                  404, "NotFound",                       "Not Found")                       \
     X(BUCKET_NOT_EMPTY,           409, "BucketNotEmpty",                 "The bucket you tried to delete is not empty.") \
     X(BUCKET_ALREADY_OWNED,       409, "BucketAlreadyOwnedByYou",        "Your previous request to create the named bucket succeeded and you already own it.") \
-    X(KEY_CONFLICT,               409, "KeyConflict",                    "The key conflicts with an existing key: one is a prefix directory of the other (a POSIX backend cannot hold both 'a' and 'a/b').") \
+    X(KEY_CONFLICT,               409, "KeyConflict",                    "The key conflicts with the store: a component of its path is a symbolic link or no regular file, or the POSIX backend cannot nest keys on this file system.") \
     X(INVALID_RANGE,              416, "InvalidRange",                   "The requested range is not satisfiable") \
     X(PRECONDITION_FAILED,        412, "PreconditionFailed",             "At least one of the pre-conditions you specified did not hold") \
     X(NOT_MODIFIED,               304, "NotModified",                    "Not Modified")                    \

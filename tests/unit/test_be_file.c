@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -26,6 +28,7 @@
 #include <openssl/evp.h>
 
 #include "backend.h"
+#include "conf.h"
 #include "s3err.h"
 
 struct fx {
@@ -347,25 +350,471 @@ static void test_be_file_key_rules(void **state)
     assert_int_equal(put_str(fx->be, "nobkt", "x", "x", NULL), -S3E_NO_SUCH_BUCKET);
 }
 
-static void test_be_file_key_conflicts(void **state)
+static int is_dir(const struct fx *fx, const char *rel)
+{
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/%s", fx->dir, rel);
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static ino_t ino_of(const struct fx *fx, const char *rel)
+{
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/%s", fx->dir, rel);
+    return lstat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+static void want_body(struct backend *be, const char *key, const char *body)
+{
+    int rc;
+    char *got = get_str(be, "bkt", key, 0, UINT64_MAX, &rc);
+    if (rc != 0 || strcmp(got, body) != 0)
+        fail_msg("GET %s: rc %d body \"%s\", want \"%s\"", key, rc, got, body);
+    free(got);
+}
+
+/* Lists bkt with @prefix/@delim into "k1,k2/,..." (prefixes end in their delimiter). */
+static void list_str(struct backend *be, const char *prefix, const char *delim, char *out,
+                     size_t cap)
+{
+    struct be_list_req rq = { "bkt", prefix, delim, NULL, 1000 };
+    struct be_list_page pg;
+    size_t len = 0;
+
+    out[0] = '\0';
+    assert_int_equal(backend_list(be, &rq, &pg), 0);
+    for (size_t i = 0; i < pg.n; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? "," : "", pg.entries[i].key);
+    be_list_page_free(&pg);
+}
+
+/* Keys "a" and "a/b" coexist as in S3, written in either order; the file "a" nests into
+ * directory "a" as its reserved name keeping its inode; deleting either leaves the other. */
+static void test_be_file_nested_keys(void **state)
 {
     struct fx *fx = *state;
     struct be_meta h;
+    char got[512];
+    ino_t ino;
 
-    assert_int_equal(put_str(fx->be, "bkt", "a", "file a", NULL), 0);
-    assert_int_equal(put_str(fx->be, "bkt", "a/b", "x", NULL), -S3E_KEY_CONFLICT);
-    assert_int_equal(put_str(fx->be, "bkt", "a/", "x", NULL), -S3E_KEY_CONFLICT);
-    assert_int_equal(put_str(fx->be, "bkt", "c/d", "x", NULL), 0);
-    assert_int_equal(put_str(fx->be, "bkt", "c", "x", NULL), -S3E_KEY_CONFLICT);
-    assert_int_equal(put_str(fx->be, "bkt", "c/", "marker", NULL), 0);
-    assert_int_equal(backend_head(fx->be, "bkt", "c/", &h), 0);
-    assert_int_equal(h.size, 6);
-    assert_int_equal(backend_head(fx->be, "bkt", "c", &h), -S3E_NO_SUCH_KEY);
-    /* replacing an existing key works */
-    assert_int_equal(put_str(fx->be, "bkt", "a", "file a v2", NULL), 0);
+    /* file first, then a key under it */
+    assert_int_equal(put_str(fx->be, "bkt", "a", "file a", "text/x-a"), 0);
+    ino = ino_of(fx, "bkt/a");
+    assert_false(is_dir(fx, "bkt/a"));
+    assert_int_equal(put_str(fx->be, "bkt", "a/b", "file a/b", NULL), 0);
+    assert_true(is_dir(fx, "bkt/a"));
+    assert_int_equal(ino_of(fx, "bkt/a/.s3cached-obj"), ino); /* the same file, nested */
+    want_body(fx->be, "a", "file a");
+    want_body(fx->be, "a/b", "file a/b");
     assert_int_equal(backend_head(fx->be, "bkt", "a", &h), 0);
-    assert_int_equal(h.size, 9);
+    assert_int_equal(h.size, 6);
+    assert_string_equal(h.content_type, "text/x-a"); /* metadata went along */
+    /* a marker "a/" and a deeper chain nest the same way */
+    assert_int_equal(put_str(fx->be, "bkt", "a/", "marker", NULL), 0);
+    assert_int_equal(put_str(fx->be, "bkt", "a/b/c", "file a/b/c", NULL), 0);
+    want_body(fx->be, "a/b", "file a/b");
+    want_body(fx->be, "a/", "marker");
+    /* neighbours that sort between "a" and "a/" ('-' 0x2d and '.' 0x2e < '/' 0x2f) */
+    assert_int_equal(put_str(fx->be, "bkt", "a-b", "x", NULL), 0);
+    assert_int_equal(put_str(fx->be, "bkt", "a.txt", "x", NULL), 0);
+    assert_int_equal(put_str(fx->be, "bkt", "a0", "x", NULL), 0);
+    list_str(fx->be, "", NULL, got, sizeof(got));
+    assert_string_equal(got, "a,a-b,a.txt,a/,a/b,a/b/c,a0");
+    list_str(fx->be, "", "/", got, sizeof(got));
+    assert_string_equal(got, "a,a-b,a.txt,a/,a0");
+    list_str(fx->be, "a/", "/", got, sizeof(got));
+    assert_string_equal(got, "a/,a/b,a/b/");
+    list_str(fx->be, "a", NULL, got, sizeof(got));
+    assert_string_equal(got, "a,a-b,a.txt,a/,a/b,a/b/c,a0");
+    /* replacing the nested key keeps the others */
+    assert_int_equal(put_str(fx->be, "bkt", "a", "file a v2", NULL), 0);
+    want_body(fx->be, "a", "file a v2");
+    want_body(fx->be, "a/b/c", "file a/b/c");
+    /* delete each: the others survive */
+    assert_int_equal(backend_del(fx->be, "bkt", "a/b"), 0);
+    assert_int_equal(backend_head(fx->be, "bkt", "a/b", &h), -S3E_NO_SUCH_KEY);
+    want_body(fx->be, "a/b/c", "file a/b/c");
+    want_body(fx->be, "a", "file a v2");
+    assert_int_equal(backend_del(fx->be, "bkt", "a"), 0);
+    assert_int_equal(backend_head(fx->be, "bkt", "a", &h), -S3E_NO_SUCH_KEY);
+    want_body(fx->be, "a/b/c", "file a/b/c");
+    want_body(fx->be, "a/", "marker");
+    assert_int_equal(backend_del(fx->be, "bkt", "a/b/c"), 0);
+    assert_int_equal(backend_del(fx->be, "bkt", "a/"), 0);
+    assert_false(is_dir(fx, "bkt/a")); /* empty directories go */
+    list_str(fx->be, "", NULL, got, sizeof(got));
+    assert_string_equal(got, "a-b,a.txt,a0");
+
+    /* directory first, then the key of its name: straight to the reserved name */
+    assert_int_equal(put_str(fx->be, "bkt", "c/d", "file c/d", NULL), 0);
+    assert_int_equal(put_str(fx->be, "bkt", "c", "file c", NULL), 0);
+    assert_true(is_dir(fx, "bkt/c"));
+    want_body(fx->be, "c", "file c");
+    want_body(fx->be, "c/d", "file c/d");
+    list_str(fx->be, "c", "/", got, sizeof(got));
+    assert_string_equal(got, "c,c/");
+    /* the last key under it goes: "c" stays, and "c/" is no common prefix */
+    assert_int_equal(backend_del(fx->be, "bkt", "c/d"), 0);
+    want_body(fx->be, "c", "file c");
+    list_str(fx->be, "c", "/", got, sizeof(got));
+    assert_string_equal(got, "c");
+    list_str(fx->be, "", NULL, got, sizeof(got));
+    assert_string_equal(got, "a-b,a.txt,a0,c");
+    assert_int_equal(backend_del(fx->be, "bkt", "c"), 0);
+    assert_false(is_dir(fx, "bkt/c"));
+    /* copy onto and from a nested key */
+    assert_int_equal(put_str(fx->be, "bkt", "e/f", "file e/f", NULL), 0);
+    assert_int_equal(backend_copy(fx->be, "bkt", "a0", "bkt", "e", NULL, &h), 0);
+    want_body(fx->be, "e", "x");
+    assert_int_equal(backend_copy(fx->be, "bkt", "e", "bkt", "e/g", NULL, &h), 0);
+    want_body(fx->be, "e/g", "x");
+    /* a folder marker "m/" nests the file "m" too */
+    assert_int_equal(put_str(fx->be, "bkt", "m", "file m", NULL), 0);
+    assert_int_equal(put_str(fx->be, "bkt", "m/", "", NULL), 0);
+    want_body(fx->be, "m", "file m");
+    want_body(fx->be, "m/", "");
+    list_str(fx->be, "m", "/", got, sizeof(got));
+    assert_string_equal(got, "m,m/");
+    assert_int_equal(backend_del(fx->be, "bkt", "m/"), 0);
+    want_body(fx->be, "m", "file m");
+    list_str(fx->be, "m", "/", got, sizeof(got));
+    assert_string_equal(got, "m");
+    /* a bucket holding only a nested key is not empty */
+    assert_int_equal(backend_bucket_create(fx->be, "solo"), 0);
+    assert_int_equal(put_str(fx->be, "solo", "k/x", "1", NULL), 0);
+    assert_int_equal(put_str(fx->be, "solo", "k", "2", NULL), 0);
+    assert_int_equal(backend_del(fx->be, "solo", "k/x"), 0);
+    assert_int_equal(backend_bucket_delete(fx->be, "solo"), -S3E_BUCKET_NOT_EMPTY);
+    assert_int_equal(backend_del(fx->be, "solo", "k"), 0);
+    assert_int_equal(backend_bucket_delete(fx->be, "solo"), 0);
+    /* conflicts that remain: a symlink or another kind of file in the way */
+    {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/bkt/lnk", fx->dir);
+        assert_int_equal(symlink("a0", path), 0);
+        assert_int_equal(put_str(fx->be, "bkt", "lnk/x", "1", NULL), -S3E_KEY_CONFLICT);
+        snprintf(path, sizeof(path), "%s/bkt/fifo", fx->dir);
+        assert_int_equal(mkfifo(path, 0644), 0);
+        assert_int_equal(put_str(fx->be, "bkt", "fifo/x", "1", NULL), -S3E_KEY_CONFLICT);
+    }
     assert_int_equal(fx->be->ctr.errors, 0); /* conflicts are the client's */
+}
+
+/* ---- races between writers of "k" and "k/x" (two backends = two gateway processes) ---- */
+
+struct nest_op {
+    struct backend *be;
+    char key[64];
+    const char *body; /* NULL: delete */
+    int rc;
+    volatile int *go;
+};
+
+static void *nest_op_run(void *p)
+{
+    struct nest_op *o = p;
+    while (!__atomic_load_n(o->go, __ATOMIC_ACQUIRE))
+        ;
+    o->rc = o->body ? put_str(o->be, "bkt", o->key, o->body, NULL) : backend_del(o->be, "bkt", o->key);
+    return NULL;
+}
+
+struct nest_reader {
+    struct backend *be;
+    char key[64];
+    volatile int stop;
+    int misses, reads;
+};
+
+static void *nest_reader_run(void *p)
+{
+    struct nest_reader *r = p;
+    while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+        struct be_meta m;
+        int fd;
+        if (backend_open_fd(r->be, "bkt", r->key, &fd, &m) != 0) {
+            r->misses++;
+            continue;
+        }
+        close(fd);
+        r->reads++;
+    }
+    return NULL;
+}
+
+/* Runs @a and @b at once while a reader opens @watch (NULL: none): the reader must never miss. */
+static void race2(struct nest_op *a, struct nest_op *b, struct backend *rbe, const char *watch)
+{
+    volatile int go = 0;
+    struct nest_reader r = { rbe, "", 0, 0, 0 };
+    pthread_t ta, tb, tr;
+
+    a->go = b->go = &go;
+    if (watch) {
+        snprintf(r.key, sizeof(r.key), "%s", watch);
+        pthread_create(&tr, NULL, nest_reader_run, &r);
+    }
+    pthread_create(&ta, NULL, nest_op_run, a);
+    pthread_create(&tb, NULL, nest_op_run, b);
+    __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    if (watch) {
+        __atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
+        pthread_join(tr, NULL);
+        if (r.misses)
+            fail_msg("reader of %s missed it %d times (%d reads)", watch, r.misses, r.reads);
+    }
+    assert_int_equal(a->rc, 0);
+    assert_int_equal(b->rc, 0);
+}
+
+static void test_be_file_nested_races(void **state)
+{
+    struct fx *fx = *state;
+    struct backend *be2 = NULL;
+    struct errmsg em = { "" };
+    struct be_meta h;
+
+    assert_int_equal(backend_open(NULL, fx->url, &be2, &em), 0);
+    for (int i = 0; i < 150; i++) {
+        struct backend *other = i % 2 ? be2 : fx->be; /* odd rounds: another "process" */
+        struct nest_op a, b;
+        char k[32], kx[40];
+
+        memset(&a, 0, sizeof(a));
+        memset(&b, 0, sizeof(b));
+        a.be = fx->be;
+        b.be = other;
+
+        /* PUT k (a new version) while PUT k/x nests the old one: neither is lost, and k is
+         * readable throughout */
+        snprintf(k, sizeof(k), "r%d", i);
+        snprintf(kx, sizeof(kx), "r%d/x", i);
+        assert_int_equal(put_str(fx->be, "bkt", k, "v0", NULL), 0);
+        snprintf(a.key, sizeof(a.key), "%s", k);
+        a.body = "v1";
+        snprintf(b.key, sizeof(b.key), "%s", kx);
+        b.body = "x";
+        race2(&a, &b, fx->be, k);
+        want_body(fx->be, k, "v1");
+        want_body(fx->be, kx, "x");
+
+        /* DELETE k while PUT k/x nests it: k stays deleted, k/x is there */
+        snprintf(k, sizeof(k), "d%d", i);
+        snprintf(kx, sizeof(kx), "d%d/x", i);
+        assert_int_equal(put_str(fx->be, "bkt", k, "v0", NULL), 0);
+        snprintf(a.key, sizeof(a.key), "%s", k);
+        a.body = NULL;
+        snprintf(b.key, sizeof(b.key), "%s", kx);
+        b.body = "x";
+        race2(&a, &b, NULL, NULL);
+        assert_int_equal(backend_head(fx->be, "bkt", k, &h), -S3E_NO_SUCH_KEY);
+        want_body(fx->be, kx, "x");
+
+        /* PUT k while DELETE k/x empties directory k: k is there, k/x is not */
+        snprintf(k, sizeof(k), "e%d", i);
+        snprintf(kx, sizeof(kx), "e%d/x", i);
+        assert_int_equal(put_str(fx->be, "bkt", kx, "x", NULL), 0);
+        snprintf(a.key, sizeof(a.key), "%s", k);
+        a.body = "v1";
+        snprintf(b.key, sizeof(b.key), "%s", kx);
+        b.body = NULL;
+        race2(&a, &b, NULL, NULL);
+        want_body(fx->be, k, "v1");
+        assert_int_equal(backend_head(fx->be, "bkt", kx, &h), -S3E_NO_SUCH_KEY);
+
+        /* PUT k/x and PUT k/y/z both nesting k: all three there, k readable throughout */
+        snprintf(k, sizeof(k), "n%d", i);
+        assert_int_equal(put_str(fx->be, "bkt", k, "v0", NULL), 0);
+        snprintf(a.key, sizeof(a.key), "n%d/x", i);
+        a.body = "x";
+        snprintf(b.key, sizeof(b.key), "n%d/y/z", i);
+        b.body = "z";
+        race2(&a, &b, fx->be, k);
+        want_body(fx->be, k, "v0");
+        want_body(fx->be, a.key, "x");
+        want_body(fx->be, b.key, "z");
+    }
+    backend_close(be2);
+}
+
+/* ---- symlinks: reads stay under the root unless --follow-symlinks; DELETE never reports
+ * success while the object stays readable; no xattr on a file outside the store ---- */
+
+static void write_file(const char *path, const char *body)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+    close(fd);
+}
+
+static void reopen_follow(struct fx *fx, int follow)
+{
+    struct errmsg em = { "" };
+    struct conf cf;
+
+    memset(&cf, 0, sizeof(cf));
+    cf.follow_symlinks = follow;
+    backend_close(fx->be);
+    fx->be = NULL;
+    assert_int_equal(backend_open(&cf, fx->url, &fx->be, &em), 0);
+}
+
+static int has_xattr(const char *path)
+{
+    return lgetxattr(path, "user.s3cached", NULL, 0) >= 0;
+}
+
+static void test_be_file_symlinks(void **state)
+{
+    struct fx *fx = *state;
+    char out[128], path[512], target[512], got[1024], want[33];
+    struct be_meta h;
+    struct stat st;
+    int rc;
+
+    /* outside the store: a file and a directory holding one */
+    snprintf(out, sizeof(out), "%s-outside", fx->dir);
+    assert_int_equal(mkdir(out, 0755), 0);
+    snprintf(path, sizeof(path), "%s/data.bin", out);
+    write_file(path, "outside bytes");
+    md5hex("outside bytes", 13, want);
+    /* in the bucket: links out (absolute, relative), a link in, a directory link in and out */
+    snprintf(path, sizeof(path), "%s/bkt/abs", fx->dir);
+    snprintf(target, sizeof(target), "%s/data.bin", out);
+    assert_int_equal(symlink(target, path), 0);
+    snprintf(path, sizeof(path), "%s/bkt/rel", fx->dir);
+    snprintf(target, sizeof(target), "../../%s-outside/data.bin", strrchr(fx->dir, '/') + 1);
+    assert_int_equal(symlink(target, path), 0);
+    assert_int_equal(stat(path, &st), 0); /* the link does resolve */
+    snprintf(path, sizeof(path), "%s/bkt/outdir", fx->dir);
+    assert_int_equal(symlink(out, path), 0);
+    assert_int_equal(put_str(fx->be, "bkt", "sub/real.txt", "inside", NULL), 0);
+    snprintf(path, sizeof(path), "%s/bkt/inlink", fx->dir);
+    assert_int_equal(symlink("sub/real.txt", path), 0);
+    snprintf(path, sizeof(path), "%s/bkt/indir", fx->dir);
+    assert_int_equal(symlink("sub", path), 0);
+    /* loops: walked once with --follow-symlinks, never again */
+    snprintf(path, sizeof(path), "%s/bkt/sub/self", fx->dir);
+    assert_int_equal(symlink(".", path), 0);
+    snprintf(path, sizeof(path), "%s/bkt/sub/up", fx->dir);
+    assert_int_equal(symlink("..", path), 0);
+    /* a directory whose only entry leads out of the store */
+    snprintf(path, sizeof(path), "%s/bkt/only", fx->dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/bkt/only/x", fx->dir);
+    snprintf(target, sizeof(target), "%s/data.bin", out);
+    assert_int_equal(symlink(target, path), 0);
+
+    for (int follow = 0; follow < 2; follow++) {
+        reopen_follow(fx, follow);
+        /* out of the root: 404 by default, served with --follow-symlinks */
+        int want_rc = follow ? 0 : -S3E_NO_SUCH_KEY;
+        assert_int_equal(backend_head(fx->be, "bkt", "abs", &h), want_rc);
+        if (follow)
+            assert_string_equal(h.etag, want);
+        assert_int_equal(backend_head(fx->be, "bkt", "rel", &h), want_rc);
+        assert_int_equal(backend_head(fx->be, "bkt", "outdir/data.bin", &h), want_rc);
+        char *body = get_str(fx->be, "bkt", "abs", 0, UINT64_MAX, &rc);
+        assert_int_equal(rc, want_rc);
+        if (follow)
+            assert_string_equal(body, "outside bytes");
+        free(body);
+        /* links that stay under the root are served either way */
+        want_body(fx->be, "inlink", "inside");
+        want_body(fx->be, "indir/real.txt", "inside");
+        /* listings: links to files out of the root only with --follow-symlinks; linked
+         * directories walked only then, each loop once; a directory holding only a link out
+         * is no common prefix without it */
+        list_str(fx->be, "", NULL, got, sizeof(got));
+        assert_string_equal(got, follow ? "abs,indir/real.txt,inlink,only/x,outdir/data.bin,rel,"
+                                          "sub/real.txt"
+                                        : "inlink,sub/real.txt");
+        list_str(fx->be, "", "/", got, sizeof(got));
+        assert_string_equal(got, follow ? "abs,indir/,inlink,only/,outdir/,rel,sub/"
+                                        : "inlink,sub/");
+        list_str(fx->be, "outdir/", NULL, got, sizeof(got)); /* no walk through a link */
+        assert_string_equal(got, follow ? "outdir/data.bin" : "");
+        list_str(fx->be, "sub/", "/", got, sizeof(got));
+        assert_string_equal(got, "sub/real.txt");
+        /* twice: the second HEAD uses the remembered ETag */
+        assert_int_equal(backend_head(fx->be, "bkt", "abs", &h), want_rc);
+        /* no xattr was ever written outside */
+        snprintf(path, sizeof(path), "%s/data.bin", out);
+        assert_false(has_xattr(path));
+        /* DELETE does not go through a directory link: refused while readable */
+        assert_int_equal(backend_del(fx->be, "bkt", "indir/real.txt"), -S3E_ACCESS_DENIED);
+        want_body(fx->be, "indir/real.txt", "inside");
+        assert_int_equal(backend_del(fx->be, "bkt", "outdir/data.bin"),
+                         follow ? -S3E_ACCESS_DENIED : 0);
+        assert_int_equal(stat(path, &st), 0);
+        /* a key that is a link to a directory without a key of its own: nothing to delete */
+        assert_int_equal(backend_del(fx->be, "bkt", "indir"), 0);
+        snprintf(path, sizeof(path), "%s/bkt/indir", fx->dir);
+        assert_int_equal(lstat(path, &st), 0);
+    }
+    /* the link is the key: DELETE removes the link, never the file it points to */
+    assert_int_equal(backend_del(fx->be, "bkt", "abs"), 0);
+    assert_int_equal(backend_head(fx->be, "bkt", "abs", &h), -S3E_NO_SUCH_KEY);
+    snprintf(path, sizeof(path), "%s/data.bin", out);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(backend_del(fx->be, "bkt", "inlink"), 0);
+    assert_int_equal(backend_head(fx->be, "bkt", "inlink", &h), -S3E_NO_SUCH_KEY);
+    want_body(fx->be, "sub/real.txt", "inside");
+    /* a link inside the store pointing at a file inside gets its xattr as any file */
+    snprintf(path, sizeof(path), "%s/bkt/sub/real.txt", fx->dir);
+    assert_true(has_xattr(path));
+    /* writes never go through links: a PUT replaces the link itself */
+    assert_int_equal(put_str(fx->be, "bkt", "rel", "replaced", NULL), 0);
+    snprintf(path, sizeof(path), "%s/data.bin", out);
+    {
+        char buf[32] = "";
+        int fd = open(path, O_RDONLY);
+        assert_int_equal(read(fd, buf, sizeof(buf)), 13);
+        close(fd);
+        assert_string_equal(buf, "outside bytes");
+    }
+    assert_int_equal(put_str(fx->be, "bkt", "outdir/new", "x", NULL), -S3E_KEY_CONFLICT);
+    snprintf(path, sizeof(path), "%s/new", out);
+    assert_int_equal(stat(path, &st), -1);
+    snprintf(path, sizeof(path), "%s/data.bin", out);
+    assert_false(has_xattr(path));
+    unlink(path);
+    rmdir(out);
+}
+
+/* A DELETE the file system refuses (an immutable file: EPERM) is an error, not a 204 with the
+ * object still readable (it was taken for "the leaf is a directory" before). */
+static void test_be_file_delete_refused(void **state)
+{
+    struct fx *fx = *state;
+    char path[256];
+    struct be_meta h;
+    int fd, flags = 0, rc;
+
+    assert_int_equal(put_str(fx->be, "bkt", "stuck", "x", NULL), 0);
+    snprintf(path, sizeof(path), "%s/bkt/stuck", fx->dir);
+    fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    if (ioctl(fd, FS_IOC_GETFLAGS, &flags) < 0 ||
+        (flags |= FS_IMMUTABLE_FL, ioctl(fd, FS_IOC_SETFLAGS, &flags) < 0)) {
+        close(fd);
+        print_message("skipped: cannot make a file immutable here (%s)\n", strerror(errno));
+        skip();
+    }
+    rc = backend_del(fx->be, "bkt", "stuck");
+    flags &= ~FS_IMMUTABLE_FL;
+    assert_int_equal(ioctl(fd, FS_IOC_SETFLAGS, &flags), 0);
+    close(fd);
+    assert_true(rc < 0);
+    assert_int_equal(s3err_from_errno(rc, 0), -S3E_ACCESS_DENIED);
+    assert_int_equal(backend_head(fx->be, "bkt", "stuck", &h), 0);
+    assert_int_equal(backend_del(fx->be, "bkt", "stuck"), 0);
+    assert_int_equal(backend_head(fx->be, "bkt", "stuck", &h), -S3E_NO_SUCH_KEY);
 }
 
 struct reader_arg {
@@ -513,10 +962,13 @@ static void test_be_file_parent_race(void **state)
 /* ------------------------------------------------------------------------------------ */
 /* Listing against a model                                                               */
 
+/* Keys in the order they are written: "p/q/r", "zz/top" and "a/c" are files nested by a later
+ * key under them, "a", "b0/y", "dir" and "p/q" go straight into their directories. */
 static const char *list_keys[] = {
-    "a-b", "a.b", "a0", "a/", "a/b", "a/c/d", "a/c/e", "a/c-", "a/c.x", "a/ca/", "b",
-    "b0/x", "b0/y/", "b0/y/z", "\xc3\xa9t\xc3\xa9", "\xe2\x82\xac/1", "zz/top/x", "A", "_u",
-    "~t", " sp", "p/q/r/s/t", "p/q/r/s/u", "p/q-r", "p/q.r", "dir/", "dir/x-y/z",
+    "p/q/r", "zz/top", "a/c", "a-b", "a.b", "a0", "a/", "a/b", "a/c/d", "a/c/e", "a/c-", "a/c.x",
+    "a/ca/", "b", "b0/x", "b0/y/", "b0/y/z", "\xc3\xa9t\xc3\xa9", "\xe2\x82\xac/1", "zz/top/x",
+    "A", "_u", "~t", " sp", "p/q/r/s/t", "p/q/r/s/u", "p/q-r", "p/q.r", "dir/", "dir/x-y/z", "a",
+    "b0/y", "dir", "p/q",
 };
 
 static int strp_cmp(const void *a, const void *b)
@@ -596,12 +1048,12 @@ static void check_list(struct backend *be, const char **sorted, size_t nk, const
 static void test_be_file_list_model(void **state)
 {
     static const char *prefixes[] = { "", "a", "a/", "a/c", "b0/", "p/q", "p/q/r/s/", "zz", "q",
-                                      "dir/x" };
+                                      "dir/x", "b0/y", "p/q/r", "dir", "zz/top" };
     static const char *delims[] = { NULL, "/", "-", "c/", "/s/", "." };
     struct fx *fx = *state;
     size_t nk = ARRAY_SIZE(list_keys);
     const char *sorted[ARRAY_SIZE(list_keys)];
-    const char *markers[ARRAY_SIZE(list_keys) + 4];
+    const char *markers[ARRAY_SIZE(list_keys) + 6];
 
     for (size_t i = 0; i < nk; i++) {
         char body[64];
@@ -616,6 +1068,8 @@ static void test_be_file_list_model(void **state)
     markers[nk + 1] = "a/c";
     markers[nk + 2] = "b0/";
     markers[nk + 3] = "zzz";
+    markers[nk + 4] = "a/c/";
+    markers[nk + 5] = "p/q/";
 
     for (size_t p = 0; p < ARRAY_SIZE(prefixes); p++)
         for (size_t d = 0; d < ARRAY_SIZE(delims); d++) {
@@ -1189,7 +1643,10 @@ int main(void)
         cmocka_unit_test(test_be_file_open_errors),
         cmocka_unit_test_setup_teardown(test_be_file_foreign_file, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_key_rules, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_be_file_key_conflicts, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_be_file_nested_keys, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_be_file_nested_races, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_be_file_symlinks, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_be_file_delete_refused, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_atomic_put, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_delete_parents, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_parent_race, fx_setup, fx_teardown),
