@@ -11,7 +11,7 @@
 #include <openssl/evp.h>
 
 #include "backend.h"
-#include "s3err.h"
+#include "lib/s3err.h"
 
 
 static void ctr_add(uint64_t *c, uint64_t n)

@@ -48,8 +48,8 @@
 #include <openssl/evp.h>
 
 #include "backend.h"
-#include "conf.h"
-#include "s3err.h"
+#include "lib/conf.h"
+#include "lib/s3err.h"
 
 #define BEF_MAGIC 0xbef11e5u
 #define BEF_XATTR "user.s3cached"

@@ -24,12 +24,12 @@
 #include <openssl/evp.h>
 
 #include "backend.h"
-#include "buf.h"
-#include "conf.h"
-#include "log.h"
-#include "s3c.h"
-#include "s3err.h"
-#include "sigv4.h"
+#include "lib/buf.h"
+#include "lib/conf.h"
+#include "lib/log.h"
+#include "lib/s3c.h"
+#include "lib/s3err.h"
+#include "sig/sigv4.h"
 
 #define S3BE_MAGIC 0x53b3e0a1
 #define S3CALL_MAGIC 0x53ca11ed

@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
-#include "conf.h"
-#include "log.h"
-#include "s3err.h"
-#include "workq.h"
+#include "lib/conf.h"
+#include "lib/log.h"
+#include "lib/s3err.h"
+#include "lib/workq.h"
 
 const char *cache_outcome_name(enum cache_outcome how)
 {

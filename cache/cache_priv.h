@@ -17,8 +17,8 @@
 #include <stdint.h>
 
 #include "cache.h"
-#include "s3err.h"
-#include "workq.h"
+#include "lib/s3err.h"
+#include "lib/workq.h"
 #include "index.h"
 #include "store.h"
 

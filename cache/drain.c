@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
-#include "conf.h"
-#include "log.h"
+#include "lib/conf.h"
+#include "lib/log.h"
 
 #define DRAIN_BACKOFF_MIN_MS 200
 #define DRAIN_BACKOFF_MAX_MS 30000

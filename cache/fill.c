@@ -16,9 +16,9 @@
 #include <sys/mman.h>
 
 #include "cache_priv.h"
-#include "log.h"
-#include "s3err.h"
-#include "workq.h"
+#include "lib/log.h"
+#include "lib/s3err.h"
+#include "lib/workq.h"
 
 void fill_free(struct fetch *f)
 {

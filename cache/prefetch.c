@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
-#include "log.h"
-#include "s3c.h"
+#include "lib/log.h"
+#include "lib/s3c.h"
 
 #define PREFETCH_POLL_MS 100 /* how often a waiting prefetch looks at its cancel flag */
 

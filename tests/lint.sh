@@ -3,30 +3,32 @@
 set -u
 cd "$(dirname "$0")/.."
 bad=0
+SRC_DIRS="lib sig backends cache cluster objects acct http s3 admin cmd"
+srcs() { for d in $SRC_DIRS; do ls $d/*.c $d/*.h 2>/dev/null; done; }
 only_in() { # HEADER FILE...
     local hdr=$1; shift
     local allowed=" $* "
-    for f in $(grep -l "#include <$hdr>" gateway/*.c cache/*.c backends/*.c 2>/dev/null); do
+    for f in $(grep -l "#include <$hdr>" $(srcs) 2>/dev/null); do
         case $allowed in *" $f "*) ;; *) echo "lint: $f includes <$hdr> (allowed only in: $*)"; bad=1 ;; esac
     done
 }
 only_in lmdb.h cache/index.c
-only_in curl/curl.h backends/be_s3.c gateway/range.c gateway/cli.c gateway/sigv2.c
-only_in microhttpd.h gateway/server.c gateway/respond.c
+only_in curl/curl.h backends/be_s3.c lib/range.c cmd/cli.c sig/sigv2.c
+only_in microhttpd.h http/gw.h
 # gw.h pulls in microhttpd.h for the gateway's own files only
-for f in cache/*.c backends/*.c; do
-    grep -q '"../gateway/\|"gw.h"' "$f" && { echo "lint: $f includes gateway internals"; bad=1; }
+for f in lib/*.c sig/*.c cache/*.c backends/*.c; do
+    grep -q '"http/' "$f" && { echo "lint: $f includes gateway internals"; bad=1; }
 done
-for f in gateway/*.c backends/*.c; do
-    grep -q '"\.\./cache/' "$f" && { echo "lint: $f includes cache internals"; bad=1; }
+for f in lib/*.c sig/*.c backends/*.c; do
+    grep -q '"cache/' "$f" && { echo "lint: $f includes cache internals"; bad=1; }
 done
 # cluster/ (the ring and membership) stands alone: libc, pthreads and zlib only
 for f in cluster/*.c; do
-    grep -qE '#include "(\.\./)?(gateway|cache|backends)/|#include "(gw|cache|backend|s3c|log)\.h"' "$f" &&
+    grep -qE '#include "(http|cache|backends|lib)/' "$f" &&
         { echo "lint: $f includes a gateway, cache or backend header"; bad=1; }
 done
 banned='\b(sprintf|strcpy|strcat|strtok|atoi|gets|gmtime|localtime)\s*\('
-if grep -nE "$banned" gateway/*.c cache/*.c backends/*.c cluster/*.c | grep -vE 'snprintf|vsnprintf|strtok_r|gmtime_r|localtime_r'; then
+if grep -nE "$banned" $(srcs) | grep -vE 'snprintf|vsnprintf|strtok_r|gmtime_r|localtime_r'; then
     echo "lint: banned functions above"; bad=1
 fi
 [ $bad -eq 0 ] && echo "lint: ok"

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "awschunk.h"
+#include "sig/awschunk.h"
 
 static volatile uint8_t fuzz_sink;
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "s3c.h"
-#include "conf.h"
+#include "lib/s3c.h"
+#include "lib/conf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "s3c.h"
-#include "s3err.h"
-#include "range.h"
+#include "lib/s3c.h"
+#include "lib/s3err.h"
+#include "lib/range.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

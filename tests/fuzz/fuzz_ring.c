@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peers.h"
-#include "ring.h"
+#include "cluster/peers.h"
+#include "cluster/ring.h"
 
 static int has(const char *s, size_t n, const char *pat)
 {

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "s3c.h"
-#include "sigv4.h"
+#include "lib/s3c.h"
+#include "sig/sigv4.h"
 
 #define FUZZ_MAX_KV 32
 

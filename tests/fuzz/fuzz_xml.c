@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "s3c.h"
-#include "s3err.h"
-#include "xml.h"
+#include "lib/s3c.h"
+#include "lib/s3err.h"
+#include "lib/xml.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -27,9 +27,9 @@
 
 #include <openssl/evp.h>
 
-#include "backend.h"
-#include "conf.h"
-#include "s3err.h"
+#include "backends/backend.h"
+#include "lib/conf.h"
+#include "lib/s3err.h"
 
 struct fx {
     char dir[64];

@@ -14,8 +14,8 @@
 #include <errno.h>
 #include <cmocka.h>
 
-#include "s3c.h"
-#include "conf.h"
+#include "lib/s3c.h"
+#include "lib/conf.h"
 
 static char tmpdir[256];
 

@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "s3c.h"
-#include "../../gateway/fair.h"
+#include "lib/s3c.h"
+#include "acct/fair.h"
 
 #define MB 1000000.0
 #define TICK_NS (FAIR_TICK_MS * 1000000ull)

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "json.h"
+#include "lib/json.h"
 
 static void test_json_values(void **state)
 {

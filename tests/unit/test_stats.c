@@ -21,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "s3c.h"
-#include "stats.h"
-#include "../../gateway/fair.h" /* struct fair_stats */
+#include "lib/s3c.h"
+#include "acct/stats.h"
+#include "acct/fair.h" /* struct fair_stats */
 
 #define SEC 1000000000ull
 #define OUT_MAX (16u << 20)

@@ -1,0 +1,910 @@
+/*
+ * wb_mpu.c: multipart uploads in --write-mode back, staged in the cache
+ * directory so that a checkpoint can be written while the backend is away.
+ * The drainer later uploads the completed object like any other dirty one.
+ *
+ * Layout: CACHE_DIR/mpu/UPLOAD_ID/ holds "info" (bucket, key and the object's
+ * metadata, hex-encoded lines) and the parts. Clients upload parts of one
+ * size P (but the last), so the first part of at least 5 MiB fixes P
+ * ("psize") and every part of exactly P bytes is written in place into
+ * "data" at (N-1)*P, then recorded by an empty marker "i.NNNNN.MD5HEX" once
+ * fdatasync'd: Complete of parts 1..n then has nothing to copy but a short
+ * last part, and the data file itself becomes the object. Any other part is
+ * its own file "p.NNNNN.MD5HEX" (renamed in from the request's staged file
+ * after fsync: one atomic step that also records its ETag), and a Complete
+ * that does not fit the layout concatenates into a staged file instead.
+ * The caller adopts the result dirty; the upload directory then goes away.
+ * Upload IDs are 32 hex digits and are checked before they touch a path.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/checksum.h"
+#include "http/gw.h"
+#include "lib/log.h"
+#include "lib/s3err.h"
+#include "wb_mpu.h"
+
+#define WB_ID_LEN 32
+
+static int id_ok(const char *id)
+{
+    if (!id || strlen(id) != WB_ID_LEN)
+        return 0;
+    for (const char *p = id; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return 0;
+    return 1;
+}
+
+static void mpu_root(const struct server *srv, char out[2048])
+{
+    snprintf(out, 2048, "%s/mpu", srv->cf->cache_dir ? srv->cf->cache_dir : "./var/cache");
+}
+
+static int upload_dir(const struct server *srv, const char *id, char out[4096])
+{
+    char root[2048];
+    if (!id_ok(id))
+        return -S3E_NO_SUCH_UPLOAD;
+    mpu_root(srv, root);
+    snprintf(out, 4096, "%s/%s", root, id);
+    return 0;
+}
+
+static int fsync_path(const char *p, int dir)
+{
+    int fd = open(p, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+/* ---- info file: "name hex(value)" lines ------------------------------------------------- */
+
+static void put_hex(FILE *f, const char *name, const char *v)
+{
+    fprintf(f, "%s ", name);
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        fprintf(f, "%02x", *p);
+    fputc('\n', f);
+}
+
+static void get_hex(const char *hex, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; hex[0] && hex[1] && n + 1 < cap; hex += 2) {
+        unsigned v;
+        if (sscanf(hex, "%2x", &v) != 1)
+            break;
+        out[n++] = (char)v;
+    }
+    out[n] = '\0';
+}
+
+/* Reads the next "name value" line of @f into @line (cap bytes): 1 with @line the name and
+ * *@value the rest, 0 at the end. Lines without a space are skipped. */
+static int field_next(FILE *f, char *line, int cap, char **value)
+{
+    while (fgets(line, cap, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *sp = strchr(line, ' ');
+        if (!sp)
+            continue;
+        *sp++ = '\0';
+        *value = sp;
+        return 1;
+    }
+    return 0;
+}
+
+#define INFO_FIELDS(X)                                                                        \
+    X(content_type) X(cache_control) X(content_disposition) X(content_encoding)               \
+    X(content_language) X(expires) X(usermeta) X(checksum_algo)
+
+struct info {
+    char bucket[1024];
+    char key[1100];
+    struct be_meta meta;
+    int64_t initiated_ns;
+};
+
+static int info_write(const char *dir, const struct info *in)
+{
+    char p[4096 + 64], t[4096 + 64];
+    snprintf(p, sizeof(p), "%s/info", dir);
+    snprintf(t, sizeof(t), "%s/info.tmp", dir);
+    FILE *f = fopen(t, "we");
+    if (!f)
+        return -errno;
+    put_hex(f, "bucket", in->bucket);
+    put_hex(f, "key", in->key);
+#define X(fld) put_hex(f, #fld, in->meta.fld);
+    INFO_FIELDS(X)
+#undef X
+    fprintf(f, "initiated %lld\n", (long long)in->initiated_ns);
+    int rc = fflush(f) || fsync(fileno(f)) ? -errno : 0;
+    if (fclose(f) && !rc)
+        rc = -errno;
+    if (!rc && rename(t, p))
+        rc = -errno;
+    if (!rc)
+        rc = fsync_path(dir, 1);
+    return rc;
+}
+
+static int info_read(const char *dir, struct info *in)
+{
+    char p[4096 + 64], line[8192];
+    snprintf(p, sizeof(p), "%s/info", dir);
+    FILE *f = fopen(p, "re");
+    memset(in, 0, sizeof(*in));
+    if (!f)
+        return errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
+    char *sp;
+    while (field_next(f, line, (int)sizeof(line), &sp)) {
+        if (!strcmp(line, "bucket"))
+            get_hex(sp, in->bucket, sizeof(in->bucket));
+        else if (!strcmp(line, "key"))
+            get_hex(sp, in->key, sizeof(in->key));
+        else if (!strcmp(line, "initiated"))
+            in->initiated_ns = atoll(sp);
+#define X(fld) else if (!strcmp(line, #fld)) get_hex(sp, in->meta.fld, sizeof(in->meta.fld));
+        INFO_FIELDS(X)
+#undef X
+    }
+    fclose(f);
+    return in->bucket[0] && in->key[0] ? 0 : -S3E_NO_SUCH_UPLOAD;
+}
+
+/* The upload @id of (@bucket, @key): 0 with its directory in @dir, or -S3E_NO_SUCH_UPLOAD. */
+static int upload_open(const struct server *srv, const char *bucket, const char *key,
+                       const char *id, char dir[4096], struct info *in)
+{
+    int rc = upload_dir(srv, id, dir);
+    if (!rc)
+        rc = info_read(dir, in);
+    if (!rc && (strcmp(in->bucket, bucket) || strcmp(in->key, key)))
+        rc = -S3E_NO_SUCH_UPLOAD;
+    return rc;
+}
+
+/* ---- parts ------------------------------------------------------------------------------ */
+
+struct part_file {
+    unsigned number;
+    int inplace; /* "i." marker: P bytes in data at (number-1)*P */
+    char etag[33];
+    uint64_t size;
+    int64_t mtime_ns;
+    char name[64];
+};
+
+static int part_parse(const char *name, struct part_file *p)
+{
+    unsigned n;
+    char kind, etag[40];
+    if (sscanf(name, "%c.%5u.%32[0-9a-f]", &kind, &n, etag) != 3 ||
+        strlen(name) != 2 + 5 + 1 + 32 || (kind != 'p' && kind != 'i') || n < 1 ||
+        n > BE_MAX_PARTS)
+        return -1;
+    p->inplace = kind == 'i';
+    p->number = n;
+    memcpy(p->etag, etag, 33);
+    memcpy(p->name, name, 2 + 5 + 1 + 32 + 1); /* the length was checked above */
+    return 0;
+}
+
+static int part_cmp(const void *a, const void *b)
+{
+    const struct part_file *x = a, *y = b;
+    return x->number < y->number ? -1 : x->number > y->number;
+}
+
+/* The upload's in-place part size P, 0 when not fixed yet. */
+static uint64_t psize_read(const char *dir)
+{
+    char p[4096 + 64], b[32];
+    snprintf(p, sizeof(p), "%s/psize", dir);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, b, sizeof(b) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    b[n] = '\0';
+    return strtoull(b, NULL, 10);
+}
+
+/* Every part of the upload in @dir, sorted by number (own files: size and mtime from stat;
+ * in-place markers: size P). */
+static int parts_scan(const char *dir, struct part_file **out, size_t *n)
+{
+    uint64_t psize = psize_read(dir);
+    DIR *d = opendir(dir);
+    struct part_file *ps = NULL;
+    size_t cnt = 0, cap = 0;
+    *out = NULL;
+    *n = 0;
+    if (!d)
+        return errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d))) {
+        struct part_file p;
+        struct stat st;
+        if (part_parse(de->d_name, &p) || fstatat(dirfd(d), de->d_name, &st, 0))
+            continue;
+        if (p.inplace && !psize)
+            continue; /* cannot be: P is fixed before any in-place write */
+        p.size = p.inplace ? psize : (uint64_t)st.st_size;
+        p.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+        if (cnt == cap) {
+            size_t nc = cap ? cap * 2 : 32;
+            struct part_file *np = realloc(ps, nc * sizeof(*np));
+            if (!np) {
+                rc = -ENOMEM;
+                break;
+            }
+            ps = np;
+            cap = nc;
+        }
+        ps[cnt++] = p;
+    }
+    closedir(d);
+    if (rc) {
+        free(ps);
+        return rc;
+    }
+    if (cnt)
+        qsort(ps, cnt, sizeof(*ps), part_cmp);
+    *out = ps;
+    *n = cnt;
+    return 0;
+}
+
+/* Bytes held by the parts of every staged upload (at start: the dirty limit counts them). */
+uint64_t wb_mpu_staged_bytes(const struct server *srv)
+{
+    char root[2048];
+    uint64_t sum = 0;
+    mpu_root(srv, root);
+    DIR *d = opendir(root);
+    if (!d)
+        return 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char dir[4096 + 64];
+        struct part_file *ps;
+        size_t n;
+        if (!id_ok(de->d_name))
+            continue;
+        snprintf(dir, sizeof(dir), "%s/%s", root, de->d_name);
+        if (parts_scan(dir, &ps, &n))
+            continue;
+        for (size_t i = 0; i < n; i++)
+            sum += ps[i].size;
+        free(ps);
+    }
+    closedir(d);
+    return sum;
+}
+
+/* Removes the entries of part @number other than @keep (a re-upload replaced them). */
+static void drop_others(struct server *srv, const char *dir, unsigned number, const char *keep)
+{
+    struct part_file *ps;
+    size_t n;
+    if (parts_scan(dir, &ps, &n))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (ps[i].number != number || !strcmp(ps[i].name, keep))
+            continue;
+        char old[4096 + 64];
+        snprintf(old, sizeof(old), "%s/%s", dir, ps[i].name);
+        if (unlink(old) == 0)
+            cache_dirty_unadmit(srv->cache, ps[i].size);
+    }
+    free(ps);
+}
+
+/* ---- operations -------------------------------------------------------------------------- */
+
+int wb_mpu_create(struct server *srv, const char *bucket, const char *key,
+                  const struct be_meta *meta, char upload_id[BE_UPLOAD_ID_MAX])
+{
+    unsigned char rnd[WB_ID_LEN / 2];
+    char root[2048], dir[4096];
+    struct info *in = calloc(1, sizeof(*in));
+    if (!in)
+        return -ENOMEM;
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+        free(in);
+        return -EIO;
+    }
+    hex_encode(rnd, sizeof(rnd), upload_id);
+    mpu_root(srv, root);
+    if (mkdir(root, 0755) && errno != EEXIST) {
+        free(in);
+        return -errno;
+    }
+    snprintf(dir, sizeof(dir), "%s/%s", root, upload_id);
+    if (mkdir(dir, 0755)) {
+        free(in);
+        return -errno;
+    }
+    snprintf(in->bucket, sizeof(in->bucket), "%s", bucket);
+    snprintf(in->key, sizeof(in->key), "%s", key);
+    in->meta = *meta;
+    in->initiated_ns = s3c_real_ns();
+    int rc = info_write(dir, in);
+    if (!rc)
+        rc = fsync_path(root, 1);
+    free(in);
+    return rc;
+}
+
+int wb_mpu_put_part(struct server *srv, const char *bucket, const char *key,
+                    const char *upload_id, unsigned number, const char *staged_path,
+                    const char *etag)
+{
+    char dir[4096], p[4096 + 64];
+    struct info in;
+    int rc = upload_open(srv, bucket, key, upload_id, dir, &in);
+    if (rc)
+        return rc;
+    if (strlen(etag) != 32)
+        return -S3E_INTERNAL;
+    snprintf(p, sizeof(p), "%s/p.%05u.%s", dir, number, etag);
+    if (rename(staged_path, p))
+        return -errno;
+    rc = fsync_path(dir, 1);
+    if (!rc)
+        drop_others(srv, dir, number, p + strlen(dir) + 1);
+    return rc;
+}
+
+int wb_mpu_part_target(struct server *srv, const char *bucket, const char *key,
+                       const char *upload_id, unsigned number, uint64_t size, int *fd,
+                       uint64_t *off)
+{
+    char dir[4096], p[4096 + 64];
+    struct info in;
+    int rc = upload_open(srv, bucket, key, upload_id, dir, &in);
+    if (rc)
+        return rc;
+    uint64_t psize = psize_read(dir);
+    if (!psize && size >= BE_MIN_PART_SIZE && size != UINT64_MAX) {
+        /* the first big part fixes P; durable before anything relies on it */
+        snprintf(p, sizeof(p), "%s/psize", dir);
+        int pf = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (pf >= 0) {
+            char b[32];
+            int l = snprintf(b, sizeof(b), "%llu\n", (unsigned long long)size);
+            int ok = write(pf, b, (size_t)l) == l && fsync(pf) == 0;
+            close(pf);
+            if (!ok || fsync_path(dir, 1)) {
+                unlink(p);
+                return 0; /* own file then */
+            }
+        }
+        psize = psize_read(dir);
+    }
+    if (!psize || size != psize)
+        return 0;
+    /* This number's earlier in-place copy is about to be overwritten: it stops counting now
+     * (a client re-sends a part only when it did not see it succeed). */
+    struct part_file *ps;
+    size_t n;
+    if (!parts_scan(dir, &ps, &n)) {
+        for (size_t i = 0; i < n; i++) {
+            if (ps[i].number != number || !ps[i].inplace)
+                continue;
+            snprintf(p, sizeof(p), "%s/%s", dir, ps[i].name);
+            if (unlink(p) == 0)
+                cache_dirty_unadmit(srv->cache, ps[i].size);
+        }
+        free(ps);
+    }
+    snprintf(p, sizeof(p), "%s/data", dir);
+    *fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0)
+        return -errno;
+    *off = (uint64_t)(number - 1) * psize;
+    return 1;
+}
+
+int wb_mpu_part_done_inplace(struct server *srv, const char *bucket, const char *key,
+                             const char *upload_id, unsigned number, const char *etag, int fd)
+{
+    char dir[4096], p[4096 + 64];
+    struct info in;
+    int rc = upload_open(srv, bucket, key, upload_id, dir, &in);
+    if (rc)
+        return rc;
+    if (strlen(etag) != 32)
+        return -S3E_INTERNAL;
+    if (fdatasync(fd))
+        return -errno;
+    snprintf(p, sizeof(p), "%s/i.%05u.%s", dir, number, etag);
+    int mf = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (mf < 0)
+        return -errno;
+    close(mf);
+    if ((rc = fsync_path(dir, 1)))
+        return rc;
+    drop_others(srv, dir, number, p + strlen(dir) + 1);
+    return 0;
+}
+
+int wb_mpu_list_parts(struct server *srv, const char *bucket, const char *key,
+                      const char *upload_id, unsigned marker, unsigned max,
+                      struct be_part **out, size_t *nout, int *truncated)
+{
+    char dir[4096];
+    struct info in;
+    struct part_file *ps;
+    size_t n;
+    int rc = upload_open(srv, bucket, key, upload_id, dir, &in);
+    *out = NULL;
+    *nout = 0;
+    *truncated = 0;
+    if (rc || (rc = parts_scan(dir, &ps, &n)))
+        return rc;
+    struct be_part *bp = calloc(n ? n : 1, sizeof(*bp));
+    if (!bp) {
+        free(ps);
+        return -ENOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ps[i].number <= marker)
+            continue;
+        if (k == max) {
+            *truncated = 1;
+            break;
+        }
+        bp[k].number = ps[i].number;
+        bp[k].size = ps[i].size;
+        bp[k].mtime_ns = ps[i].mtime_ns;
+        snprintf(bp[k].etag, sizeof(bp[k].etag), "%s", ps[i].etag);
+        k++;
+    }
+    free(ps);
+    *out = bp;
+    *nout = k;
+    return 0;
+}
+
+static int rm_upload(const char *dir, uint64_t *bytes)
+{
+    struct part_file *ps;
+    size_t n;
+    char p[4096 + 64];
+    *bytes = 0;
+    if (!parts_scan(dir, &ps, &n)) {
+        for (size_t i = 0; i < n; i++) {
+            snprintf(p, sizeof(p), "%s/%s", dir, ps[i].name);
+            if (unlink(p) == 0)
+                *bytes += ps[i].size;
+        }
+        free(ps);
+    }
+    static const char *const others[] = {"info", "info.tmp", "data", "data.obj", "psize"};
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+        snprintf(p, sizeof(p), "%s/%s", dir, others[i]);
+        unlink(p);
+    }
+    return rmdir(dir) ? -errno : 0;
+}
+
+int wb_mpu_abort(struct server *srv, const char *bucket, const char *key, const char *upload_id)
+{
+    char dir[4096];
+    struct info in;
+    uint64_t bytes = 0;
+    int rc = upload_open(srv, bucket, key, upload_id, dir, &in);
+    if (!rc)
+        rc = rm_upload(dir, &bytes);
+    if (bytes)
+        cache_dirty_unadmit(srv->cache, bytes);
+    return rc;
+}
+
+/* The hex MD5 of @n bytes at @p (the MD5 of the part MD5s of a multipart ETag). */
+static int md5_hex(const unsigned char *p, size_t n, char out[33])
+{
+    struct cksum *ck;
+    struct cksum_result res;
+    int rc = cksum_new(CKSUM_WANT_MD5, CKSUM_NONE, &ck);
+    if (rc)
+        return rc;
+    cksum_update(ck, p, n);
+    cksum_final(ck, &res);
+    cksum_free(ck);
+    memcpy(out, res.md5_hex, 33);
+    return 0;
+}
+
+/* "abc", "\"abc\"": the hex digits of an ETag as a client quotes it. */
+static int etag_eq(const char *client, const char *ours)
+{
+    size_t l = strlen(client);
+    if (l >= 2 && client[0] == '"' && client[l - 1] == '"')
+        return l - 2 == strlen(ours) && strncasecmp(client + 1, ours, l - 2) == 0;
+    return strcasecmp(client, ours) == 0;
+}
+
+/* ---- completed uploads ------------------------------------------------------------------ */
+
+/* A client whose Complete's answer was lost sends it again and finds the upload gone: for an
+ * hour CACHE_DIR/mpu-done/ID keeps its bucket, key, the hash of its part list and its ETag, and
+ * the repeat is answered as the first was (as S3 and the write-through backends do). Best
+ * effort and not fsync'd: a record lost in a crash makes a repeat NoSuchUpload. */
+#define WB_DONE_TTL_NS (3600LL * 1000000000)
+#define WB_DONE_SWEEP_NS (600LL * 1000000000)
+
+static void done_path(const struct server *srv, const char *name, char out[4096])
+{
+    char root[2048];
+    mpu_root(srv, root);
+    snprintf(out, 4096, "%s-done/%s", root, name);
+}
+
+/* Drops records older than WB_DONE_TTL_NS, at most once per WB_DONE_SWEEP_NS. */
+static void done_sweep(const struct server *srv)
+{
+    static int64_t last_ns;
+    int64_t now = s3c_real_ns(), last = __atomic_load_n(&last_ns, __ATOMIC_RELAXED);
+    if (now - last < WB_DONE_SWEEP_NS ||
+        !__atomic_compare_exchange_n(&last_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    char dir[4096];
+    done_path(srv, "", dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        struct stat st;
+        if (de->d_name[0] != '.' && fstatat(dirfd(d), de->d_name, &st, 0) == 0 &&
+            (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec < now - WB_DONE_TTL_NS)
+            (void)unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
+
+static void done_record(const struct server *srv, const char *id, const char *bucket,
+                        const char *key, const char *phash, const char *etag)
+{
+    char p[4096], t[4096 + 8];
+    done_sweep(srv);
+    done_path(srv, "", p);
+    (void)mkdir(p, 0755);
+    done_path(srv, id, p);
+    snprintf(t, sizeof(t), "%s.tmp", p);
+    FILE *f = fopen(t, "we");
+    if (!f)
+        return;
+    put_hex(f, "bucket", bucket);
+    put_hex(f, "key", key);
+    put_hex(f, "parts", phash);
+    put_hex(f, "etag", etag);
+    int bad = ferror(f);
+    if (fclose(f) || bad || rename(t, p))
+        unlink(t);
+}
+
+/* A repeated Complete of upload @id, gone: 0 with out->etag when it was completed for
+ * (@bucket, @key) with the same parts (@phash), -S3E_INVALID_PART with other parts, else
+ * -S3E_NO_SUCH_UPLOAD. */
+static int done_lookup(const struct server *srv, const char *id, const char *bucket,
+                       const char *key, const char *phash, struct be_meta *out)
+{
+    char p[4096], line[8192], b[1024] = "", k[1100] = "", ph[40] = "", et[BE_ETAG_MAX] = "";
+    done_path(srv, id, p);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return -S3E_NO_SUCH_UPLOAD;
+    char *sp;
+    while (field_next(f, line, (int)sizeof(line), &sp)) {
+        if (!strcmp(line, "bucket"))
+            get_hex(sp, b, sizeof(b));
+        else if (!strcmp(line, "key"))
+            get_hex(sp, k, sizeof(k));
+        else if (!strcmp(line, "parts"))
+            get_hex(sp, ph, sizeof(ph));
+        else if (!strcmp(line, "etag"))
+            get_hex(sp, et, sizeof(et));
+    }
+    fclose(f);
+    if (!et[0] || strcmp(b, bucket) || strcmp(k, key))
+        return -S3E_NO_SUCH_UPLOAD;
+    if (strcmp(ph, phash))
+        return -S3E_INVALID_PART;
+    memset(out, 0, sizeof(*out));
+    snprintf(out->etag, sizeof(out->etag), "%s", et);
+    return 0;
+}
+
+int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
+                    const char *upload_id, const struct be_part *parts, size_t n,
+                    struct be_meta *out, char staged[4096], uint64_t *parts_bytes)
+{
+    char dir[4096], p[4096 + 64];
+    struct info in;
+    struct part_file *ps = NULL;
+    size_t np = 0;
+    unsigned char *md5s = NULL;
+    const struct part_file **use = NULL;
+    int fd = -1, rc;
+    staged[0] = '\0';
+    *parts_bytes = 0;
+    if (n == 0 || n > BE_MAX_PARTS)
+        return -S3E_MALFORMED_XML;
+    if ((rc = upload_open(srv, bucket, key, upload_id, dir, &in))) {
+        char phash[33];
+        if (rc == -S3E_NO_SUCH_UPLOAD && id_ok(upload_id) && !be_parts_hash(parts, n, phash) &&
+            !(rc = done_lookup(srv, upload_id, bucket, key, phash, out)))
+            return 1;
+        return rc;
+    }
+    if ((rc = parts_scan(dir, &ps, &np)))
+        return rc;
+    md5s = malloc(16 * n);
+    use = calloc(n, sizeof(*use));
+    if (!md5s || !use) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 1; i < n; i++) { /* the order first, as S3 and write-through answer */
+        if (parts[i].number <= parts[i - 1].number) {
+            rc = -S3E_INVALID_PART_ORDER;
+            goto out;
+        }
+    }
+    uint64_t total = 0, uniform = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct part_file *f = NULL;
+        for (size_t j = 0; j < np; j++)
+            if (ps[j].number == parts[i].number && etag_eq(parts[i].etag, ps[j].etag))
+                f = &ps[j];
+        if (!f) {
+            rc = -S3E_INVALID_PART;
+            goto out;
+        }
+        if (i + 1 < n && f->size < BE_MIN_PART_SIZE) {
+            rc = -S3E_ENTITY_TOO_SMALL;
+            goto out;
+        }
+        if (i == 0)
+            uniform = f->size;
+        else if ((i + 1 < n && f->size != uniform) || (i + 1 == n && f->size > uniform))
+            uniform = 0;
+        for (int k = 0; k < 16; k++) {
+            unsigned v;
+            sscanf(f->etag + 2 * k, "%2x", &v);
+            md5s[16 * i + k] = (unsigned char)v;
+        }
+        use[i] = f;
+        total += f->size;
+    }
+    if (total > srv->cf->max_object_size) {
+        rc = -S3E_ENTITY_TOO_LARGE;
+        goto out;
+    }
+    /* In place when the listed parts are 1..n, all but the last in data at their offsets: the
+     * data file is the object once a short last part is copied in and the tail cut. */
+    uint64_t psize = psize_read(dir);
+    int fast = psize != 0;
+    for (size_t i = 0; fast && i < n; i++)
+        fast = use[i]->number == i + 1 && (use[i]->inplace || (i + 1 == n && use[i]->size <= psize));
+    char dpath[4096 + 64];
+    snprintf(dpath, sizeof(dpath), "%s/data", dir);
+    if (fast) {
+        fd = open(dpath, O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            rc = -errno;
+            goto out;
+        }
+        const struct part_file *last = use[n - 1];
+        if (!last->inplace && last->size) {
+            snprintf(p, sizeof(p), "%s/%s", dir, last->name);
+            int in_fd = open(p, O_RDONLY | O_CLOEXEC);
+            if (in_fd < 0) {
+                rc = errno == ENOENT ? -S3E_INVALID_PART : -errno;
+                goto out;
+            }
+            rc = gw_copy_fd(in_fd, 0, fd, (uint64_t)(n - 1) * psize, last->size);
+            close(in_fd);
+        }
+        if (!rc && ftruncate(fd, (off_t)total))
+            rc = -errno;
+        if (!rc && fsync(fd))
+            rc = -errno;
+        if (rc)
+            goto out;
+        /* the data file becomes the object through a second name (adopting consumes it; a
+         * failed adopt leaves the upload whole for the client's retry) */
+        if (snprintf(staged, 4096, "%s/data.obj", dir) >= 4096) {
+            rc = -ENAMETOOLONG;
+            staged[0] = '\0';
+            goto out;
+        }
+        unlink(staged);
+        if (link(dpath, staged)) {
+            rc = -errno;
+            staged[0] = '\0';
+            goto out;
+        }
+    } else {
+        if ((rc = cache_stage_open(srv->cache, &fd, staged)))
+            goto out;
+        int dfd = open(dpath, O_RDONLY | O_CLOEXEC); /* in-place parts, if any */
+        uint64_t off = 0;
+        for (size_t i = 0; i < n && !rc; i++) {
+            int in_fd = dfd;
+            uint64_t from = (uint64_t)(use[i]->number - 1) * psize;
+            if (!use[i]->inplace) {
+                snprintf(p, sizeof(p), "%s/%s", dir, use[i]->name);
+                in_fd = open(p, O_RDONLY | O_CLOEXEC);
+                from = 0;
+            }
+            if (in_fd < 0) {
+                rc = errno == ENOENT ? -S3E_INVALID_PART : -errno;
+                break;
+            }
+            rc = use[i]->size ? gw_copy_fd(in_fd, from, fd, off, use[i]->size) : 0;
+            if (in_fd != dfd)
+                close(in_fd);
+            off += use[i]->size;
+        }
+        if (dfd >= 0)
+            close(dfd);
+        if (!rc && fsync(fd))
+            rc = -errno;
+        if (rc)
+            goto out;
+    }
+    *out = in.meta;
+    out->size = total;
+    out->mtime_ns = s3c_real_ns();
+    out->parts_count = (uint32_t)n;
+    out->part_size = uniform;
+    out->checksum_algo[0] = out->checksum[0] = '\0';
+    if ((rc = md5_hex(md5s, 16 * n, out->etag)))
+        goto out;
+    snprintf(out->etag + 32, sizeof(out->etag) - 32, "-%zu", n);
+    for (size_t j = 0; j < np; j++)
+        *parts_bytes += ps[j].size;
+out:
+    if (fd >= 0)
+        close(fd);
+    if (rc && staged[0]) {
+        unlink(staged);
+        staged[0] = '\0';
+    }
+    free(ps);
+    free(md5s);
+    free(use);
+    return rc;
+}
+
+int wb_mpu_finish(struct server *srv, const char *bucket, const char *key,
+                  const char *upload_id, const struct be_part *parts, size_t n,
+                  const struct be_meta *made)
+{
+    char dir[4096], phash[33];
+    uint64_t bytes = 0;
+    int rc = upload_dir(srv, upload_id, dir);
+    if (!rc && !be_parts_hash(parts, n, phash))
+        done_record(srv, upload_id, bucket, key, phash, made->etag);
+    if (!rc)
+        rc = rm_upload(dir, &bytes);
+    if (bytes)
+        cache_dirty_unadmit(srv->cache, bytes);
+    return rc;
+}
+
+struct up_ent {
+    char *key;
+    char id[WB_ID_LEN + 1];
+    int64_t initiated_ns;
+};
+
+static int up_cmp(const void *a, const void *b)
+{
+    const struct up_ent *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : strcmp(x->id, y->id);
+}
+
+int wb_mpu_list_uploads(struct server *srv, const char *bucket, const char *prefix,
+                        const char *key_marker, const char *id_marker, unsigned max,
+                        struct be_upload **out, size_t *nout, int *truncated)
+{
+    char root[2048];
+    struct up_ent *es = NULL;
+    size_t cnt = 0, cap = 0;
+    int rc = 0;
+    *out = NULL;
+    *nout = 0;
+    *truncated = 0;
+    mpu_root(srv, root);
+    DIR *d = opendir(root);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)) && !rc) {
+            char dir[4096 + 64];
+            struct info in;
+            if (!id_ok(de->d_name))
+                continue;
+            snprintf(dir, sizeof(dir), "%s/%s", root, de->d_name);
+            if (info_read(dir, &in) || strcmp(in.bucket, bucket) ||
+                (prefix && strncmp(in.key, prefix, strlen(prefix))))
+                continue;
+            if (cnt == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                struct up_ent *ne = realloc(es, nc * sizeof(*ne));
+                if (!ne) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                es = ne;
+                cap = nc;
+            }
+            if (!(es[cnt].key = strdup(in.key))) {
+                rc = -ENOMEM;
+                break;
+            }
+            memcpy(es[cnt].id, de->d_name, WB_ID_LEN + 1); /* id_ok(): 32 digits */
+            es[cnt].initiated_ns = in.initiated_ns;
+            cnt++;
+        }
+        closedir(d);
+    }
+    if (!rc && cnt)
+        qsort(es, cnt, sizeof(*es), up_cmp);
+    struct be_upload *bu = !rc ? calloc(cnt ? cnt : 1, sizeof(*bu)) : NULL;
+    if (!rc && !bu)
+        rc = -ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; !rc && i < cnt; i++) {
+        if (key_marker && *key_marker) {
+            int c = strcmp(es[i].key, key_marker);
+            if (c < 0 || (c == 0 && (!id_marker || !*id_marker || strcmp(es[i].id, id_marker) <= 0)))
+                continue;
+        }
+        if (k == max) {
+            *truncated = 1;
+            break;
+        }
+        bu[k].key = es[i].key;
+        es[i].key = NULL;
+        snprintf(bu[k].upload_id, sizeof(bu[k].upload_id), "%s", es[i].id);
+        bu[k].initiated_ns = es[i].initiated_ns;
+        k++;
+    }
+    for (size_t i = 0; i < cnt; i++)
+        free(es[i].key);
+    free(es);
+    if (rc) {
+        if (bu)
+            be_uploads_free(bu, k);
+        return rc;
+    }
+    *out = bu;
+    *nout = k;
+    return 0;
+}
