@@ -456,9 +456,8 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
         c->block_size = 1u << 30;
     c->readahead = cf->readahead;
     c->miss_source = be && be->ops->open_fd &&
-                     (cf->miss_source && !strcmp(cf->miss_source, "backend")
-                          ? 1
-                          : (!cf->miss_source || !strcmp(cf->miss_source, "auto")) && be->local_disk);
+                     (cf->miss_source == CONF_MISS_BACKEND ||
+                      (cf->miss_source == CONF_MISS_AUTO && be->local_disk));
     c->revalidate_ms = cf->revalidate_never ? -1 : cf->revalidate_after;
     c->touch = calloc(CACHE_TOUCH_MAX, sizeof(*c->touch));
     if (!c->touch) {

@@ -35,11 +35,10 @@ static int cmd_serve(int argc, char **argv)
         fprintf(stderr, "s3cached serve: %s\n", em.buf[0] ? em.buf : "invalid configuration");
         return 2;
     }
-    if (log_setup(cf.log_level, cf.log_format)) {
-        fprintf(stderr, "s3cached serve: bad --log-level or --log-format\n");
-        conf_free(&cf);
-        return 2;
-    }
+    _Static_assert((int)CONF_LOG_ERROR == (int)S3C_LOG_ERROR &&
+                       (int)CONF_LOG_DEBUG == (int)S3C_LOG_DEBUG,
+                   "--log-level words in enum log_level's order");
+    log_setup((enum log_level)cf.log_level, cf.log_format == CONF_LOG_JSON);
     rc = server_run(&cf);
     conf_free(&cf);
     return rc ? 1 : 0;

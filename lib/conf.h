@@ -16,7 +16,8 @@ enum conf_type {
     CONF_DUR,   /* int64_t milliseconds; "never" = -1 where the row allows it */
     CONF_INT,   /* int64_t */
     CONF_BOOL,  /* int 0/1; a bare flag means 1; values true/false/yes/no/on/off/1/0 */
-    CONF_ENUM,  /* char *, one of the words listed in the row's hint before the first ' ' */
+    CONF_ENUM,  /* int: the index of the value among the words listed in the row's hint before
+                 * the first ' ' ("through|back": 0 or 1), parsed once; enum conf_* below */
 };
 
 /* X(name, type, field, default, help)
@@ -65,13 +66,19 @@ enum conf_type {
     X("log-level",           ENUM, log_level,           "info",           "error|warn|info|debug") \
     X("log-format",          ENUM, log_format,          "text",           "text|json")
 
+/* The ENUM rows' values, in the order of the words of their rows (checked by test_conf). */
+enum conf_write_mode { CONF_WRITE_THROUGH = 0, CONF_WRITE_BACK };               /* through|back */
+enum conf_miss_source { CONF_MISS_AUTO = 0, CONF_MISS_BACKEND, CONF_MISS_CACHE }; /* auto|backend|cache */
+enum conf_log_level { CONF_LOG_ERROR = 0, CONF_LOG_WARN, CONF_LOG_INFO, CONF_LOG_DEBUG };
+enum conf_log_format { CONF_LOG_TEXT = 0, CONF_LOG_JSON };                       /* text|json */
+
 struct conf {
 #define CONF_FIELD_STR char *
 #define CONF_FIELD_SIZE uint64_t
 #define CONF_FIELD_DUR int64_t
 #define CONF_FIELD_INT int64_t
 #define CONF_FIELD_BOOL int
-#define CONF_FIELD_ENUM char *
+#define CONF_FIELD_ENUM int
 #define X(name, type, field, def, help) CONF_FIELD_##type field;
     CONF_TABLE(X)
 #undef X

@@ -17,21 +17,10 @@ static int log_json;
 static const char *const log_names[] = {"error", "warn", "info", "debug"};
 static const char hexl[] = "0123456789abcdef";
 
-int log_setup(const char *level_name, const char *format)
+void log_setup(enum log_level level, int json)
 {
-    int lv = -1;
-    for (size_t i = 0; i < ARRAY_SIZE(log_names); i++)
-        if (level_name && !strcmp(level_name, log_names[i]))
-            lv = (int)i;
-    if (level_name && lv < 0)
-        return -EINVAL;
-    if (format && strcmp(format, "text") && strcmp(format, "json"))
-        return -EINVAL;
-    if (lv >= 0)
-        log_level_cur = lv;
-    if (format)
-        log_json = !strcmp(format, "json");
-    return 0;
+    log_level_cur = (int)level;
+    log_json = json;
 }
 
 int log_enabled(enum log_level lv)

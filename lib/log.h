@@ -8,8 +8,8 @@
 
 enum log_level { S3C_LOG_ERROR = 0, S3C_LOG_WARN, S3C_LOG_INFO, S3C_LOG_DEBUG };
 
-/* @level_name: error|warn|info|debug; @format: text|json. Returns 0 or -EINVAL. */
-int log_setup(const char *level_name, const char *format);
+/* Lines up to @level are written, as JSON objects when @json. */
+void log_setup(enum log_level level, int json);
 int log_enabled(enum log_level lv);
 int log_is_json(void);
 void log_msg(enum log_level lv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -20,7 +20,6 @@
 
 #include "s3c.h"
 #include "s3err.h"
-#include "backends/backend.h"
 #include "xml.h"
 
 #define XML_DEPTH_MAX 32

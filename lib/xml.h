@@ -8,7 +8,8 @@
 #define S3C_XML_H
 
 #include <stddef.h>
-#include "backends/backend.h"
+#include "be_types.h"
+#include "s3c.h"
 
 #define XML_BODY_MAX (2u << 20) /* larger request bodies are refused before parsing */
 

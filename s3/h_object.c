@@ -155,7 +155,7 @@ static struct put_state *put_state_new(struct req *rq)
 
 int gw_write_back(const struct server *srv)
 {
-    return srv->cf->write_mode && strcmp(srv->cf->write_mode, "back") == 0;
+    return srv->cf->write_mode == CONF_WRITE_BACK;
 }
 
 static int h_put_begin(struct req *rq)
