@@ -8,10 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/gw.h"
+#include "acct/fair.h"
+#include "acct/stats.h"
+#include "admin.h"
+#include "backends/backend.h"
+#include "cache/cache.h"
+#include "http/auth.h"
+#include "http/respond.h"
+#include "http/server.h"
 #include "lib/json.h"
 #include "lib/s3err.h"
-#include "acct/stats.h"
 #include "objects/warm.h"
 
 enum { PH_START = 0, PH_JOB_DONE };
@@ -106,7 +112,7 @@ static int admin_invalidate(struct req *rq, const char *rest)
     }
     rq->phase = PH_JOB_DONE;
     int rc = req_run_job(rq, inval_job);
-    return rc ? respond_error(rq, rc) : MHD_YES;
+    return rc ? respond_error(rq, rc) : REQ_OK;
 }
 
 /* /_/warm[/ID]: POST starts a job, GET reports one or all, DELETE cancels one. */
@@ -166,7 +172,7 @@ static int admin_unpin(struct req *rq)
     rq->job_state_free = free;
     rq->phase = PH_JOB_DONE;
     int rc = req_run_job(rq, unpin_job);
-    return rc ? respond_error(rq, rc) : MHD_YES;
+    return rc ? respond_error(rq, rc) : REQ_OK;
 }
 
 /* POST /_/flush: {"bucket":"b","prefix":"p","timeout_s":N} (all optional; query parameters
@@ -260,7 +266,7 @@ static int admin_flush(struct req *rq)
         req_resume(rq);
         return respond_error(rq, rc);
     }
-    return MHD_YES;
+    return REQ_OK;
 }
 
 static int h_admin_end(struct req *rq)

@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "cli.h"
+#include "http/server.h"
 #include "lib/conf.h"
-#include "http/gw.h"
 #include "lib/log.h"
+#include "ops.h"
 
 static void usage(FILE *f)
 {
@@ -39,7 +40,7 @@ static int cmd_serve(int argc, char **argv)
                        (int)CONF_LOG_DEBUG == (int)S3C_LOG_DEBUG,
                    "--log-level words in enum log_level's order");
     log_setup((enum log_level)cf.log_level, cf.log_format == CONF_LOG_JSON);
-    rc = server_run(&cf);
+    rc = server_run(&cf, ops_handlers);
     conf_free(&cf);
     return rc ? 1 : 0;
 }

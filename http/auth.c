@@ -20,7 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gw.h"
+#include "auth.h"
+#include "lib/conf.h"
+#include "req.h"
+#include "router.h"
+#include "sig/sigv4.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
 

@@ -13,7 +13,8 @@
 #include <strings.h>
 
 #include "lib/checksum.h"
-#include "gw.h"
+#include "req.h"
+#include "reqbody.h"
 #include "lib/s3err.h"
 
 #define REQBODY_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

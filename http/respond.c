@@ -9,13 +9,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <microhttpd.h>
+
+#include "acct/stats.h"
 #include "lib/checksum.h"
-#include "gw.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
-#include "acct/stats.h"
+#include "respond.h"
+#include "sig/sigv4.h"
 
 #define STREAM_BLOCK (256 * 1024)
+
+_Static_assert((int)REQ_OK == (int)MHD_YES && (int)REQ_CLOSE == (int)MHD_NO, "REQ_OK/REQ_CLOSE are MHD's values");
+
+static void respond_object_headers(struct req *rq, struct MHD_Response *r,
+                                   const struct be_meta *m);
 
 static void respond_common(struct req *rq, struct MHD_Response *r)
 {
@@ -31,7 +39,7 @@ static int respond_queue(struct req *rq, int status, struct MHD_Response *r)
     rq->answered = 1;
     enum MHD_Result ret = MHD_queue_response(rq->conn, (unsigned)status, r);
     MHD_destroy_response(r);
-    return ret == MHD_YES ? MHD_YES : MHD_NO;
+    return ret == MHD_YES ? REQ_OK : REQ_CLOSE;
 }
 
 void respond_xml_start(struct buf *b, const char *root)
@@ -51,7 +59,7 @@ static int respond_error_doc(struct req *rq, int rc, const char *message, const 
         /* Not an error document: 304 has no body. */
         struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
         if (!r)
-            return MHD_NO;
+            return REQ_CLOSE;
         if (rq->meta)
             respond_object_headers(rq, r, rq->meta);
         return respond_queue(rq, 304, r);
@@ -94,7 +102,7 @@ static int respond_error_doc(struct req *rq, int rc, const char *message, const 
                 : MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(body);
-        return MHD_NO;
+        return REQ_CLOSE;
     }
     MHD_add_response_header(r, "Content-Type", "application/xml");
     if (rc == -S3E_SLOW_DOWN || e->status == 503)
@@ -157,7 +165,7 @@ int respond_xml_headers(struct req *rq, int status, struct buf *xml, const char 
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(body);
-        return MHD_NO;
+        return REQ_CLOSE;
     }
     MHD_add_response_header(r, "Content-Type", "application/xml");
     if (name && value)
@@ -171,37 +179,48 @@ int respond_text(struct req *rq, int status, const char *ctype, const char *body
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r)
-        return MHD_NO;
+        return REQ_CLOSE;
     if (ctype)
         MHD_add_response_header(r, "Content-Type", ctype);
     rq->bytes_out = len;
     return respond_queue(rq, status, r);
 }
 
-/* Queues an empty response; with @extra_out, hands the response back unqueued for the caller
- * to add headers and pass to respond_queue through respond_empty_queue(). */
-int respond_empty(struct req *rq, int status, struct MHD_Response **extra_out)
+int respond_empty(struct req *rq, int status)
+{
+    return respond_empty_header(rq, status, NULL, NULL);
+}
+
+int respond_empty_header(struct req *rq, int status, const char *name, const char *value)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     if (!r)
-        return MHD_NO;
-    if (extra_out) {
-        *extra_out = r;
-        return MHD_YES;
-    }
+        return REQ_CLOSE;
+    if (name && value)
+        MHD_add_response_header(r, name, value);
     return respond_queue(rq, status, r);
 }
 
-int respond_queue_prepared(struct req *rq, int status, struct MHD_Response *r)
-{
-    return respond_queue(rq, status, r);
-}
-
-void respond_checksum_header(struct MHD_Response *r, const char *algo, const char *value)
+/* x-amz-checksum-<algo>: @value for the algorithm named @algo ("CRC32", ...), if known. */
+static void respond_checksum_header(struct MHD_Response *r, const char *algo, const char *value)
 {
     const char *name = cksum_algo_header(cksum_algo_parse(algo));
     if (name && *name && value && *value)
         MHD_add_response_header(r, name, value);
+}
+
+int respond_stored(struct req *rq, const char *etag, const char *checksum_algo,
+                   const char *checksum)
+{
+    char quoted[BE_ETAG_MAX + 2];
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return REQ_CLOSE;
+    snprintf(quoted, sizeof(quoted), "\"%s\"", etag);
+    MHD_add_response_header(r, "ETag", quoted);
+    if (checksum_algo[0] && checksum[0])
+        respond_checksum_header(r, checksum_algo, checksum);
+    return respond_queue(rq, 200, r);
 }
 
 static void add_if(struct MHD_Response *r, const char *name, const char *value)
@@ -216,7 +235,8 @@ static const char *override(struct req *rq, const char *param, const char *store
     return v && *v ? v : stored;
 }
 
-void respond_object_headers(struct req *rq, struct MHD_Response *r, const struct be_meta *m)
+static void respond_object_headers(struct req *rq, struct MHD_Response *r,
+                                   const struct be_meta *m)
 {
     char etag[BE_ETAG_MAX + 2], date[32];
     snprintf(etag, sizeof(etag), "\"%s\"", m->etag);
@@ -373,6 +393,6 @@ int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, 
         req_fair_start(rq);
     /* An aborted large download is charged what TCP saw acknowledged since now. */
     if (!is_head && len >= (1u << 20))
-        rq->tcp_acked_start = tcp_bytes_acked(rq->conn) + 1;
+        rq->tcp_acked_start = req_tcp_bytes_acked(rq) + 1;
     return respond_queue(rq, status, r);
 }

@@ -1,14 +1,17 @@
 /*
  * router.c: (method, path, query, Host) -> S3 operation, bucket and key.
- * Decodes the raw path and query (libmicrohttpd hands them over undecoded),
- * validates bucket names and keys, and reserves the /_/ prefix for admin.
+ * Decodes the raw path (libmicrohttpd hands it over undecoded; req.c decodes the
+ * query with url_decode()), validates bucket names and keys, and reserves the
+ * /_/ prefix for admin. Which handler serves an operation is cmd/'s table.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "gw.h"
+#include "backends/backend.h"
+#include "req.h"
+#include "router.h"
 #include "lib/s3err.h"
 
 static const char *const op_names[] = {
@@ -77,40 +80,9 @@ bad:
     return NULL;
 }
 
-struct route_args {
-    struct req *rq;
-    int bad;
-};
-
-static enum MHD_Result router_collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-                                          const char *value)
-{
-    struct route_args *ra = cls;
-    struct req *rq = ra->rq;
-    struct sigv4_kv *q = realloc(rq->query, (rq->n_query + 1) * sizeof(*q));
-    if (!q) {
-        ra->bad = -ENOMEM;
-        return MHD_NO;
-    }
-    rq->query = q;
-    char *k = url_decode(key, strlen(key));
-    char *v = value ? url_decode(value, strlen(value)) : NULL;
-    if (!k || (value && !v)) {
-        free(k);
-        free(v);
-        ra->bad = -S3E_INVALID_URI;
-        return MHD_NO;
-    }
-    q[rq->n_query].name = k;
-    q[rq->n_query].value = v;
-    rq->n_query++;
-    return MHD_YES;
-}
-
 /* Bucket from a virtual-hosted Host header ("bucket.domain[:port]"), or NULL. */
-static char *router_vhost_bucket(const struct conf *cf, const char *host)
+static char *router_vhost_bucket(const char *dom, const char *host)
 {
-    const char *dom = cf->virtual_host_domain;
     if (!dom || !*dom || !host)
         return NULL;
     size_t hl = strcspn(host, ":");
@@ -224,12 +196,8 @@ static enum op router_object_op(struct req *rq)
     return OP_NONE;
 }
 
-int router_route(struct req *rq, const char *url, const char *host)
+int router_route(struct req *rq, const char *url, const char *host, const char *vhost_domain)
 {
-    struct route_args ra = {rq, 0};
-    MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, router_collect_arg, &ra);
-    if (ra.bad)
-        return ra.bad;
     rq->raw_path = strdup(url);
     rq->path = url_decode(url, strlen(url));
     if (!rq->path)
@@ -241,7 +209,7 @@ int router_route(struct req *rq, const char *url, const char *host)
         return 0;
     }
     const char *p = rq->path + 1;
-    char *vb = router_vhost_bucket(rq->srv->cf, host);
+    char *vb = router_vhost_bucket(vhost_domain, host);
     if (vb) {
         rq->bucket = vb;
         rq->vhost = 1;
@@ -282,41 +250,4 @@ int router_route(struct req *rq, const char *url, const char *host)
     if (rq->op == OP_NONE)
         return -S3E_NOT_IMPLEMENTED;
     return 0;
-}
-
-const struct handler *router_handler(enum op op)
-{
-    switch (op) {
-    case OP_ADMIN: return &h_admin;
-    case OP_OPTIONS: return &h_options;
-    case OP_LIST_BUCKETS: return &h_list_buckets;
-    case OP_BUCKET_CREATE: return &h_bucket_create;
-    case OP_BUCKET_DELETE: return &h_bucket_delete;
-    case OP_BUCKET_HEAD: return &h_bucket_head;
-    case OP_BUCKET_LOCATION: return &h_bucket_location;
-    case OP_BUCKET_VERSIONING: return &h_bucket_versioning;
-    case OP_BUCKET_ACL: return &h_bucket_acl;
-    case OP_BUCKET_PUT_ACL: return &h_bucket_put_acl;
-    case OP_LIST_OBJECTS:
-    case OP_LIST_OBJECTS_V2:
-    case OP_LIST_VERSIONS: return &h_list_objects;
-    case OP_LIST_UPLOADS: return &h_list_uploads;
-    case OP_DELETE_OBJECTS: return &h_delete_objects;
-    case OP_GET: return &h_get;
-    case OP_HEAD: return &h_head;
-    case OP_PUT: return &h_put;
-    case OP_COPY: return &h_copy;
-    case OP_DELETE: return &h_delete;
-    case OP_OBJECT_ACL: return &h_object_acl;
-    case OP_OBJECT_PUT_ACL: return &h_object_put_acl;
-    case OP_OBJECT_ATTRIBUTES: return &h_object_attributes;
-    case OP_OBJECT_TAGGING: return &h_object_tagging;
-    case OP_MP_CREATE: return &h_mp_create;
-    case OP_MP_PART: return &h_mp_part;
-    case OP_MP_PART_COPY: return &h_mp_part_copy;
-    case OP_MP_COMPLETE: return &h_mp_complete;
-    case OP_MP_ABORT: return &h_mp_abort;
-    case OP_MP_LIST_PARTS: return &h_mp_list_parts;
-    default: return NULL;
-    }
 }

@@ -26,7 +26,12 @@
 
 #include "sig/awschunk.h"
 #include "lib/checksum.h"
-#include "gw.h"
+#include "cache/cache.h"
+#include "lib/fileio.h"
+#include "objects/objects.h"
+#include "req.h"
+#include "server.h"
+#include "upload.h"
 #include "lib/s3err.h"
 
 struct upload {
@@ -42,8 +47,8 @@ struct upload {
     uint64_t declared; /* expected decoded length, UINT64_MAX when unknown */
     uint64_t written;
     uint64_t max;
-    uint64_t dirty_admitted; /* write-back: reserved against the dirty limit */
-    struct cache *cache;
+    uint64_t admitted;       /* reserved by the object layer (write-back: the dirty limit) */
+    struct objects *obj;
     uint64_t pos;            /* file offset of the next byte not yet written or staged */
     /* direct: the same file opened O_DIRECT, and the aligned buffer of bytes bound for @pos */
     int dfd;
@@ -98,23 +103,6 @@ __attribute__((destructor)) static void stage_pool_free(void)
         free(stage_pool.free[--stage_pool.n]);
 }
 
-static int pwrite_all(int fd, const unsigned char *p, size_t len, uint64_t off)
-{
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -EIO;
-        p += n;
-        off += (uint64_t)n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* Sends the body written from @up->pos on around the page cache, when it is large and the
  * gateway writes back (write-through reads the file again at once: that stays in memory).
  * Best effort: any refusal (no memory, a file system without O_DIRECT) keeps it buffered. */
@@ -122,8 +110,8 @@ static void direct_start(struct req *rq)
 {
     struct upload *up = rq->up;
     long pg = sysconf(_SC_PAGESIZE);
-    if (!gw_write_back(rq->srv) || up->declared == UINT64_MAX || up->declared < UPLOAD_DIRECT_MIN ||
-        pg <= 0 || UPLOAD_DIRECT_ALIGN % (unsigned long)pg)
+    if (!objects_write_back(rq->srv->obj) || up->declared == UINT64_MAX ||
+        up->declared < UPLOAD_DIRECT_MIN || pg <= 0 || UPLOAD_DIRECT_ALIGN % (unsigned long)pg)
         return;
     char proc[64];
     snprintf(proc, sizeof(proc), "/proc/self/fd/%d", up->fd);
@@ -147,13 +135,13 @@ static int direct_flush(struct upload *up, size_t n)
 {
     int rc = -EINVAL;
     if (up->dfd >= 0 && n % UPLOAD_DIRECT_ALIGN == 0)
-        rc = pwrite_all(up->dfd, up->stage, n, up->pos);
+        rc = fileio_pwrite_all(up->dfd, up->stage, n, up->pos);
     if (rc == -EINVAL) {
         if (up->dfd >= 0 && n % UPLOAD_DIRECT_ALIGN == 0) {
             close(up->dfd);
             up->dfd = -1;
         }
-        rc = pwrite_all(up->fd, up->stage, n, up->pos);
+        rc = fileio_pwrite_all(up->fd, up->stage, n, up->pos);
     }
     if (rc)
         return rc;
@@ -170,7 +158,7 @@ static int direct_write(struct upload *up, const unsigned char *p, size_t len)
         size_t n;
         if (!up->staged && up->pos % UPLOAD_DIRECT_ALIGN) {
             n = (size_t)S3C_MIN((uint64_t)len, UPLOAD_DIRECT_ALIGN - up->pos % UPLOAD_DIRECT_ALIGN);
-            int rc = pwrite_all(up->fd, p, n, up->pos);
+            int rc = fileio_pwrite_all(up->fd, p, n, up->pos);
             if (rc)
                 return rc;
             up->pos += n;
@@ -211,7 +199,7 @@ static int upload_sink(void *cls, const void *data, size_t len)
     if (up->stage) {
         rc = direct_write(up, data, len);
     } else {
-        rc = pwrite_all(up->fd, data, len, up->pos);
+        rc = fileio_pwrite_all(up->fd, data, len, up->pos);
         up->pos += len;
     }
     if (!rc)
@@ -323,7 +311,7 @@ static int begin(struct req *rq, uint64_t max_size)
                        &up->ck);
     if (rc)
         return rc;
-    up->cache = rq->srv->cache;
+    up->obj = rq->srv->obj;
     return 0;
 }
 
@@ -359,17 +347,13 @@ uint64_t upload_declared(struct req *rq)
     return rq->up ? rq->up->declared : UINT64_MAX;
 }
 
-int upload_admit_dirty(struct req *rq)
+int upload_admit(struct req *rq)
 {
     struct upload *up = rq->up;
     if (!up)
         return -S3E_INTERNAL;
     /* an unknown length (chunked without x-amz-decoded-content-length) is not reserved */
-    uint64_t want = up->declared == UINT64_MAX ? 0 : up->declared;
-    int rc = cache_dirty_admit(up->cache, want);
-    if (!rc)
-        up->dirty_admitted = want;
-    return rc;
+    return objects_admit(up->obj, up->declared == UINT64_MAX ? 0 : up->declared, &up->admitted);
 }
 
 int upload_write(struct req *rq, const char *data, size_t len)
@@ -446,58 +430,11 @@ void upload_free(struct req *rq)
     stage_put(up->stage);
     if (up->path[0])
         unlink(up->path);
-    if (up->dirty_admitted)
-        cache_dirty_unadmit(up->cache, up->dirty_admitted);
+    objects_unadmit(up->obj, up->admitted);
     cksum_free(up->ck);
     awschunk_free(up->ac);
     free(up);
     rq->up = NULL;
-}
-
-int gw_copy_fd(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t len)
-{
-    loff_t io = (loff_t)in_off, oo = (loff_t)out_off;
-    while (len) {
-        ssize_t n = copy_file_range(in, &io, out, &oo, (size_t)S3C_MIN(len, (uint64_t)1 << 30), 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP))
-            break; /* fall back to copying through memory */
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -EIO;
-        len -= (uint64_t)n;
-    }
-    if (!len)
-        return 0;
-    enum { CHUNK = 1 << 20 };
-    char *buf = malloc(CHUNK);
-    int rc = buf ? 0 : -ENOMEM;
-    while (!rc && len) {
-        ssize_t n = pread(in, buf, (size_t)S3C_MIN(len, (uint64_t)CHUNK), io);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = n < 0 ? -errno : -EIO;
-            break;
-        }
-        for (ssize_t w = 0; w < n && !rc;) {
-            ssize_t k = pwrite(out, buf + w, (size_t)(n - w), oo);
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k < 0)
-                rc = -errno;
-            else {
-                w += k;
-                oo += k;
-            }
-        }
-        io += n;
-        len -= (uint64_t)n;
-    }
-    free(buf);
-    return rc;
 }
 
 static void copy_field(char *dst, size_t cap, const char *v)
@@ -505,7 +442,7 @@ static void copy_field(char *dst, size_t cap, const char *v)
     snprintf(dst, cap, "%s", v ? v : "");
 }
 
-int meta_from_headers(struct req *rq, struct be_meta *m)
+int upload_meta_from_headers(struct req *rq, struct be_meta *m)
 {
     copy_field(m->content_type, sizeof(m->content_type), req_header(rq, "Content-Type"));
     copy_field(m->cache_control, sizeof(m->cache_control), req_header(rq, "Cache-Control"));

@@ -149,3 +149,8 @@ void workq_free(struct workq *wq)
     pthread_cond_destroy(&wq->cv);
     free(wq);
 }
+
+unsigned workq_threads(const struct workq *wq)
+{
+    return wq->nthreads;
+}

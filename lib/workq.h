@@ -19,5 +19,7 @@ int workq_submit(struct workq *wq, enum workq_prio prio, workq_fn_f *fn, void *a
 /* Runs everything already queued, then joins the threads. */
 void workq_free(struct workq *wq);
 unsigned workq_pending(const struct workq *wq);
+/* The number of threads of the pool. */
+unsigned workq_threads(const struct workq *wq);
 
 #endif

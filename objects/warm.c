@@ -20,7 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "http/gw.h"
+#include "backends/backend.h"
+#include "cache/cache.h"
+#include "lib/conf.h"
 #include "lib/json.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
@@ -64,7 +66,10 @@ struct warm_job {
 };
 
 struct warm {
-    struct server *srv;
+    const struct conf *cf;
+    struct backend *be;
+    struct cache *cache;
+    struct workq *wq;
     pthread_mutex_t mu;
     pthread_cond_t cv;       /* jobs' workers ended */
     pthread_mutex_t pmu;     /* job files being written */
@@ -160,7 +165,7 @@ static void job_persist_locked(struct warm *w, struct warm_job *j)
 {
     char dir[4200], tmp[4300], path[4300];
     struct buf b;
-    snprintf(dir, sizeof(dir), "%s/warm", w->srv->cf->cache_dir);
+    snprintf(dir, sizeof(dir), "%s/warm", w->cf->cache_dir);
     snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, j->id);
     snprintf(path, sizeof(path), "%s/%s.json", dir, j->id);
     buf_init(&b, 4u << 20);
@@ -194,7 +199,7 @@ static void job_persist_locked(struct warm *w, struct warm_job *j)
 static void warm_load(struct warm *w)
 {
     char dir[4200];
-    snprintf(dir, sizeof(dir), "%s/warm", w->srv->cf->cache_dir);
+    snprintf(dir, sizeof(dir), "%s/warm", w->cf->cache_dir);
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
@@ -297,7 +302,7 @@ static struct warm_job *job_next_locked(struct warm *w)
 static void *warm_thread(void *arg)
 {
     struct warm *w = arg;
-    struct cache *c = w->srv->cache;
+    struct cache *c = w->cache;
     pthread_mutex_lock(&w->mu);
     for (;;) {
         struct warm_job *j = NULL;
@@ -347,7 +352,7 @@ static int manifest_data(void *cls, const void *p, size_t n)
 /* Resolves the key list (on a worker: listing and manifests talk to the backend). */
 static int job_resolve(struct warm *w, struct warm_job *j)
 {
-    struct backend *be = w->srv->be;
+    struct backend *be = w->be;
     int rc = 0;
     if (j->prefix) {
         char *marker = NULL;
@@ -413,7 +418,7 @@ static int job_check_capacity(struct warm *w, struct warm_job *j)
     struct cache_stats cs;
     if (!j->bytes_total)
         return 0;
-    cache_get_stats(w->srv->cache, &cs);
+    cache_get_stats(w->cache, &cs);
     uint64_t room = j->pin ? cs.capacity_bytes / WARM_PIN_SHARE_DIV - S3C_MIN(cs.pinned_bytes, cs.capacity_bytes / WARM_PIN_SHARE_DIV)
                            : cs.capacity_bytes;
     if (j->bytes_total <= room)
@@ -469,23 +474,24 @@ static void job_main(void *arg)
 
 /* ------------------------------------------------------------------ API */
 
-int warm_new(struct server *srv, struct warm **out)
+int warm_new(const struct conf *cf, struct backend *be, struct cache *c, struct workq *wq,
+             struct warm **out)
 {
     struct warm *w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;
-    w->srv = srv;
+    w->cf = cf;
+    w->be = be;
+    w->cache = c;
+    w->wq = wq;
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->pmu, NULL);
     pthread_cond_init(&w->cv, NULL);
     pthread_cond_init(&w->slot_cv, NULL);
-    /* as server.c sizes the workq */
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    w->nworkers = srv->cf->workers > 0 ? (unsigned)srv->cf->workers
-                                       : 4 * (unsigned)(ncpu > 0 ? ncpu : 1) + 4;
+    w->nworkers = workq_threads(wq);
     /* A warming object holds a warm thread (waiting) and at most one worker (its fetch run): at
      * most half the pool in warm-up fetches leaves the other half to live requests. */
-    w->slots = S3C_MAX(1u, S3C_MIN((unsigned)S3C_MAX(1, srv->cf->warm_concurrency),
+    w->slots = S3C_MAX(1u, S3C_MIN((unsigned)S3C_MAX(1, cf->warm_concurrency),
                                    w->nworkers / 2));
     pthread_mutex_lock(&w->mu);
     warm_load(w);
@@ -640,7 +646,7 @@ int warm_start(struct warm *w, const char *body, size_t len, struct buf *out, st
         struct warm_job *x = *pp;
         if (++n > WARM_MAX_JOBS && x->finished_ns) {
             char path[4300];
-            snprintf(path, sizeof(path), "%s/warm/%s.json", w->srv->cf->cache_dir, x->id);
+            snprintf(path, sizeof(path), "%s/warm/%s.json", w->cf->cache_dir, x->id);
             unlink(path);
             *pp = x->next;
             job_release_locked(x);
@@ -651,7 +657,7 @@ int warm_start(struct warm *w, const char *body, size_t len, struct buf *out, st
     j->refs++; /* the job's workers */
     w->running++;
     *a = (struct worker_arg){w, j}; /* job_main saves it first thing */
-    rc = workq_submit(w->srv->wq, WORKQ_LOW, job_main, a);
+    rc = workq_submit(w->wq, WORKQ_LOW, job_main, a);
     if (rc) {
         j->refs--;
         w->running--;
@@ -742,7 +748,7 @@ int warm_unpin(struct warm *w, const char *body, size_t len, uint64_t *n, struct
     rc = job_resolve(w, j);
     *n = 0;
     for (size_t i = 0; !rc && i < j->nkeys; i++)
-        if (cache_pin(w->srv->cache, j->bucket, j->keys[i], 0) == 0)
+        if (cache_pin(w->cache, j->bucket, j->keys[i], 0) == 0)
             (*n)++;
     pthread_mutex_lock(&w->mu);
     job_release_locked(j);

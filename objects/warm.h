@@ -10,9 +10,15 @@
 #include "lib/buf.h"
 
 struct warm;
-struct server;
+struct conf;
+struct backend;
+struct cache;
+struct workq;
 
-int warm_new(struct server *srv, struct warm **out);
+/* Starts the warm threads and loads the jobs of an earlier run (CACHE_DIR/warm). @cf, @be, @c
+ * and @wq are borrowed and outlive the warm-up. 0 or -errno. */
+int warm_new(const struct conf *cf, struct backend *be, struct cache *c, struct workq *wq,
+             struct warm **out);
 /* Cancels every job, waits for what is in flight and stops the warm threads. */
 void warm_free(struct warm *w);
 /* POST /_/warm: 0 and the new job's JSON ({"job":"ID"}) in @out, or -S3E_* with @em. */

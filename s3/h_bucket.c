@@ -2,8 +2,8 @@
  * h_bucket.c: bucket-level S3 operations: ListBuckets, Create/Head/Delete
  * bucket, GetBucketLocation/Versioning/Acl, PutBucketAcl (only what is enforced),
  * ListObjects v1 and v2, ListObjectVersions (unversioned: each object once), and
- * DeleteObjects. Every backend call runs on a worker; listings come from the
- * backend (the cache never answers them).
+ * DeleteObjects. Every call of the object layer runs on a worker; listings come
+ * from the backend (objects/listing.c merges keys not yet drained).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,9 +11,16 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http/reqbody.h"
+#include "http/respond.h"
+#include "http/server.h"
 #include "lib/checksum.h"
-#include "http/gw.h"
 #include "lib/s3err.h"
+#include "lib/xml.h"
+#include "objects/bucket.h"
+#include "objects/listing.h"
+#include "objects/object.h"
+#include "s3.h"
 
 enum { PH_START = 0, PH_JOB_DONE };
 
@@ -26,7 +33,7 @@ static int run_then(struct req *rq, void (*fn)(struct req *), int (*done)(struct
         return done(rq);
     rq->phase = PH_JOB_DONE;
     int rc = req_run_job(rq, fn);
-    return rc ? respond_error(rq, rc) : MHD_YES;
+    return rc ? respond_error(rq, rc) : REQ_OK;
 }
 
 /* Swallows a small request body (CreateBucketConfiguration and the like). */
@@ -60,7 +67,7 @@ static void list_buckets_job(struct req *rq)
     }
     rq->job_state = s;
     rq->job_state_free = buckets_state_free;
-    rq->rc = backend_list_buckets(rq->srv->be, &s->b, &s->n);
+    rq->rc = bucket_list_all(rq->srv->obj, &s->b, &s->n);
 }
 
 static int list_buckets_done(struct req *rq)
@@ -91,20 +98,14 @@ static int h_list_buckets_end(struct req *rq)
 
 static void bucket_create_job(struct req *rq)
 {
-    rq->rc = backend_bucket_create(rq->srv->be, rq->bucket);
-    if (rq->rc == -S3E_BUCKET_ALREADY_OWNED)
-        rq->rc = 0; /* us-east-1 semantics: re-creating your own bucket succeeds */
+    rq->rc = bucket_create(rq->srv->obj, rq->bucket);
 }
 
 static int bucket_create_done(struct req *rq)
 {
-    struct MHD_Response *r;
     char loc[128];
-    if (respond_empty(rq, 200, &r) != MHD_YES)
-        return MHD_NO;
     snprintf(loc, sizeof(loc), "/%s", rq->bucket);
-    MHD_add_response_header(r, "Location", loc);
-    return respond_queue_prepared(rq, 200, r);
+    return respond_empty_header(rq, 200, "Location", loc);
 }
 
 static int h_bucket_create_end(struct req *rq)
@@ -114,26 +115,12 @@ static int h_bucket_create_end(struct req *rq)
 
 static void bucket_delete_job(struct req *rq)
 {
-    struct be_list_entry *dk = NULL;
-    size_t dn = 0;
-    /* written back but not drained: the bucket is not empty, whatever the backend holds */
-    if (cache_dirty_keys(rq->srv->cache, rq->bucket, "", &dk, &dn) == 0 && dn) {
-        for (size_t i = 0; i < dn; i++)
-            free(dk[i].key);
-        free(dk);
-        rq->rc = -S3E_BUCKET_NOT_EMPTY;
-        return;
-    }
-    rq->rc = backend_bucket_delete(rq->srv->be, rq->bucket);
-    if (!rq->rc) {
-        uint64_t n;
-        cache_invalidate_prefix(rq->srv->cache, rq->bucket, "", &n);
-    }
+    rq->rc = bucket_delete(rq->srv->obj, rq->bucket);
 }
 
 static int bucket_delete_done(struct req *rq)
 {
-    return respond_empty(rq, 204, NULL);
+    return respond_empty(rq, 204);
 }
 
 static int h_bucket_delete_end(struct req *rq)
@@ -143,16 +130,12 @@ static int h_bucket_delete_end(struct req *rq)
 
 static void bucket_head_job(struct req *rq)
 {
-    rq->rc = backend_bucket_head(rq->srv->be, rq->bucket);
+    rq->rc = bucket_head(rq->srv->obj, rq->bucket);
 }
 
 static int bucket_head_done(struct req *rq)
 {
-    struct MHD_Response *r;
-    if (respond_empty(rq, 200, &r) != MHD_YES)
-        return MHD_NO;
-    MHD_add_response_header(r, "x-amz-bucket-region", rq->srv->cf->region);
-    return respond_queue_prepared(rq, 200, r);
+    return respond_empty_header(rq, 200, "x-amz-bucket-region", rq->srv->cf->region);
 }
 
 static int h_bucket_head_end(struct req *rq)
@@ -206,7 +189,7 @@ static int h_bucket_acl_end(struct req *rq)
 
 static int bucket_put_acl_done(struct req *rq)
 {
-    return rq->rc ? respond_error(rq, rq->rc) : respond_empty(rq, 200, NULL);
+    return rq->rc ? respond_error(rq, rq->rc) : respond_empty(rq, 200);
 }
 
 /* PutBucketAcl: asking for what is enforced (private to the owner) succeeds and changes
@@ -243,105 +226,9 @@ static void list_state_free(void *p)
     free(s);
 }
 
-/* The rolled-up form of dirty key @key under @lr: NULL (the key itself) or a malloc'd common
- * prefix (prefix + up to and including the delimiter). *@err on no memory. */
-static char *dirty_rollup(const struct be_list_req *lr, const char *key, int *err)
-{
-    size_t pl = lr->prefix ? strlen(lr->prefix) : 0;
-    if (!lr->delimiter)
-        return NULL;
-    const char *d = strstr(key + pl, lr->delimiter);
-    if (!d)
-        return NULL;
-    char *cp = strndup(key, (size_t)(d - key) + strlen(lr->delimiter));
-    if (!cp)
-        *err = -ENOMEM;
-    return cp;
-}
-
-static int entry_cmp(const void *a, const void *b)
-{
-    return strcmp(((const struct be_list_entry *)a)->key, ((const struct be_list_entry *)b)->key);
-}
-
-/* Write-back: merges the keys not yet on the backend into @page (the backend's answer to @lr,
- * or nothing when @backend_rc says it could not answer). A dirty key replaces the backend's
- * entry of the same name; keys past a truncated page's end are left to the next page; the page
- * is cut back to max_keys with the next marker at its new end. 0 or -ENOMEM. */
-static int list_merge_dirty(const struct be_list_req *lr, struct be_list_page *page,
-                            const struct be_list_entry *dk, size_t dn)
-{
-    const char *marker = lr->marker ? lr->marker : "";
-    /* the page covers keys up to its last entry when truncated, everything after otherwise */
-    const char *end = page->truncated && page->n ? page->entries[page->n - 1].key : NULL;
-    size_t cap = page->n + dn;
-    struct be_list_entry *all = calloc(cap ? cap : 1, sizeof(*all));
-    int err = 0;
-    if (!all)
-        return -ENOMEM;
-    size_t n = 0;
-    for (size_t i = 0; i < page->n; i++)
-        all[n++] = page->entries[i]; /* keys move; the page's array is freed below */
-    for (size_t i = 0; i < dn && !err; i++) {
-        char *cp = dirty_rollup(lr, dk[i].key, &err);
-        const char *name = cp ? cp : dk[i].key;
-        if (err)
-            break;
-        if (strcmp(name, marker) <= 0 || (end && strcmp(name, end) > 0)) {
-            free(cp);
-            continue;
-        }
-        size_t j;
-        for (j = 0; j < n && strcmp(all[j].key, name); j++)
-            ;
-        if (j < n && cp) { /* that common prefix is already listed */
-            free(cp);
-            continue;
-        }
-        if (j < n) {
-            /* The dirty key replaces the backend's entry of that name and keeps its string:
-             * freeing it would leave @end dangling when it is the page's last key. */
-            char *same = all[j].key;
-            all[j] = dk[i];
-            all[j].key = same;
-            all[j].is_prefix = 0;
-            continue;
-        }
-        char *key = cp ? cp : strdup(dk[i].key);
-        if (!key) {
-            err = -ENOMEM;
-            break;
-        }
-        j = n++;
-        all[j] = dk[i];
-        all[j].key = key;
-        all[j].is_prefix = cp != NULL;
-    }
-    free(page->entries); /* its keys moved into all[] */
-    page->entries = NULL;
-    qsort(all, n, sizeof(*all), entry_cmp);
-    if (n > lr->max_keys) {
-        for (size_t i = lr->max_keys; i < n; i++)
-            free(all[i].key);
-        n = lr->max_keys;
-        page->truncated = 1;
-    }
-    free(page->next_marker);
-    page->next_marker = page->truncated && n ? strdup(all[n - 1].key) : NULL;
-    if (page->truncated && n && !page->next_marker)
-        err = -ENOMEM;
-    page->entries = all;
-    page->n = n;
-    return err;
-}
-
 static void list_job(struct req *rq)
 {
     struct list_state *s = rq->job_state;
-    if (s->max_keys == 0) {
-        rq->rc = backend_bucket_head(rq->srv->be, rq->bucket);
-        return;
-    }
     struct be_list_req lr = {
         .bucket = rq->bucket,
         .prefix = req_query(rq, "prefix"),
@@ -351,22 +238,7 @@ static void list_job(struct req *rq)
     };
     if (lr.delimiter && !*lr.delimiter)
         lr.delimiter = NULL;
-    rq->rc = backend_list(rq->srv->be, &lr, &s->page);
-    struct be_list_entry *dk = NULL;
-    size_t dn = 0;
-    if (cache_dirty_keys(rq->srv->cache, rq->bucket, lr.prefix ? lr.prefix : "", &dk, &dn) || !dn)
-        return;
-    /* Keys written back but not drained are listed even while the backend is unreachable (a
-     * listing of those alone); a backend that answers for the bucket otherwise wins. */
-    if (rq->rc && rq->rc != -S3E_NO_SUCH_BUCKET && rq->rc != -S3E_ACCESS_DENIED) {
-        be_list_page_free(&s->page);
-        rq->rc = 0;
-    }
-    if (!rq->rc)
-        rq->rc = list_merge_dirty(&lr, &s->page, dk, dn);
-    for (size_t i = 0; i < dn; i++)
-        free(dk[i].key);
-    free(dk);
+    rq->rc = listing_objects(rq->srv->obj, &lr, &s->page);
 }
 
 static char *token_encode(const char *marker)
@@ -575,7 +447,7 @@ static int h_list_objects_end(struct req *rq)
         return respond_error(rq, -ENOMEM);
     rq->phase = PH_JOB_DONE;
     int rc = req_run_job(rq, list_job);
-    return rc ? respond_error(rq, rc) : MHD_YES;
+    return rc ? respond_error(rq, rc) : REQ_OK;
 }
 
 /* ------------------------------------------------------------------ DeleteObjects */
@@ -600,14 +472,13 @@ static void delete_state_free(void *p)
 static void delete_objects_job(struct req *rq)
 {
     struct delete_state *s = rq->job_state;
-    struct server *srv = rq->srv;
     for (size_t i = 0; i < s->n; i++) {
         const char *k = s->objs[i].key, *v = s->objs[i].version_id;
         int rc = backend_check_key(k, strlen(k));
         if (!rc && v && *v && strcmp(v, "null"))
             rc = -S3E_INVALID_ARGUMENT; /* no versioning: "null" is every object's version */
         if (!rc)
-            rc = object_delete(srv, rq->bucket, k);
+            rc = object_delete(rq->srv->obj, rq->bucket, k);
         s->rcs[i] = rc;
         if (rc == -S3E_NO_SUCH_BUCKET) {
             rq->rc = rc;
@@ -673,7 +544,7 @@ static int h_delete_objects_end(struct req *rq)
         return respond_error(rq, -ENOMEM);
     rq->phase = PH_JOB_DONE;
     rc = req_run_job(rq, delete_objects_job);
-    return rc ? respond_error(rq, rc) : MHD_YES;
+    return rc ? respond_error(rq, rc) : REQ_OK;
 }
 
 const struct handler h_list_buckets = {.end = h_list_buckets_end};

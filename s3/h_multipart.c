@@ -11,14 +11,34 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
+#include "http/respond.h"
+#include "http/server.h"
+#include "http/upload.h"
 #include "lib/checksum.h"
-#include "http/gw.h"
 #include "lib/range.h"
 #include "lib/s3err.h"
+#include "lib/xml.h"
+#include "objects/objects.h"
 #include "objects/warm.h"
 #include "objects/wb_mpu.h"
+#include "s3.h"
 
 enum { PH_START = 0, PH_JOB_DONE };
+
+static int gw_write_back(const struct server *srv)
+{
+    return objects_write_back(srv->obj);
+}
+
+/* Evaluates x-amz-copy-source-if-* against the source. */
+static int copy_source_conditions(struct req *rq, const struct be_meta *src)
+{
+    struct cond_hdrs c;
+    copy_source_cond(rq, &c);
+    int rc = cond_check(&c, src->etag, src->mtime_ns / 1000000000ll, 0);
+    return rc == -S3E_NOT_MODIFIED ? -S3E_PRECONDITION_FAILED : rc;
+}
 
 #define OWNER_XML "<Owner><ID>s3cached</ID><DisplayName>s3cached</DisplayName></Owner>"
 #define INITIATOR_XML "<Initiator><ID>s3cached</ID><DisplayName>s3cached</DisplayName></Initiator>"
@@ -72,7 +92,7 @@ static int start_job(struct req *rq, void (*fn)(struct req *))
 {
     rq->phase = PH_JOB_DONE;
     int rc = req_run_job(rq, fn);
-    return rc ? respond_error(rq, rc) : MHD_YES;
+    return rc ? respond_error(rq, rc) : REQ_OK;
 }
 
 static const char *upload_id_param(struct req *rq)
@@ -111,7 +131,7 @@ static int h_mp_create_end(struct req *rq)
     if (!s)
         return respond_error(rq, -ENOMEM);
     if (rq->phase == PH_START) {
-        int rc = meta_from_headers(rq, &s->meta);
+        int rc = upload_meta_from_headers(rq, &s->meta);
         if (rc)
             return respond_error(rq, rc);
         const char *algo = req_header(rq, "x-amz-checksum-algorithm");
@@ -150,7 +170,7 @@ static int h_mp_part_begin(struct req *rq)
         return upload_begin(rq, max);
     int rc = upload_prepare(rq, max), fd = -1;
     if (!rc)
-        rc = upload_admit_dirty(rq);
+        rc = upload_admit(rq);
     if (rc)
         return rc;
     uint64_t off = 0;
@@ -221,16 +241,7 @@ static int h_mp_part_end(struct req *rq)
         snprintf(s->part.checksum, sizeof(s->part.checksum), "%s", s->meta.checksum);
         return start_job(rq, mp_part_job);
     }
-    struct MHD_Response *r;
-    char etag[BE_ETAG_MAX + 2];
-    if (respond_empty(rq, 200, &r) != MHD_YES)
-        return MHD_NO;
-    snprintf(etag, sizeof(etag), "\"%s\"", s->part.etag);
-    MHD_add_response_header(r, "ETag", etag);
-    if (s->part.checksum_algo[0] && s->part.checksum[0]) {
-        respond_checksum_header(r, s->part.checksum_algo, s->part.checksum);
-    }
-    return respond_queue_prepared(rq, 200, r);
+    return respond_stored(rq, s->part.etag, s->part.checksum_algo, s->part.checksum);
 }
 
 /* ------------------------------------------------------------------ UploadPartCopy */
@@ -545,7 +556,7 @@ static int h_mp_abort_end(struct req *rq)
 {
     if (rq->phase == PH_START)
         return start_job(rq, mp_abort_job);
-    return respond_empty(rq, 204, NULL);
+    return respond_empty(rq, 204);
 }
 
 /* ------------------------------------------------------------------ ListParts */

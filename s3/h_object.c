@@ -1,8 +1,8 @@
 /*
- * h_object.c: GetObject, HeadObject, PutObject, CopyObject, DeleteObject and
- * the object ACL stub. Reads go through the cache (never blocking an HTTP
- * thread); writes are staged by upload.c and run on a worker: backend first,
- * then the cache adopts the staged file, so read-after-write holds.
+ * h_object.c: GetObject, HeadObject, PutObject, CopyObject, DeleteObject,
+ * GetObjectAttributes and the object ACL and tagging stubs. Reads go through the
+ * cache (never blocking an HTTP thread); bodies are staged by upload.c, and writes
+ * run on a worker in the object layer (objects/object.c), which knows the write mode.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,11 +11,16 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "http/gw.h"
+#include "http/respond.h"
+#include "http/router.h"
+#include "http/server.h"
+#include "http/upload.h"
 #include "lib/log.h"
 #include "lib/range.h"
 #include "lib/s3err.h"
-#include "objects/warm.h"
+#include "lib/xml.h"
+#include "objects/object.h"
+#include "s3.h"
 
 enum { PH_START = 0, PH_META, PH_JOB_DONE };
 
@@ -44,7 +49,7 @@ static int h_read_end(struct req *rq, int is_get)
     const struct be_meta *m = NULL;
     rc = cache_obj_meta(rq->obj, &rq->waiter, &m, &how);
     if (rc == -EAGAIN)
-        return MHD_YES; /* suspended; the cache resumes us */
+        return REQ_OK; /* suspended; the cache resumes us */
     if (rc)
         return respond_error(rq, rc);
     rq->meta = m;
@@ -105,7 +110,7 @@ static int h_read_end(struct req *rq, int is_get)
     int fd = -1;
     rc = cache_obj_open_get(rq->obj, off, len, &rq->waiter, &fd);
     if (rc == -EINPROGRESS)
-        return MHD_YES; /* suspended until the fill has the backend's file open */
+        return REQ_OK; /* suspended until the fill has the backend's file open */
     rq->cache_how = (int)cache_obj_outcome(rq->obj); /* refined: hit only if no byte waits */
     if (rc == 1) {
         rq->from_source = 1;
@@ -153,17 +158,10 @@ static struct put_state *put_state_new(struct req *rq)
     return ps;
 }
 
-int gw_write_back(const struct server *srv)
-{
-    return srv->cf->write_mode == CONF_WRITE_BACK;
-}
-
 static int h_put_begin(struct req *rq)
 {
     int rc = upload_begin(rq, rq->srv->cf->max_object_size);
-    if (!rc && gw_write_back(rq->srv))
-        rc = upload_admit_dirty(rq);
-    return rc;
+    return rc ? rc : upload_admit(rq);
 }
 
 static int h_put_body(struct req *rq, const char *data, size_t len)
@@ -171,81 +169,37 @@ static int h_put_body(struct req *rq, const char *data, size_t len)
     return upload_write(rq, data, len);
 }
 
-/* Worker: durable staged file -> backend -> cache (write-through), or -> the cache as a dirty
- * entry the drainer uploads later (write-back). */
+/* Worker: the staged body becomes the object (objects/object.c). */
 static void put_job(struct req *rq)
 {
     struct put_state *ps = rq->job_state;
-    struct server *srv = rq->srv;
-    int fd = upload_fd(rq);
-    if (fsync(fd) != 0) {
-        ps->rc = -errno;
-        return;
-    }
-    if (gw_write_back(srv)) {
-        const char *path = upload_path(rq);
-        ps->rc = path ? cache_adopt_dirty(srv->cache, rq->bucket, rq->key, path, &ps->meta)
-                      : -S3E_INTERNAL;
+    int taken = 0;
+    ps->rc = object_put(rq->srv->obj, rq->bucket, rq->key, upload_fd(rq), upload_path(rq),
+                        &ps->meta, &taken);
+    if (taken)
         upload_release_path(rq);
-        return;
-    }
-    cache_write_begin(srv->cache, rq->bucket, rq->key); /* no drain of an older dirty copy */
-    ps->rc = backend_put(srv->be, rq->bucket, rq->key, fd, ps->meta.size, &ps->meta);
-    if (ps->rc) {
-        cache_invalidate(srv->cache, rq->bucket, rq->key);
-        cache_write_end(srv->cache, rq->bucket, rq->key);
-        return;
-    }
-    /* The backend's own view (Last-Modified, and the ETag an S3 upstream gives a large PUT it
-     * split into parts) is what later revalidation compares with, and what we answer. */
-    struct be_meta stored;
-    if (backend_head(srv->be, rq->bucket, rq->key, &stored) == 0 &&
-        stored.size == ps->meta.size) {
-        ps->meta.mtime_ns = stored.mtime_ns;
-        memcpy(ps->meta.etag, stored.etag, sizeof(ps->meta.etag));
-    }
-    const char *path = upload_path(rq);
-    if (path) {
-        cache_adopt(srv->cache, rq->bucket, rq->key, path, &ps->meta);
-        upload_release_path(rq);
-    } else {
-        cache_forget(srv->cache, rq->bucket, rq->key);
-    }
-    cache_write_end(srv->cache, rq->bucket, rq->key);
-}
-
-static int respond_put_ok(struct req *rq, const struct be_meta *m)
-{
-    struct MHD_Response *r;
-    char etag[BE_ETAG_MAX + 2];
-    if (respond_empty(rq, 200, &r) != MHD_YES)
-        return MHD_NO;
-    snprintf(etag, sizeof(etag), "\"%s\"", m->etag);
-    MHD_add_response_header(r, "ETag", etag);
-    if (m->checksum_algo[0]) {
-        respond_checksum_header(r, m->checksum_algo, m->checksum);
-    }
-    return respond_queue_prepared(rq, 200, r);
 }
 
 static int h_put_end(struct req *rq)
 {
     if (rq->phase == PH_JOB_DONE) {
         struct put_state *ps = rq->job_state;
-        return ps->rc ? respond_error(rq, ps->rc) : respond_put_ok(rq, &ps->meta);
+        return ps->rc ? respond_error(rq, ps->rc)
+                      : respond_stored(rq, ps->meta.etag, ps->meta.checksum_algo,
+                                       ps->meta.checksum);
     }
     struct put_state *ps = put_state_new(rq);
     if (!ps)
         return respond_error(rq, -ENOMEM);
     int rc = upload_finish(rq, &ps->meta);
     if (!rc)
-        rc = meta_from_headers(rq, &ps->meta);
+        rc = upload_meta_from_headers(rq, &ps->meta);
     if (rc)
         return respond_error(rq, rc);
     ps->meta.mtime_ns = s3c_real_ns();
     rq->phase = PH_JOB_DONE;
     rc = req_run_job(rq, put_job);
-    return rc ? respond_error(rq, rc) : MHD_YES;
+    return rc ? respond_error(rq, rc) : REQ_OK;
 }
 
 const struct handler h_put = {.begin = h_put_begin, .body = h_put_body, .end = h_put_end,
@@ -292,17 +246,12 @@ int copy_source_parse(struct req *rq, char **bucket, char **key)
     return *bucket && *key ? 0 : -ENOMEM;
 }
 
-/* Evaluates x-amz-copy-source-if-* against the source. */
-int copy_source_conditions(struct req *rq, const struct be_meta *src)
+void copy_source_cond(struct req *rq, struct cond_hdrs *c)
 {
-    struct cond_hdrs c = {
-        .if_match = req_header(rq, "x-amz-copy-source-if-match"),
-        .if_none_match = req_header(rq, "x-amz-copy-source-if-none-match"),
-        .if_modified_since = req_header(rq, "x-amz-copy-source-if-modified-since"),
-        .if_unmodified_since = req_header(rq, "x-amz-copy-source-if-unmodified-since"),
-    };
-    int rc = cond_check(&c, src->etag, src->mtime_ns / 1000000000ll, 0);
-    return rc == -S3E_NOT_MODIFIED ? -S3E_PRECONDITION_FAILED : rc;
+    c->if_match = req_header(rq, "x-amz-copy-source-if-match");
+    c->if_none_match = req_header(rq, "x-amz-copy-source-if-none-match");
+    c->if_modified_since = req_header(rq, "x-amz-copy-source-if-modified-since");
+    c->if_unmodified_since = req_header(rq, "x-amz-copy-source-if-unmodified-since");
 }
 
 struct copy_state {
@@ -323,86 +272,13 @@ static void copy_state_free(void *p)
     free(cs);
 }
 
-/* Write-back CopyObject: the source is read from the cache (it may exist nowhere else yet),
- * the copy becomes a dirty entry. */
-static void copy_job_write_back(struct req *rq)
-{
-    struct copy_state *cs = rq->job_state;
-    struct server *srv = rq->srv;
-    struct be_meta src, m;
-    char path[4096];
-    int in = -1, out = -1;
-    uint64_t admitted = 0;
-    cs->rc = cache_open_whole(srv->cache, cs->src_bucket, cs->src_key, &in, &src);
-    if (!cs->rc)
-        cs->rc = copy_source_conditions(rq, &src);
-    if (!cs->rc && src.size > srv->cf->max_object_size)
-        cs->rc = -S3E_ENTITY_TOO_LARGE;
-    if (!cs->rc && !(cs->rc = cache_dirty_admit(srv->cache, src.size)))
-        admitted = src.size;
-    if (!cs->rc)
-        cs->rc = cache_stage_open(srv->cache, &out, path);
-    if (cs->rc)
-        goto out;
-    if (src.size)
-        cs->rc = gw_copy_fd(in, 0, out, 0, src.size);
-    if (!cs->rc && fsync(out) != 0)
-        cs->rc = -errno;
-    close(out);
-    if (cs->rc) {
-        unlink(path);
-        goto out;
-    }
-    m = src;
-    if (cs->replace) {
-        m = cs->replace_meta;
-        m.size = src.size;
-        memcpy(m.etag, src.etag, sizeof(m.etag));
-        m.parts_count = src.parts_count;
-        m.part_size = src.part_size;
-        memcpy(m.checksum_algo, src.checksum_algo, sizeof(m.checksum_algo));
-        memcpy(m.checksum, src.checksum, sizeof(m.checksum));
-    }
-    m.mtime_ns = s3c_real_ns();
-    cs->rc = cache_adopt_dirty(srv->cache, rq->bucket, rq->key, path, &m);
-    if (!cs->rc)
-        cs->out = m;
-out:
-    if (in >= 0)
-        close(in);
-    if (admitted)
-        cache_dirty_unadmit(srv->cache, admitted);
-}
-
 static void copy_job(struct req *rq)
 {
     struct copy_state *cs = rq->job_state;
-    struct server *srv = rq->srv;
-    struct be_meta src;
-    if (gw_write_back(srv)) {
-        copy_job_write_back(rq);
-        return;
-    }
-    cs->rc = backend_head(srv->be, cs->src_bucket, cs->src_key, &src);
-    if (cs->rc == -S3E_NO_SUCH_BUCKET || cs->rc == -S3E_NO_SUCH_KEY)
-        return;
-    if (!cs->rc)
-        cs->rc = copy_source_conditions(rq, &src);
-    if (!cs->rc && src.size > srv->cf->max_object_size)
-        cs->rc = -S3E_ENTITY_TOO_LARGE;
-    if (cs->rc)
-        return;
-    cache_write_begin(srv->cache, rq->bucket, rq->key);
-    cs->rc = backend_copy(srv->be, cs->src_bucket, cs->src_key, rq->bucket, rq->key,
-                          cs->replace ? &cs->replace_meta : NULL, &cs->out);
-    if (cs->rc)
-        cache_invalidate(srv->cache, rq->bucket, rq->key);
-    else
-        cache_forget(srv->cache, rq->bucket, rq->key); /* the backend's copy is newer */
-    cache_write_end(srv->cache, rq->bucket, rq->key);
-    /* a fresh object stays in the cache in both modes: fetched back in the background */
-    if (!cs->rc && src.size)
-        (void)warm_object(srv->warm, rq->bucket, rq->key);
+    struct cond_hdrs cond;
+    copy_source_cond(rq, &cond);
+    cs->rc = object_copy(rq->srv->obj, cs->src_bucket, cs->src_key, rq->bucket, rq->key,
+                         cs->replace ? &cs->replace_meta : NULL, &cond, &cs->out);
 }
 
 static int h_copy_end(struct req *rq)
@@ -435,7 +311,7 @@ static int h_copy_end(struct req *rq)
         return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
                                  "Unknown metadata directive.");
     cs->replace = dir && !strcasecmp(dir, "REPLACE");
-    if (cs->replace && (rc = meta_from_headers(rq, &cs->replace_meta)))
+    if (cs->replace && (rc = upload_meta_from_headers(rq, &cs->replace_meta)))
         return respond_error(rq, rc);
     if (!cs->replace && !strcmp(cs->src_bucket, rq->bucket) && !strcmp(cs->src_key, rq->key))
         return respond_error_msg(
@@ -445,42 +321,28 @@ static int h_copy_end(struct req *rq)
             "or encryption attributes.");
     rq->phase = PH_JOB_DONE;
     rc = req_run_job(rq, copy_job);
-    return rc ? respond_error(rq, rc) : MHD_YES;
+    return rc ? respond_error(rq, rc) : REQ_OK;
 }
 
 const struct handler h_copy = {.end = h_copy_end};
 
 /* ------------------------------------------------------------------ DELETE */
 
-int object_delete(struct server *srv, const char *bucket, const char *key)
-{
-    cache_write_begin(srv->cache, bucket, key); /* waits out an upload of it in flight */
-    int rc = backend_del(srv->be, bucket, key);
-    if (rc == -S3E_NO_SUCH_KEY)
-        rc = 0;
-    if (!rc)
-        cache_forget(srv->cache, bucket, key);
-    else
-        cache_invalidate(srv->cache, bucket, key); /* a dirty copy stays: it was not deleted */
-    cache_write_end(srv->cache, bucket, key);
-    return rc;
-}
-
 static void delete_job(struct req *rq)
 {
-    rq->rc = object_delete(rq->srv, rq->bucket, rq->key);
+    rq->rc = object_delete(rq->srv->obj, rq->bucket, rq->key);
 }
 
 static int h_delete_end(struct req *rq)
 {
     if (rq->phase == PH_JOB_DONE)
-        return rq->rc ? respond_error(rq, rq->rc) : respond_empty(rq, 204, NULL);
+        return rq->rc ? respond_error(rq, rq->rc) : respond_empty(rq, 204);
     /* x-amz-bypass-governance-retention needs nothing: there is no object lock */
     if (!version_id_ok(rq))
         return respond_error_msg(rq, -S3E_INVALID_ARGUMENT, "Invalid version id specified");
     rq->phase = PH_JOB_DONE;
     int rc = req_run_job(rq, delete_job);
-    return rc ? respond_error(rq, rc) : MHD_YES;
+    return rc ? respond_error(rq, rc) : REQ_OK;
 }
 
 const struct handler h_delete = {.end = h_delete_end};
@@ -558,7 +420,7 @@ int acl_put_check(struct req *rq, struct errmsg *em)
 static void exists_job(struct req *rq)
 {
     struct be_meta m, *out = rq->job_state ? rq->job_state : &m;
-    rq->rc = cache_head(rq->srv->cache, rq->bucket, rq->key, out);
+    rq->rc = object_head(rq->srv->obj, rq->bucket, rq->key, out);
 }
 
 /* GetObjectAcl (a fixed owner-full-control document) and GetObjectTagging (no tags: s3cached
@@ -568,7 +430,7 @@ static int h_object_doc_end(struct req *rq, int tagging)
     if (rq->phase != PH_JOB_DONE) {
         rq->phase = PH_JOB_DONE;
         int rc = req_run_job(rq, exists_job);
-        return rc ? respond_error(rq, rc) : MHD_YES;
+        return rc ? respond_error(rq, rc) : REQ_OK;
     }
     if (rq->rc)
         return respond_error(rq, rq->rc);
@@ -608,9 +470,9 @@ static int h_object_put_acl_end(struct req *rq)
             return respond_error_msg(rq, rc, em.buf[0] ? em.buf : NULL);
         rq->phase = PH_JOB_DONE;
         rc = req_run_job(rq, exists_job);
-        return rc ? respond_error(rq, rc) : MHD_YES;
+        return rc ? respond_error(rq, rc) : REQ_OK;
     }
-    return rq->rc ? respond_error(rq, rq->rc) : respond_empty(rq, 200, NULL);
+    return rq->rc ? respond_error(rq, rq->rc) : respond_empty(rq, 200);
 }
 
 static int body_collect(struct req *rq, const char *data, size_t len)
@@ -700,7 +562,7 @@ static int h_object_attributes_end(struct req *rq)
         rq->job_state_free = free;
         rq->phase = PH_JOB_DONE;
         int rc = req_run_job(rq, exists_job);
-        return rc ? respond_error(rq, rc) : MHD_YES;
+        return rc ? respond_error(rq, rc) : REQ_OK;
     }
     if (rq->rc)
         return respond_error(rq, rq->rc);
