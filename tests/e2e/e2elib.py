@@ -86,6 +86,18 @@ def eq(what, got, want):
         raise Fail("%s: expected %r, got %r" % (what, want, got))
 
 
+def wait_until(pred, timeout=30, every=0.05):
+    """Polls @pred() until it returns a true value (returned) or @timeout seconds pass (then the
+    last value is returned, so the caller's own assertion reports what was seen). The way to
+    wait for something the server does in the background, instead of sleeping and hoping."""
+    deadline = time.time() + timeout
+    while True:
+        v = pred()
+        if v or time.time() > deadline:
+            return v
+        time.sleep(every)
+
+
 def sha(b):
     return hashlib.sha256(b).hexdigest()
 
@@ -327,7 +339,7 @@ class Relay:
     Transparent until hold_after(n): once n more bytes have gone from the target to the clients
     (all connections together), nothing more goes that way (the target's writes back up) and
     wait_held() returns. cut() then closes every connection in flight at both ends, as the
-    kernel of a dead upstream would, and ends the hold. A connection the target refuses is
+    kernel of a dead upstream would, and ends the hold; release() ends it with nothing cut. A connection the target refuses is
     reset. Use: r = Relay(up.port); gateway --backend http://127.0.0.1:r.port; r.close()."""
 
     def __init__(self, target_port):
@@ -421,6 +433,12 @@ class Relay:
         with self.cv:
             self.held.clear()
             self.budget = n
+            self.cv.notify_all()
+
+    def release(self):
+        """Ends a hold (or a hold to come): everything flows again."""
+        with self.cv:
+            self.budget = None
             self.cv.notify_all()
 
     def wait_held(self, timeout=30):
