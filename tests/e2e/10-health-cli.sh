@@ -141,10 +141,15 @@ t_generated_credentials() {
 # SIGTERM while a download is in flight: the server finishes or cuts it, and exits 0 within 5 s.
 t_sigterm_in_flight() {
     mkdir -p "$S3_STORE/b1"
-    head -c 64M /dev/urandom >"$S3_STORE/b1/big"
-    CT=30 s3curl --limit-rate 20M -o /dev/null "$S3_EP/b1/big" &
-    local cpid=$!
-    sleep 0.5
+    # 32 MiB at 16 MiB/s: the download lasts 2 s whatever the machine, so the server (which
+    # lets it finish, up to --shutdown-timeout 10s) exits well within the 5 s stop_server allows
+    head -c 32M /dev/urandom >"$S3_STORE/b1/big"
+    CT=30 s3curl --limit-rate 16M -o "$T/inflight" "$S3_EP/b1/big" &
+    local cpid=$! i
+    for ((i = 0; i < 100; i++)); do   # SIGTERM once the body is flowing (at most 10 s)
+        [[ $(stat -c %s "$T/inflight" 2>/dev/null || echo 0) -gt 0 ]] && break
+        sleep 0.1
+    done
     stop_server TERM
     wait "$cpid" 2>/dev/null
     return 0

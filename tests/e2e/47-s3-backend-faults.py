@@ -335,7 +335,11 @@ def main():
         got = {}
         th = threading.Thread(target=lambda: got.update(r=get_raw(gw2, "/" + k, timeout=30)))
         th.start()
-        time.sleep(1)
+        deadline = time.time() + 30          # SIGTERM once the GET waits on the upstream
+        while fake.count(k) < 1:
+            if time.time() > deadline:
+                raise E.Fail("the GET did not reach the upstream within 30 s")
+            time.sleep(0.02)
         t0 = time.time()
         gw2.stop()  # records "server exits 0 on SIGTERM"
         th.join(30)

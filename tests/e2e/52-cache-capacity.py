@@ -111,9 +111,21 @@ def workload():
           % (PEAK["polls"], PEAK["used"] / MiB, PEAK["du"] / MiB, c["evictions"], c["hits"], c["misses"]))
 
 
+def du_settled(limit):
+    """du -sb of CACHE/data once the queued unlinks of evicted files (a background thread) have
+    brought it to @limit or below, waiting at most 10 s; the last value if they never do."""
+    def within():
+        try:
+            return du(True) <= limit and du(False) <= limit
+        except subprocess.CalledProcessError:
+            return False           # a file vanished under du (an unlink): look again
+    E.wait_until(within, timeout=10, every=0.1)
+    return du(True)
+
+
 def disk_within_cap():
     slack = 4 * MiB
-    time.sleep(0.5)   # queued unlinks of evicted files run in the background
+    du_settled(CAP + slack)
     a, alloc = du(True), du(False)
     if a > CAP + slack:
         raise E.Fail("du -sb CACHE/data = %d (%.1f MiB), cap %d MiB + %d MiB slack" % (a, a / MiB, CAP // MiB, slack // MiB))
@@ -146,8 +158,7 @@ def bigger_than_cache():
     c = srv.stats()["cache"]
     if c["used_bytes"] > CAP:
         raise E.Fail("used_bytes %d > cap after an oversized object" % c["used_bytes"])
-    time.sleep(0.5)
-    if du(True) > CAP + 4 * MiB:
+    if du_settled(CAP + 4 * MiB) > CAP + 4 * MiB:
         raise E.Fail("du -sb CACHE/data %d > cap after an oversized object" % du(True))
     E.same_bytes("a small object still served", get("w/00").body, SRC["w/00"])
 
@@ -189,8 +200,7 @@ def bigger_than_cache_concurrent():
             pf.result()
     if peak[0] > CAP:
         raise E.Fail("used_bytes peaked at %d (cap %d)" % (peak[0], CAP))
-    time.sleep(0.5)
-    if du(True) > CAP + 4 * MiB:
+    if du_settled(CAP + 4 * MiB) > CAP + 4 * MiB:
         raise E.Fail("du -sb CACHE/data %d > cap" % du(True))
 
 

@@ -153,6 +153,8 @@ def warm_restart_clean():
     st, h, sh, n = sget("warm/a")
     E.eq("x-cache of the first GET after restart", h.get("x-cache"), "hit")
     E.eq("body", sh, SUM["warm/a"])
+    # the server counts a GET when it has finished with it, just after the client read its end
+    E.wait_until(lambda: srv.stats()["cache"]["hits"] >= 1)
     s1 = srv.stats()
     E.eq("backend.requests after the first GET", s1["backend"]["requests"], 0)
     E.eq("backend.bytes_read after the first GET", s1["backend"]["bytes_read"], 0)
@@ -168,7 +170,10 @@ def warm_restart_kill9():
     write_obj("warm/b", 9 * MiB + 5)
     st, h, sh, n = sget("warm/b")
     E.eq("first GET", sh, SUM["warm/b"])
-    time.sleep(1.0)   # the fill's sync and index write are done once the response is; be generous
+    # the cache is idle once the object is whole in it (its fill synced and indexed): a GET
+    # that is a hit shows that; waited for (at most 10 s) rather than a guessed sleep
+    if not E.wait_until(lambda: sget("warm/b")[1].get("x-cache") == "hit", timeout=10, every=0.1):
+        raise E.Fail("warm/b is not a hit 10 s after its first GET")
     kill9_restart()
     st, h, sh, n = sget("warm/b")
     E.eq("x-cache of the first GET after kill -9", h.get("x-cache"), "hit")

@@ -1,5 +1,5 @@
 """54-cache-consistency: the cache never serves what it should not. A file rewritten directly in
-the store is served old until --revalidate-after (1s) and fresh after (size change, same size,
+the store is served old until --revalidate-after (2s) and fresh after (size change, same size,
 deletion). During a backend outage (bucket dir chmod 000 under a server without DAC capabilities; renaming
 the store is no outage: the file backend holds its root open) cached objects are still served
 (stale-if-error) and misses fail quickly with an S3 XML error; with the S3 backend pointed at a
@@ -17,7 +17,10 @@ import e2elib as E
 MiB = 1 << 20
 B = "consist"
 t = E.Suite("54-cache-consistency.py")
-srv = E.Server(t, extra=["--cache-size", "512M", "--revalidate-after", "1s"]).start()
+# 2 s: the checks "within --revalidate-after" (a GET, a rewrite of up to 9 MiB, a GET) must
+# fit in it with room on a slow machine (ASan, a loaded CPU); the checks after it sleep past it
+REVAL_S = 2
+srv = E.Server(t, extra=["--cache-size", "512M", "--revalidate-after", "%ds" % REVAL_S]).start()
 
 
 def path_of(key):
@@ -56,7 +59,7 @@ def revalidate_size_change():
     r = get("rv1")
     E.same_bytes("within --revalidate-after: the cached bytes", r.body, old)
     E.eq("x-cache", r.h("x-cache"), "hit")
-    time.sleep(1.3)
+    time.sleep(REVAL_S + 0.3)
     E.same_bytes("after --revalidate-after: the new bytes", get("rv1").body, new)
     E.same_bytes("a range of the new bytes", get("rv1", (1000, 1999)).body, new[1000:2000])
     r = get("rv1")
@@ -74,7 +77,7 @@ def revalidate_same_size():
     time.sleep(0.05)
     write_src("rv2", new)    # same size, new mtime
     E.same_bytes("within --revalidate-after", get("rv2").body, old)
-    time.sleep(1.3)
+    time.sleep(REVAL_S + 0.3)
     E.same_bytes("after --revalidate-after: same-size rewrite seen", get("rv2").body, new)
     E.same_bytes("a range over the changed bytes", get("rv2", (5 * MiB, 5 * MiB + 99)).body,
                  new[5 * MiB:5 * MiB + 100])
@@ -84,7 +87,7 @@ def revalidate_deleted():
     write_src("rv3", b"soon gone")
     E.eq("first GET", get("rv3").body, b"soon gone")
     os.unlink(path_of("rv3"))
-    time.sleep(1.3)
+    time.sleep(REVAL_S + 0.3)
     r = get("rv3", ok=None)
     E.expect_error("GET after the source was deleted", r, 404, "NoSuchKey")
 
@@ -113,7 +116,7 @@ def changed_under_partial_cache():
             break
         outcomes.append(prefix_of("GET #%d after the change" % (i + 1), r.body, old, len(old)))
     if outcomes[-1] != "new":
-        time.sleep(1.3)
+        time.sleep(REVAL_S + 0.3)
         r = get("mix")
         E.same_bytes("after --revalidate-after", r.body, new)
         outcomes.append("new after revalidation")
@@ -140,7 +143,7 @@ def truncated_mid_fill():
         outs = [f.result() for f in fs]
         if time.time() - t0 > 10:
             raise E.Fail("readers of a failed fill took %.1f s" % (time.time() - t0))
-    time.sleep(1.3)
+    time.sleep(REVAL_S + 0.3)
     r = get("trunc")
     E.same_bytes("after the source shrank", r.body, big[:MiB])
     print("       # readers: %s" % ", ".join(outs))
@@ -368,8 +371,8 @@ def reader_keeps_its_version():
     E.same_bytes("the stream started before the overwrite", first + rest, old)
 
 
-t.check("store rewrite (size change) served fresh after --revalidate-after 1s", revalidate_size_change)
-t.check("store rewrite (same size) served fresh after --revalidate-after 1s", revalidate_same_size)
+t.check("store rewrite (size change) served fresh after --revalidate-after 2s", revalidate_size_change)
+t.check("store rewrite (same size) served fresh after --revalidate-after 2s", revalidate_same_size)
 t.check("store deletion: 404 after --revalidate-after", revalidate_deleted)
 t.check("source rewritten under a partly cached object: never a mixed body", changed_under_partial_cache)
 t.check("source truncated mid-fill: readers cut short (no hang), then the new size", truncated_mid_fill)

@@ -68,6 +68,9 @@ def main():
         E.eq("second body", E.sha(r.body), sums["a"])
         b1 = be(srv)
         E.eq("backend requests during a hit", b1["requests"], b0["requests"])
+        # a GET is counted when the server has finished with it, just after its client read
+        # the last byte: wait for both to be counted
+        E.wait_until(lambda: srv.stats()["cache"]["hits"] >= 1 and srv.stats()["cache"]["misses"] >= 1)
         st = srv.stats()["cache"]
         if st["hits"] < 1 or st["misses"] < 1:
             raise E.Fail("cache stats %r" % st)
@@ -137,9 +140,16 @@ def main():
         if peak[0] > cap or st["used_bytes"] > cap:
             raise E.Fail("used_bytes reached %d (cap %d)" % (max(peak[0], st["used_bytes"]), cap))
         # disk really used (allocated blocks: data files are sparse), after queued unlinks ran
-        time.sleep(0.5)
-        du = int(subprocess.check_output(["du", "-s", "--block-size=1",
-                                          os.path.join(srv.cache, "data")]).split()[0])
+        # (a background thread: waited for, at most 10 s)
+        def disk():
+            for _ in range(5):     # du fails when a file vanishes under it (an unlink): again
+                p = subprocess.run(["du", "-s", "--block-size=1", os.path.join(srv.cache, "data")],
+                                   capture_output=True, text=True)
+                if p.returncode == 0:
+                    break
+            return int(p.stdout.split()[0])
+        E.wait_until(lambda: disk() <= cap + 2 * MiB, timeout=10, every=0.1)
+        du = disk()
         if du > cap + 2 * MiB:
             raise E.Fail("the cache data uses %d bytes of disk (cap %d)" % (du, cap))
         if st["evictions"] == 0:

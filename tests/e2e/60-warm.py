@@ -5,6 +5,7 @@ a manifest is warmed; cancel stops fetching; pinned objects survive eviction pre
 read during a big warm-up is not queued behind it (as a ratio)."""
 import json
 import os
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -30,10 +31,11 @@ def main():
             f.write(b)
         sums[key] = E.sha(b)
 
-    def admin(method, path, body=None):
-        rq = urllib.request.Request(srv.endpoint + path, method=method,
+    def admin(method, path, body=None, on=None):
+        on = on or srv
+        rq = urllib.request.Request(on.endpoint + path, method=method,
                                     data=json.dumps(body).encode() if body is not None else None,
-                                    headers={"Authorization": "Bearer " + srv.token})
+                                    headers={"Authorization": "Bearer " + on.token})
         try:
             with urllib.request.urlopen(rq, timeout=30) as r:
                 return r.status, json.loads(r.read() or b"null")
@@ -144,27 +146,46 @@ def main():
 
     def cancel():
         for i in range(60):
-            put_file("big/%02d" % i, 1 * MiB)
-        st, j = admin("POST", "/_/warm", {"bucket": B, "prefix": "big/"})
-        E.eq("POST", st, 202)
-        time.sleep(0.05)
-        t0 = time.time()
-        st, _ = admin("DELETE", "/_/warm/" + j["job"])
-        E.eq("DELETE /_/warm/ID", st, 200)
-        deadline = time.time() + 30
-        while True:
-            _, s = admin("GET", "/_/warm/" + j["job"])
-            if s["state"] not in ("queued", "running") or time.time() > deadline:
-                break
-            time.sleep(0.05)
-        E.eq("state after cancel", s["state"], "cancelled")
-        if time.time() - t0 > 3:
-            raise E.Fail("cancel took %.1f s" % (time.time() - t0))
-        r0 = srv.stats()["backend"]["bytes_read"]
-        time.sleep(0.5)
-        E.eq("backend bytes after the job stopped", srv.stats()["backend"]["bytes_read"], r0)
-        if s["objects_done"] >= 60:
-            raise E.Fail("cancel came too late to stop anything: %r" % s)
+            put_file("big/%02d" % i, 1 * MiB)      # read by pin_survives too
+        # The job must still be running when it is cancelled, however fast this machine warms
+        # 60 MiB: a second gateway warms them from an upstream (an s3cached) through a relay
+        # that lets 3 MiB through and then holds until the DELETE has been answered.
+        up = E.Server(t).start()
+        relay = E.Relay(up.port)
+        gwc = E.Server(t, extra=["--backend", "http://127.0.0.1:%d" % relay.port,
+                                 "--backend-access-key", up.ak, "--backend-secret-key", up.sk,
+                                 "--warm-concurrency", "4", "--revalidate-after", "never"])
+        try:
+            shutil.copytree(os.path.join(root, "big"), os.path.join(up.store, B, "big"))
+            gwc.start()
+            relay.hold_after(3 * MiB)
+            st, j = admin("POST", "/_/warm", {"bucket": B, "prefix": "big/"}, on=gwc)
+            E.eq("POST", st, 202)
+            relay.wait_held(30)
+            t0 = time.time()
+            st, _ = admin("DELETE", "/_/warm/" + j["job"], on=gwc)
+            E.eq("DELETE /_/warm/ID", st, 200)
+            relay.release()                          # the fetches in flight may end now
+            deadline = time.time() + 30
+            while True:
+                _, s = admin("GET", "/_/warm/" + j["job"], on=gwc)
+                if s["state"] not in ("queued", "running") or time.time() > deadline:
+                    break
+                time.sleep(0.05)
+            E.eq("state after cancel", s["state"], "cancelled")
+            if time.time() - t0 > 3:
+                raise E.Fail("cancel took %.1f s" % (time.time() - t0))
+            r0 = gwc.stats()["backend"]["bytes_read"]
+            time.sleep(0.5)
+            E.eq("backend bytes after the job stopped", gwc.stats()["backend"]["bytes_read"], r0)
+            if s["objects_done"] >= 60:
+                raise E.Fail("cancel stopped nothing: %r" % s)
+            print("       . cancelled after %d of 60 objects" % s["objects_done"])
+        finally:
+            relay.cut()
+            gwc.cleanup()
+            up.cleanup()
+            relay.close()
         st, _ = admin("GET", "/_/warm/nosuchjob")
         E.eq("unknown job", st, 404)
         st, _ = admin("POST", "/_/warm", {"bucket": B})

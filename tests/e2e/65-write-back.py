@@ -286,7 +286,13 @@ def main():
             ths = [threading.Thread(target=flush, args=(g,)) for g in got]
             for th in ths:
                 th.start()
-            time.sleep(0.5)
+
+            def flushes_waiting():   # the admin row's requests in flight: 6 flushes + this one
+                return sum(c["in_flight"] for c in gw2.stats()["clients"]
+                           if c["client"] == "admin-token")
+            if not E.wait_until(lambda: flushes_waiting() >= 7):
+                raise E.Fail("the 6 flushes are not all waiting after 30 s: %d in flight"
+                             % flushes_waiting())
             t0 = time.time()
             c2.put_object(Bucket=B, Key="term/during-flushes", Body=b"x" * 1000)
             took = time.time() - t0

@@ -55,7 +55,7 @@ timeout 120 curl -s --limit-rate 24M --aws-sigv4 "aws:amz:$S3_REGION:s3" --user 
     -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -w '%{http_code} %{num_connects}\n' \
     -o "$T/ka.big" "$S3_EP/keys/big" -o "$T/ka.small" "$S3_EP/keys/small" >"$T/ka.codes" 2>&1 &
 KAPID=$!
-for ((i = 0; i < 50; i++)); do
+for ((i = 0; i < 300; i++)); do   # both under way, at most 30 s (each takes 4 s at 24 MiB/s)
     [[ $(stat -c %s "$T/inflight" 2>/dev/null || echo 0) -gt 1000000 &&
        $(stat -c %s "$T/ka.big" 2>/dev/null || echo 0) -gt 1000000 ]] && break
     sleep 0.1
@@ -87,7 +87,10 @@ check "keep-alive: second object's bytes are right" sha_eq "$T/ka.small" "$S3_ST
 # a broken file is refused and the previous keys stay in force
 printf 'only-one-field\n' >"$CREDS"
 kill -HUP "$S3_PID"
-sleep 0.5
+for ((i = 0; i < 100; i++)); do   # the log line, waited for (at most 10 s)
+    grep -q 'SIGHUP: credentials not reloaded' "$S3_LOG" && break
+    sleep 0.1
+done
 check "a malformed credentials file is reported and ignored" bash -c \
     "grep -q 'SIGHUP: credentials not reloaded' '$S3_LOG' || { grep -i sighup '$S3_LOG' | tail -3; exit 1; }"
 check "key B still reads after the failed reload" expect_eq "status B" "$(get_as "$AK_B" "$SK_B" keys/small "$T/b2")" 200

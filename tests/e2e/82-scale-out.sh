@@ -162,7 +162,14 @@ reader() { # three passes over all keys through nginx; a failed read gets one re
 }
 reader >"$T/reader.out" 2>&1 &
 RPID=$!
-sleep 0.4
+# kill once the reader is into its first pass (5 reads done, at most 60 s): the other two passes
+# then run wholly after the kill, so the survivors must take over every one of the dead one's
+# keys, however fast this machine reads
+for ((i = 0; i < 600; i++)); do
+    [[ $(grep -c '^ok' "$T/reader.out") -ge 5 ]] && break
+    kill -0 "$RPID" 2>/dev/null || break
+    sleep 0.1
+done
 { kill -KILL "${G_PID[$VICTIM]}"; wait "${G_PID[$VICTIM]}"; } 2>/dev/null   # no "Killed" job notice
 G_PID[$VICTIM]=
 echo "       killed gateway $VICTIM (-9) after $(grep -c '^ok' "$T/reader.out") reads; it owned ${#victim_keys[@]} keys"

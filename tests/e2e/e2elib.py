@@ -86,6 +86,18 @@ def eq(what, got, want):
         raise Fail("%s: expected %r, got %r" % (what, want, got))
 
 
+def wait_until(pred, timeout=30, every=0.05):
+    """Polls @pred() until it returns a true value (returned) or @timeout seconds pass (then the
+    last value is returned, so the caller's own assertion reports what was seen). The way to
+    wait for something the server does in the background, instead of sleeping and hoping."""
+    deadline = time.time() + timeout
+    while True:
+        v = pred()
+        if v or time.time() > deadline:
+            return v
+        time.sleep(every)
+
+
 def sha(b):
     return hashlib.sha256(b).hexdigest()
 
@@ -317,6 +329,140 @@ class Server:
         kw.setdefault("ak", self.ak)
         kw.setdefault("sk", self.sk)
         return request(self.endpoint, method, path, **kw)
+
+
+# --- pausable TCP relay ------------------------------------------------------------------
+
+class Relay:
+    """A TCP relay on 127.0.0.1 between clients (a gateway) and a target port (its upstream),
+    so a test decides exactly when the upstream "dies" mid-body, whatever the machine's speed.
+    Transparent until hold_after(n): once n more bytes have gone from the target to the clients
+    (all connections together), nothing more goes that way (the target's writes back up) and
+    wait_held() returns. cut() then closes every connection in flight at both ends, as the
+    kernel of a dead upstream would, and ends the hold; release() ends it with nothing cut. A connection the target refuses is
+    reset. Use: r = Relay(up.port); gateway --backend http://127.0.0.1:r.port; r.close()."""
+
+    def __init__(self, target_port):
+        import threading
+        self.target = target_port          # may change (an upstream restarted elsewhere)
+        self.cv = threading.Condition()
+        self.budget = None                 # bytes target->client left before the hold; None: no hold
+        self.held = threading.Event()
+        self.conns = set()                 # (client, upstream) socket pairs in flight
+        self.n_conns = 0                   # connections accepted so far
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(256)
+        self.port = self.lsock.getsockname()[1]
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(("127.0.0.1", self.target), timeout=10)
+                u.settimeout(None)
+            except OSError:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                c.close()
+                continue
+            pair = (c, u)
+            with self.cv:
+                if self._closed:
+                    c.close()
+                    u.close()
+                    return
+                self.conns.add(pair)
+                self.n_conns += 1
+            threading.Thread(target=self._pump, args=(c, u, pair, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c, pair, True), daemon=True).start()
+
+    def _allow(self, n):
+        """How many of @n target->client bytes may go now; blocks while held. (k, spent)."""
+        with self.cv:
+            while True:
+                if self.budget is None:
+                    return n, False
+                if self.budget > 0:
+                    k = min(n, self.budget)
+                    self.budget -= k
+                    return k, self.budget == 0
+                self.cv.wait()
+
+    def _pump(self, src, dst, pair, down):
+        try:
+            while True:
+                data = src.recv(1 << 18)
+                if not data:
+                    break
+                while data:
+                    k, spent = self._allow(len(data)) if down else (len(data), False)
+                    dst.sendall(data[:k])
+                    data = data[k:]
+                    if spent:
+                        self.held.set()
+        except OSError:
+            pass
+        if not down:                       # the client is done sending: pass the half-close on
+            try:
+                dst.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            return
+        with self.cv:                      # the target's side ended: so does the connection
+            self.conns.discard(pair)
+        self._end(pair)
+
+    @staticmethod
+    def _end(pair):
+        for s in pair:
+            try:
+                s.shutdown(socket.SHUT_RDWR)   # wakes the other pump's recv
+            except OSError:
+                pass
+            s.close()
+
+    def hold_after(self, n):
+        """From now on, let @n more bytes go from the target to the clients, then hold."""
+        with self.cv:
+            self.held.clear()
+            self.budget = n
+            self.cv.notify_all()
+
+    def release(self):
+        """Ends a hold (or a hold to come): everything flows again."""
+        with self.cv:
+            self.budget = None
+            self.cv.notify_all()
+
+    def wait_held(self, timeout=30):
+        if not self.held.wait(timeout):
+            raise Fail("relay: %s bytes not forwarded within %d s" % (self.budget, timeout))
+
+    def cut(self):
+        """Closes every connection in flight (both ends) and ends the hold."""
+        with self.cv:
+            pairs, self.conns = list(self.conns), set()
+            self.budget = None
+            self.cv.notify_all()
+        for pair in pairs:
+            self._end(pair)
+
+    def close(self):
+        with self.cv:
+            self._closed = True
+        try:
+            self.lsock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.lsock.close()
+        self.cut()
 
 
 # --- SigV4 --------------------------------------------------------------------------------

@@ -290,8 +290,34 @@ t.check("every acknowledged object reads back correct (SHA-256), deleted ones ar
         all_intact)
 
 
+def held_at_idle():
+    """What the server's descriptors point at: deleted files, staged files, sockets."""
+    d = "/proc/%d/fd" % srv.proc.pid
+    held = collections.Counter()
+    for fd in os.listdir(d):
+        try:
+            tgt = os.readlink(os.path.join(d, fd))
+        except OSError:
+            continue
+        if tgt.endswith("(deleted)"):
+            held["deleted"] += 1
+        elif "/cache/tmp/" in tgt:
+            held["staged"] += 1
+        elif tgt.startswith("socket:"):
+            held["socket"] += 1
+    return held
+
+
+def idle(held):
+    return not held["deleted"] and not held["staged"] and held["socket"] <= 1
+
+
 def flat():
-    time.sleep(2)  # clients gone: their connections close
+    # the clients closed their connections when they ended: the server is idle once it has
+    # closed its ends and let go of what they held, waited for (at most 30 s, past the 20 s
+    # --idle-timeout) rather than guessed with a sleep
+    held = E.wait_until(lambda: (lambda h: h if idle(h) else None)(held_at_idle()), timeout=30,
+                        every=0.2) or held_at_idle()
     fds, rss = proc_sample()
     samples.append((time.time() - t0, fds, rss))
     warm = samples[min(len(samples) - 1, max(1, len(samples) // 4))]  # after the caches filled
@@ -307,20 +333,7 @@ def flat():
         raise E.Fail("descriptors grew from %d to %d" % (warm[1], last[1]))
     if last[2] > warm[2] * 1.5 + 64 * MIB:
         raise E.Fail("RSS grew from %.1f to %.1f MiB" % (warm[2] / MIB, last[2] / MIB))
-    d = "/proc/%d/fd" % srv.proc.pid
-    held = collections.Counter()
-    for fd in os.listdir(d):
-        try:
-            tgt = os.readlink(os.path.join(d, fd))
-        except OSError:
-            continue
-        if tgt.endswith("(deleted)"):
-            held["deleted"] += 1
-        elif "/cache/tmp/" in tgt:
-            held["staged"] += 1
-        elif tgt.startswith("socket:"):
-            held["socket"] += 1
-    if held["deleted"] or held["staged"] or held["socket"] > 1:
+    if not idle(held):
         raise E.Fail("descriptors held at idle: %s" % dict(held))
 
 
