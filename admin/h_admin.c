@@ -31,10 +31,7 @@ static int admin_stats(struct req *rq, int prometheus)
     struct buf b;
     cache_get_stats(srv->cache, &cs);
     fair_get_stats(srv->fair, &fs);
-    bc.requests = __atomic_load_n(&srv->be->ctr.requests, __ATOMIC_RELAXED);
-    bc.bytes_read = __atomic_load_n(&srv->be->ctr.bytes_read, __ATOMIC_RELAXED);
-    bc.bytes_written = __atomic_load_n(&srv->be->ctr.bytes_written, __ATOMIC_RELAXED);
-    bc.errors = __atomic_load_n(&srv->be->ctr.errors, __ATOMIC_RELAXED);
+    backend_counters_get(srv->be, &bc);
     buf_init(&b, 64u << 20);
     int rc = prometheus ? stats_prometheus(srv->stats, &cs, &bc, &fs, &b)
                         : stats_json(srv->stats, &cs, &bc, &fs, &b);

@@ -81,7 +81,7 @@ struct backend_ops {
     /* Bytes [off, off+len) (len UINT64_MAX = to the end) into @sink. */
     int (*get)(struct backend *be, const char *bucket, const char *key, uint64_t off,
                uint64_t len, const struct be_sink *sink);
-    /* Optional (file backend): an O_RDONLY fd on the object, owned by the caller. */
+    /* Optional (BE_CAP_LOCAL_FD): an O_RDONLY fd on the object, owned by the caller. */
     int (*open_fd)(struct backend *be, const char *bucket, const char *key, int *fd,
                    struct be_meta *out);
     /* Store @len bytes read from @fd at offset 0 (borrowed; pread only) as the object. The
@@ -151,9 +151,20 @@ struct backend {
     void *priv;
     struct backend_counters ctr;
     int stopping; /* backend_stop() was called (read atomically) */
-    int local_disk; /* open_fd()'s files live on a local disk file system (reads do not stall
-                     * on a network): a cold GET may be answered from them (--miss-source) */
+    unsigned caps; /* BE_CAP_*: set by the backend's open(), read with backend_caps() */
 };
+
+/* What a backend can do beyond the operations every backend has. Callers ask backend_caps();
+ * they never look at the operation table. */
+#define BE_CAP_LOCAL_FD 0x1u   /* backend_open_fd(): a descriptor on the object's own file */
+#define BE_CAP_LOCAL_DISK 0x2u /* ... on a local disk file system: reads of it never stall on a
+                                * network (a cold GET may be sent from it, --miss-source) */
+unsigned backend_caps(const struct backend *be);
+/* The request and byte counters (/_/stats), read with relaxed atomics. */
+void backend_counters_get(const struct backend *be, struct backend_counters *out);
+/* Counts @n bytes read from @be's files without its get() (a local backend's file copied by
+ * the kernel, BE_CAP_LOCAL_FD). */
+void backend_count_read(struct backend *be, uint64_t n);
 
 /* Opens the backend named by @url (file:///abs/dir, http://host:port, https://...).
  * 0 or -EINVAL/-errno with a one-line reason in @em. */

@@ -3318,7 +3318,7 @@ static int be_file_open(const struct conf *cf, const char *url, struct backend *
     sweep_tmp(b);
     b->can_exchange = probe_exchange(b);
     b->have_openat2 = probe_openat2(b);
-    b->be.local_disk = on_local_disk(b->rootfd);
+    b->be.caps = BE_CAP_LOCAL_FD | (on_local_disk(b->rootfd) ? BE_CAP_LOCAL_DISK : 0);
     *out = &b->be;
     return 0;
 fail:

@@ -455,9 +455,7 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     if (c->block_size > (1u << 30))
         c->block_size = 1u << 30;
     c->readahead = cf->readahead;
-    c->miss_source = be && be->ops->open_fd &&
-                     (cf->miss_source == CONF_MISS_BACKEND ||
-                      (cf->miss_source == CONF_MISS_AUTO && be->local_disk));
+    c->miss_source = missource_enabled(cf, be);
     c->revalidate_ms = cf->revalidate_never ? -1 : cf->revalidate_after;
     c->touch = calloc(CACHE_TOUCH_MAX, sizeof(*c->touch));
     if (!c->touch) {
@@ -841,7 +839,7 @@ static void lookup_run(void *arg)
         index_drop(c, ck, drop_version);
         drop_version = 0;
     }
-    if (c->miss_source && !cur && !flags && m.size >= CACHE_SOURCE_MIN) {
+    if (!cur && !flags && missource_defer_record(c, m.size)) {
         /* its first GET is sent from the backend's file: the record is written when the
          * fill needs it (cache_ver_record), not before that GET's first byte */
         rc = version_unrecorded(c, ck, &m, &nv);
