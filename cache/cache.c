@@ -591,6 +591,15 @@ void cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* The request whose lookup created this version is its miss, and one that starts the first
+ * fetch meanwhile is not another. Done without having started any fetch (a HEAD, a failed
+ * precondition), it leaves the next request that does to be a miss. */
+static void fetch_none_locked(struct cache_obj *o)
+{
+    if (o->v->first_fetch_owned && o->how == CACHE_MISS && !o->guessed)
+        o->v->first_fetch_owned = 0;
+}
+
 void cache_obj_release(struct cache_obj *o)
 {
     if (!o)
@@ -605,11 +614,7 @@ void cache_obj_release(struct cache_obj *o)
         w->armed = 0;
     }
     if (o->v) {
-        /* The request whose lookup created this version is its miss, and one that starts the
-         * first fetch meanwhile is not another. Going away without having started any fetch
-         * (a HEAD, a failed precondition), it leaves the next request that does to be a miss. */
-        if (o->v->first_fetch_owned && o->how == CACHE_MISS && !o->guessed)
-            o->v->first_fetch_owned = 0;
+        fetch_none_locked(o);
         if (o->from_source)
             o->v->src_readers--;
         switch (o->how) {
@@ -626,6 +631,15 @@ void cache_obj_release(struct cache_obj *o)
     pthread_mutex_unlock(&c->mu);
     o->magic = 0;
     free(o);
+}
+
+void cache_obj_fetch_none(struct cache_obj *o)
+{
+    CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
+    pthread_mutex_lock(&o->c->mu);
+    if (o->v)
+        fetch_none_locked(o);
+    pthread_mutex_unlock(&o->c->mu);
 }
 
 enum cache_outcome cache_obj_outcome(struct cache_obj *o)

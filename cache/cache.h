@@ -94,6 +94,10 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
  * memory is freed. */
 void cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w);
 void cache_obj_release(struct cache_obj *o);
+/* @o's request was answered without reading a byte (HEAD, 304, 412, an empty range): if its
+ * lookup made the version, the next request to fetch is the miss, not coalesced with it. What
+ * cache_obj_release() does too, said early: the client may send its next request first. */
+void cache_obj_fetch_none(struct cache_obj *o);
 /* The response of @o went out whole: if it was read from the backend's file, the cache keeps
  * filling its range after @o is released (a client gone early stops the fill instead). */
 void cache_obj_delivered(struct cache_obj *o);

@@ -22,7 +22,7 @@
 #include "objects/object.h"
 #include "s3.h"
 
-enum { PH_START = 0, PH_META, PH_JOB_DONE };
+enum { PH_START = 0, PH_META, PH_READ, PH_JOB_DONE };
 
 #define OWNER_ID "s3cached" /* the one owner of everything (ACL documents, listings) */
 
@@ -36,7 +36,7 @@ static int version_id_ok(struct req *rq)
 
 /* ------------------------------------------------------------------ GET / HEAD */
 
-static int h_read_end(struct req *rq, int is_get)
+static int h_read_answer(struct req *rq, int is_get)
 {
     int rc;
     if (rq->phase == PH_START) {
@@ -108,6 +108,7 @@ static int h_read_end(struct req *rq, int is_get)
     if (!is_get || len == 0)
         return respond_object(rq, m, -1, status, off, len);
     int fd = -1;
+    rq->phase = PH_READ;
     rc = cache_obj_open_get(rq->obj, off, len, &rq->waiter, &fd);
     if (rc == -EINPROGRESS)
         return REQ_OK; /* suspended until the fill has the backend's file open */
@@ -121,6 +122,16 @@ static int h_read_end(struct req *rq, int is_get)
     if (rc != -EAGAIN)
         return respond_error(rq, rc);
     return respond_object(rq, m, -1, status, off, len);
+}
+
+/* GET and HEAD. An answer that read no byte (HEAD, 304, 412, 416, an empty range) says so to
+ * the cache at once, not at release: its client may already send the next request. */
+static int h_read_end(struct req *rq, int is_get)
+{
+    int ret = h_read_answer(rq, is_get);
+    if (rq->answered && rq->obj && rq->phase != PH_READ)
+        cache_obj_fetch_none(rq->obj);
+    return ret;
 }
 
 static int h_get_end(struct req *rq)

@@ -14,7 +14,7 @@ if [[ -z $UP_BIN && -x $E2E_HERE/node_modules/.bin/s3rver ]]; then
     UP_BIN=$E2E_HERE/node_modules/.bin/s3rver
 fi
 if [[ -z $UP_BIN ]]; then
-    pass "skip: s3rver not installed (cd tests/e2e && npm install --no-save s3rver)"
+    skip "the gateway in front of s3rver" "s3rver not installed (cd tests/e2e && npm install --no-save s3rver)"
     exit 0
 fi
 

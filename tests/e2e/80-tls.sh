@@ -9,7 +9,7 @@
 
 for tool in openssl "$AWS" curl; do
     if ! command -v "$tool" >/dev/null; then
-        echo "skip: $tool not installed (apt-get install openssl awscli curl)"
+        skip "TLS" "$tool not installed (apt-get install openssl awscli curl)"
         exit 0
     fi
 done

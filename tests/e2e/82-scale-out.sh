@@ -9,7 +9,7 @@
 NGINX=$(command -v nginx || true)
 [[ -z $NGINX && -x /usr/sbin/nginx ]] && NGINX=/usr/sbin/nginx
 if [[ -z $NGINX ]]; then
-    echo "skip: nginx not installed (apt-get install nginx)"
+    skip "scale-out behind nginx" "nginx not installed (apt-get install nginx)"
     exit 0
 fi
 CONF_SRC=$E2E_REPO/deploy/scale-out/nginx.conf

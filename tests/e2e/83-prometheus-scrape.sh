@@ -8,7 +8,7 @@
 
 PROM=$(command -v prometheus || true)
 if [[ -z $PROM ]]; then
-    echo "skip: prometheus not installed (apt-get install prometheus)"
+    skip "Prometheus scrape" "prometheus not installed (apt-get install prometheus)"
     exit 0
 fi
 SRC=$E2E_REPO/deploy/prometheus/prometheus.yml

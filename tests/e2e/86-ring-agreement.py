@@ -41,7 +41,7 @@ CONF_SRC = os.path.join(E.REPO, "deploy", "scale-out", "nginx.conf")
 NKEYS = int(os.environ.get("RING_KEYS", "10000"))
 
 if not NGINX:
-    print("skip - nginx not installed (apt-get install nginx): ring agreement not checked")
+    t.skip("ring agreement with nginx", "nginx not installed (apt-get install nginx)")
     sys.exit(t.finish())
 if not os.access(TOOL, os.X_OK):
     t.record("build/ring-owner exists beside S3CACHED_BIN (make all builds it)", False, TOOL)

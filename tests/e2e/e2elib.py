@@ -44,12 +44,14 @@ class Fail(Exception):
 
 
 class Suite:
-    """check(name, fn): fn raises (AssertionError/Fail/anything) to fail; prints ok/FAIL."""
+    """check(name, fn): fn raises (AssertionError/Fail/anything) to fail; prints ok/FAIL.
+    skip(name, why): a check that cannot run here, counted as skipped, never as passed."""
 
     def __init__(self, name=None):
         self.name = name or os.path.basename(sys.argv[0])
         self.passed = 0
         self.failed = 0
+        self.skipped = 0
 
     def check(self, name, fn, *a, **kw):
         try:
@@ -75,8 +77,14 @@ class Suite:
                 raise Fail(msg)
         self.check(name, f)
 
+    def skip(self, name, why):
+        self.skipped += 1
+        print("skip - %s: %s" % (name, why))
+        sys.stdout.flush()
+
     def finish(self):
-        print("%s: %d passed, %d failed" % (self.name, self.passed, self.failed))
+        print("%s: %d passed, %d failed%s" % (self.name, self.passed, self.failed,
+                                             ", %d skipped" % self.skipped if self.skipped else ""))
         sys.stdout.flush()
         return 0 if self.failed == 0 else 1
 

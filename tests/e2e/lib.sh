@@ -36,6 +36,7 @@ S3_EP=
 S3_LOG=
 E2E_PASS=0
 E2E_FAIL=0
+E2E_SKIP=
 E2E_SERVERS=0
 _E2E_WATCHDOGS=()
 
@@ -61,7 +62,9 @@ check() {
     return 0
 }
 
-# pass NAME / fail NAME MSG — record an outcome computed elsewhere.
+# pass NAME / fail NAME MSG — record an outcome computed elsewhere. skip NAME WHY — a check
+# that cannot run here: counted as skipped, never as passed.
+skip() { E2E_SKIP=$((E2E_SKIP + 1)); echo "skip - $1: $2"; }
 pass() { E2E_PASS=$((E2E_PASS + 1)); echo "ok   - $1"; }
 fail() { E2E_FAIL=$((E2E_FAIL + 1)); echo "FAIL - $1"; shift; [[ $# -gt 0 ]] && printf '       | %s\n' "$@"; return 0; }
 
@@ -321,7 +324,7 @@ _e2e_exit() {
     else
         rm -rf "$T"
     fi
-    echo "$E2E_NAME: $E2E_PASS passed, $E2E_FAIL failed"
+    echo "$E2E_NAME: $E2E_PASS passed, $E2E_FAIL failed${E2E_SKIP:+, $E2E_SKIP skipped}"
     [[ $E2E_FAIL -eq 0 ]]
     exit $?
 }

@@ -2,7 +2,8 @@
 # tests/e2e/run.sh [FILTER] — runs every tests/e2e/NN-*.{sh,py,mjs} in order (only
 # those whose name starts with FILTER when given), each bounded by E2E_TIMEOUT
 # seconds (default 300), and prints per-file tallies and the final line
-#   e2e: N passed, N failed
+#   e2e: N passed, N failed, N skipped
+# (a file's tally may end in ", N skipped": checks that cannot run here, never counted as passed).
 # Exits non-zero on any failure. E2E_KEEP=1 keeps temp dirs. S3CACHED_BIN picks the binary.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,6 +13,7 @@ filter=${1:-}
 per_file_timeout=${E2E_TIMEOUT:-300}
 total_pass=0
 total_fail=0
+total_skip=0
 summary=()
 start=$(date +%s)
 log=
@@ -34,11 +36,12 @@ for f in "$here"/[0-9][0-9]-*; do
     (cd "$here" && timeout -k 15 "$per_file_timeout" "${cmd[@]}") 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     secs=$(($(date +%s) - t0))
-    line=$(grep -E '^[^ ]+: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
-    p=0; n=0
+    line=$(grep -E '^[^ ]+: [0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$log" | tail -1)
+    p=0; n=0; k=0
     if [[ -n $line ]]; then
-        p=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\1/' <<<"$line")
-        n=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\2/' <<<"$line")
+        p=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed(, [0-9]+ skipped)?$/\1/' <<<"$line")
+        n=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed(, [0-9]+ skipped)?$/\2/' <<<"$line")
+        [[ $line == *skipped ]] && k=$(sed -E 's/.*, ([0-9]+) skipped$/\1/' <<<"$line")
     fi
     if [[ $rc -eq 124 || $rc -eq 137 ]]; then
         echo "FAIL - $name did not finish within ${per_file_timeout}s"
@@ -53,7 +56,9 @@ for f in "$here"/[0-9][0-9]-*; do
     rm -f "$log"
     total_pass=$((total_pass + p))
     total_fail=$((total_fail + n))
-    summary+=("$(printf '%-24s %s passed, %s failed (%ss)' "$name:" "$p" "$n" "$secs")")
+    total_skip=$((total_skip + k))
+    skipped=; [[ $k -gt 0 ]] && skipped=", $k skipped"
+    summary+=("$(printf '%-24s %s passed, %s failed%s (%ss)' "$name:" "$p" "$n" "$skipped" "$secs")")
 done
 
 echo
@@ -63,5 +68,5 @@ if [[ ${#summary[@]} -eq 0 ]]; then
     echo "no test file matches '$filter'"
     total_fail=1
 fi
-echo "e2e: $total_pass passed, $total_fail failed"
+echo "e2e: $total_pass passed, $total_fail failed, $total_skip skipped"
 [[ $total_fail -eq 0 ]]
