@@ -13,7 +13,7 @@ only_in() { # HEADER FILE...
     done
 }
 only_in lmdb.h cache/index.c
-only_in curl/curl.h backends/be_s3.c lib/range.c cmd/cli.c sig/sigv2.c
+only_in curl/curl.h backends/be_s3.c backends/be_s3_call.c backends/be_s3_parse.c backends/be_s3_priv.h lib/range.c cmd/cli.c sig/sigv2.c
 only_in microhttpd.h http/server.c http/req.c http/req_mhd.h http/respond.c
 # lower layers never reach into the HTTP layer
 for f in lib/*.c sig/*.c cache/*.c backends/*.c; do
