@@ -32,6 +32,12 @@ int mpu_slot_lock(int fd, unsigned number, uint64_t psize)
     return setlk(fd, F_OFD_SETLK, F_WRLCK, (uint64_t)(number - 1) * psize, psize);
 }
 
+void mpu_slot_unlock(int fd, unsigned number, uint64_t psize)
+{
+    if (number >= 1 && psize)
+        (void)setlk(fd, F_OFD_SETLK, F_UNLCK, (uint64_t)(number - 1) * psize, psize);
+}
+
 int mpu_slot_lock_all(int fd)
 {
     return setlk(fd, F_OFD_SETLK, F_WRLCK, 0, 0);

@@ -484,7 +484,11 @@ int wb_mpu_part_done_inplace(struct server *srv, const char *bucket, const char 
     if (fdatasync(fd))
         return -errno;
     snprintf(name, sizeof(name), "i.%05u.%s", number, etag);
-    return publish(srv, dir, number, NULL, name);
+    rc = publish(srv, dir, number, NULL, name);
+    if (!rc) /* recorded: the slot is free now, not when the request's fd is closed after the
+              * answer (the client's Complete may come first and find the file held) */
+        mpu_slot_unlock(fd, number, psize_read(dir));
+    return rc;
 }
 
 int wb_mpu_list_parts(struct server *srv, const char *bucket, const char *key,
@@ -510,6 +514,16 @@ int wb_mpu_list_parts(struct server *srv, const char *bucket, const char *key,
     for (size_t i = 0; i < n; i++) {
         if (ps[i].number <= marker)
             continue;
+        if (k && bp[k - 1].number == ps[i].number) {
+            /* two records of one number: for an instant while one replaces the other (or after
+             * a crash in between); the newer is listed */
+            if (ps[i].mtime_ns > bp[k - 1].mtime_ns) {
+                bp[k - 1].size = ps[i].size;
+                bp[k - 1].mtime_ns = ps[i].mtime_ns;
+                snprintf(bp[k - 1].etag, sizeof(bp[k - 1].etag), "%s", ps[i].etag);
+            }
+            continue;
+        }
         if (k == max) {
             *truncated = 1;
             break;

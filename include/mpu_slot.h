@@ -31,6 +31,9 @@
  * file description, without waiting: 0, or -EAGAIN when another attempt or a Complete holds
  * it, or another -errno (no locks here). Closing @fd releases it. */
 int mpu_slot_lock(int fd, unsigned number, uint64_t psize);
+/* Releases the lock of mpu_slot_lock() before @fd is closed (its attempt was recorded: a
+ * Complete right after it must find the file free). */
+void mpu_slot_unlock(int fd, unsigned number, uint64_t psize);
 /* Locks the whole data file @fd (open for writing), without waiting: 0 when no slot is locked
  * by anyone else (and none can be until @fd is closed), else -EAGAIN or another -errno. */
 int mpu_slot_lock_all(int fd);

@@ -92,6 +92,12 @@ static void test_mpu_slot_locks(void **state)
     assert_int_equal(mpu_slot_lock(a, 1000000, P), -EAGAIN); /* beyond the end too */
     close(c);
     assert_int_equal(mpu_slot_lock(a, 1, P), 0);
+    /* an attempt recorded gives its slot back with the fd still open */
+    b = open(path, O_RDWR);
+    assert_int_equal(mpu_slot_lock_all(b), -EAGAIN);
+    mpu_slot_unlock(a, 1, P);
+    assert_int_equal(mpu_slot_lock_all(b), 0);
+    close(b);
     close(a);
 
     /* publication locks: one per number, released by unpublish or close */
