@@ -1,12 +1,13 @@
 """66-part-races.py — one part number uploaded twice at once, and retries that fail, in
 write-back, write-through to the POSIX backend, and write-through to an S3 backend (a second
 s3cached on a file backend, as 46 does). Each case runs many times in a loop, bounded in time:
-- two UploadParts of one number overlap (the first body is held mid-way on its socket until
-  the other one has been answered, so the overlap is certain, no timing involved); in turn the
-  first one in and the second one in finishes last. ListParts shows the number once, with the
-  ETag of the one that finished last; Complete naming the other ETag is InvalidPart; Complete
-  naming the last one succeeds and the object is its bytes, byte for byte, between its
-  neighbours. The racing number is the middle of three parts (the common size fixed by part 1)
+- two UploadParts of one number overlap (each waits for 100 Continue, then the first body is
+  held mid-way on its socket until the other one has been answered or has sent as much, so the
+  overlap is certain, no timing involved); in turn the first one in finishes last, the second
+  one in finishes last, and both are released at once (then the one listed counts as the last).
+  ListParts shows the number once, with the ETag of the one that finished last; Complete naming
+  the other ETag is InvalidPart; Complete naming the last one succeeds and the object is its
+  bytes, byte for byte, between its neighbours. The racing number is the middle of three parts (the common size fixed by part 1)
   or part 1 before any other (the race also fixes the common size);
 - after a part was acknowledged, a retry of its number fails (wrong Content-MD5, wrong
   x-amz-checksum-crc32, a tampered aws-chunked signature, a disconnect mid-body): ListParts
@@ -26,10 +27,11 @@ MiB = 1 << 20
 P = 5 * MiB          # the parts' common size: the smallest S3 allows, laid out in place
 HOLD = 3 * MiB       # what an overlapped body sends before it waits
 B = "races"
-RACE_ITERS = int(os.environ.get("RACE_ITERS", "24"))
-RETRY_ITERS = int(os.environ.get("RETRY_ITERS", "6"))   # per kind of failure
-LOOP_BUDGET_S = 70   # each loop stops early past this (a slow machine runs fewer rounds)
-MIN_ROUNDS = 4       # ... but a loop that ran fewer rounds than this fails
+RACE_ITERS = int(os.environ.get("RACE_ITERS", "30"))
+RETRY_ITERS = int(os.environ.get("RETRY_ITERS", "12"))  # per kind of failure
+RACE_BUDGET_S = 25   # a loop stops early past this (3 race loops, 12 retry loops: at most
+RETRY_BUDGET_S = 10  # ~200 s): a slow machine runs fewer rounds, but always MIN_ROUNDS
+MIN_ROUNDS = 4
 
 
 class Part:
@@ -37,9 +39,8 @@ class Part:
     cut()), so another request can be run while this one is still in flight. It asks for
     100-continue and sends no byte of the body before it: the server has begun the request."""
 
-    def __init__(self, srv, key, upload_id, number, body, headers=None, payload=None,
-                 wire=None):
-        self.body = body if wire is None else wire
+    def __init__(self, srv, key, upload_id, number, body, headers=None):
+        self.body = body
         self.sent = 0
         path = "/%s/%s" % (B, key)
         query = "partNumber=%d&uploadId=%s" % (number, upload_id)
@@ -47,8 +48,7 @@ class Part:
                 "expect": "100-continue"}
         for k, v in (headers or {}).items():
             hdrs[k.lower()] = v
-        E.sign_headers("PUT", path, query, hdrs,
-                       payload or hashlib.sha256(body).hexdigest(), srv.ak, srv.sk)
+        E.sign_headers("PUT", path, query, hdrs, hashlib.sha256(body).hexdigest(), srv.ak, srv.sk)
         head = "PUT %s?%s HTTP/1.1\r\n" % (path, query)
         head += "".join("%s: %s\r\n" % kv for kv in hdrs.items()) + "connection: close\r\n\r\n"
         self.sock = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
@@ -115,15 +115,16 @@ def complete(s3, key, u, etags):
         MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in etags]})
 
 
-def loop(t, name, iters, fn):
-    """Runs fn(i) for i in 0..iters-1, stopping at the first failure or past LOOP_BUDGET_S."""
+def loop(t, name, iters, budget_s, fn):
+    """Runs fn(i) for i in 0..iters-1, stopping at the first failure, or past @budget_s once
+    MIN_ROUNDS ran."""
     t0 = time.time()
     done = 0
 
     def run():
         nonlocal done
         for i in range(iters):
-            if time.time() - t0 > LOOP_BUDGET_S and done >= MIN_ROUNDS:
+            if time.time() - t0 > budget_s and done >= MIN_ROUNDS:
                 print("       # %s: stopped after %d of %d rounds (time budget)" % (name, done, iters))
                 break
             try:
@@ -131,10 +132,11 @@ def loop(t, name, iters, fn):
             except E.Fail as e:
                 raise E.Fail("round %d: %s" % (i, e))
             done += 1
+        print("       # %d rounds in %.1f s" % (done, time.time() - t0))
     t.check("%s (%d rounds)" % (name, iters), run)
 
 
-def cases(t, label, gw, state):
+def cases(t, label, gw):
     s3 = gw.boto3()
 
     def race(i):
@@ -218,10 +220,10 @@ def cases(t, label, gw, state):
         return one
 
     loop(t, "%s: overlapping UploadPart of one number, the last one wins" % label, RACE_ITERS,
-         race)
+         RACE_BUDGET_S, race)
     for kind in ("content-md5", "checksum", "chunk-signature", "disconnect"):
         loop(t, "%s: a failed retry (%s) keeps the acknowledged part" % (label, kind),
-             RETRY_ITERS, failed_retry(kind))
+             RETRY_ITERS, RETRY_BUDGET_S, failed_retry(kind))
 
 
 def chunked_part(srv, key, u, number, data):
@@ -248,13 +250,13 @@ def main():
         gw = E.Server(t, extra=["--write-mode", "back", "--cache-size", "4G",
                                 "--dirty-limit", "2G"]).start()
         E.setup_or_die(t, gw, lambda: gw.boto3().create_bucket(Bucket=B))
-        cases(t, "write-back", gw, {})
+        cases(t, "write-back", gw)
         gw.stop()
         gw.cleanup()
     if "through" in only:
         gw = E.Server(t).start()
         E.setup_or_die(t, gw, lambda: gw.boto3().create_bucket(Bucket=B))
-        cases(t, "write-through, POSIX backend", gw, {})
+        cases(t, "write-through, POSIX backend", gw)
         gw.stop()
         gw.cleanup()
     if "s3" in only:
@@ -263,7 +265,7 @@ def main():
                                 "--backend-access-key", up.ak, "--backend-secret-key", up.sk,
                                 "--backend-timeout", "10s"]).start()
         E.setup_or_die(t, gw, lambda: gw.boto3().create_bucket(Bucket=B))
-        cases(t, "write-through, S3 backend", gw, {})
+        cases(t, "write-through, S3 backend", gw)
         gw.stop()
         gw.cleanup()
         up.stop()
