@@ -2336,26 +2336,30 @@ static int part_open_named(int udfd, const struct be_part *want, int *fdp, uint6
 }
 
 /* Makes the data file @dfd (whose every slot the caller holds locked) of an upload whose
- * parts @parts[0..@n) are 1..n, each in place or of @psize bytes, the object: parts with files
- * of their own copied into their slots, the file cut to size, a second name for it in tmp/ as
- * *@t (placing consumes that name; a failure leaves the upload whole for a retry). */
+ * parts @parts[0..@n) are 1..n, as @use says each in place or of @psize bytes, the object:
+ * parts with files of their own copied into their slots (the ones in place are the bytes
+ * looked at: nobody can write a slot meanwhile), the file cut to size, a second name for it
+ * in tmp/ as *@t (placing consumes that name; a failure leaves the upload whole for a retry). */
 static int complete_inplace(struct bef *b, int udfd, int dfd, const struct be_part *parts,
-                            size_t n, uint64_t psize, struct tmpf *t)
+                            const struct mpu_slot_use *use, size_t n, uint64_t psize,
+                            struct tmpf *t)
 {
-    uint64_t end = 0;
+    uint64_t end = (uint64_t)(n - 1) * psize + use[n - 1].size;
     int rc = 0;
 
     for (size_t i = 0; i < n && rc == 0; i++) {
         struct be_part p;
         uint64_t off;
         int inplace = 0, pfd = -1;
+        if (use[i].inplace)
+            continue;
         rc = part_open_named(udfd, &parts[i], &pfd, &off, &inplace, &p);
-        if (rc == 0 && !inplace && p.size)
+        if (rc == 0 && (inplace || p.size != use[i].size))
+            rc = -S3E_INVALID_PART; /* replaced since it was looked at */
+        if (rc == 0 && p.size)
             rc = copy_range_to(pfd, off, dfd, (uint64_t)i * psize, p.size);
         if (pfd >= 0)
             close(pfd);
-        if (rc == 0)
-            end = (uint64_t)i * psize + p.size;
     }
     if (rc == 0 && ftruncate(dfd, (off_t)end) < 0)
         rc = -errno;
@@ -2488,7 +2492,7 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
     }
     int fast = whole && mpu_slot_plan(use, n, psize, inplace_max(udfd));
     if (fast)
-        rc = complete_inplace(b, udfd, dfd, parts, n, psize, &t);
+        rc = complete_inplace(b, udfd, dfd, parts, use, n, psize, &t);
     else
         rc = complete_copy(b, udfd, parts, n, !whole, &t);
     if (rc < 0)
