@@ -11,7 +11,9 @@ s3cached on a file backend, as 46 does). Each case runs many times in a loop, bo
   or part 1 before any other (the race also fixes the common size);
 - after a part was acknowledged, a retry of its number fails (wrong Content-MD5, wrong
   x-amz-checksum-crc32, a tampered aws-chunked signature, a disconnect mid-body): ListParts
-  still shows the acknowledged part and Complete gives its bytes."""
+  still shows the acknowledged part and Complete gives its bytes;
+- an UploadPart still in flight when Complete comes (of a part named, or of a number above)
+  changes nothing of the object and gets NoSuchUpload when it ends."""
 import base64
 import concurrent.futures as cf
 import hashlib
@@ -29,8 +31,8 @@ HOLD = 3 * MiB       # what an overlapped body sends before it waits
 B = "races"
 RACE_ITERS = int(os.environ.get("RACE_ITERS", "30"))
 RETRY_ITERS = int(os.environ.get("RETRY_ITERS", "12"))  # per kind of failure
-RACE_BUDGET_S = 25   # a loop stops early past this (3 race loops, 12 retry loops: at most
-RETRY_BUDGET_S = 10  # ~200 s): a slow machine runs fewer rounds, but always MIN_ROUNDS
+RACE_BUDGET_S = 25   # a loop stops early past this (3 race loops, 15 others: at most
+RETRY_BUDGET_S = 8   # ~200 s): a slow machine runs fewer rounds, but always MIN_ROUNDS
 MIN_ROUNDS = 4
 
 
@@ -219,8 +221,28 @@ def cases(t, label, gw):
                          s3.get_object(Bucket=B, Key=key)["Body"].read(), g1 + g2 + tail)
         return one
 
+    def straggler(i):
+        """An attempt still in flight when Complete comes (of a part named, or of one above)
+        changes nothing of the object, and finds the upload gone when it ends."""
+        key = "straggler/%d" % i
+        u = s3.create_multipart_upload(Bucket=B, Key=key)["UploadId"]
+        g1, g2, tail = os.urandom(P), os.urandom(P), os.urandom(999 + i)
+        etags = [(1, put_part(gw, key, u, 1, g1)), (2, put_part(gw, key, u, 2, g2)),
+                 (3, put_part(gw, key, u, 3, tail))]
+        late = Part(gw, key, u, 2 if i % 2 == 0 else 5, os.urandom(P))
+        late.send(HOLD)
+        complete(s3, key, u, etags)
+        E.same_bytes("object completed beside an attempt in flight",
+                     s3.get_object(Bucket=B, Key=key)["Body"].read(), g1 + g2 + tail)
+        E.expect_error("the attempt that ends after Complete", late.finish(), 404,
+                       "NoSuchUpload")
+        E.same_bytes("object once that attempt ended",
+                     s3.get_object(Bucket=B, Key=key)["Body"].read(), g1 + g2 + tail)
+
     loop(t, "%s: overlapping UploadPart of one number, the last one wins" % label, RACE_ITERS,
          RACE_BUDGET_S, race)
+    loop(t, "%s: an UploadPart in flight at Complete changes nothing" % label, RETRY_ITERS,
+         RETRY_BUDGET_S, straggler)
     for kind in ("content-md5", "checksum", "chunk-signature", "disconnect"):
         loop(t, "%s: a failed retry (%s) keeps the acknowledged part" % (label, kind),
              RETRY_ITERS, RETRY_BUDGET_S, failed_retry(kind))
