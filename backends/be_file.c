@@ -50,6 +50,7 @@
 #include "backend.h"
 #include "lib/conf.h"
 #include "lib/s3err.h"
+#include "mpu_slot.h"
 
 #define BEF_MAGIC 0xbef11e5u
 #define BEF_XATTR "user.s3cached"
@@ -2369,29 +2370,44 @@ static int part_stamp(struct tmpf *t, const struct be_part *p)
     return rc;
 }
 
-/* Moves the finished part temp file into the upload directory. */
-static int part_place(struct bef *b, int udfd, struct tmpf *t, unsigned number)
+/* Records part @number: the finished temp file @t (its xattr stamped) becomes "inpl.NNNNN"
+ * (@inplace: its bytes are in the data file's slot) or "part.NNNNN", the other name of the
+ * number goes, and the directory is synced, all under the number's publication lock (byte N of
+ * "info", mpu_slot.h), so the last attempt to get here is the part. Without locks on this file
+ * system, the same steps unordered. */
+static int part_publish(struct bef *b, int udfd, struct tmpf *t, unsigned number, int inplace)
 {
-    char name[24];
+    char name[24], other[24];
+    int lfd = openat(udfd, "info", O_RDWR | O_CLOEXEC | O_NOFOLLOW), rc = 0;
 
-    snprintf(name, sizeof(name), "part.%05u", number);
-    if (renameat(b->tmpfd, t->name, udfd, name) < 0)
-        return errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
-    close(t->fd);
-    t->fd = -1;
-    snprintf(name, sizeof(name), "inpl.%05u", number); /* an earlier in-place copy */
-    (void)unlinkat(udfd, name, 0);
-    fsync(udfd);
-    return 0;
+    snprintf(name, sizeof(name), "%s.%05u", inplace ? "inpl" : "part", number);
+    snprintf(other, sizeof(other), "%s.%05u", inplace ? "part" : "inpl", number);
+    if (lfd >= 0)
+        (void)mpu_slot_publish_lock(lfd, number);
+    if (renameat(b->tmpfd, t->name, udfd, name) < 0) {
+        rc = errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
+    } else {
+        close(t->fd);
+        t->fd = -1;
+        (void)unlinkat(udfd, other, 0);
+        if (fsync(udfd) < 0)
+            rc = -errno;
+    }
+    if (lfd >= 0)
+        close(lfd); /* and the lock with it */
+    return rc;
 }
 
-/* In-place parts. Clients upload parts of one size P (but the last): the first part of at least
- * BE_MIN_PART_SIZE fixes P (an xattr of the upload's "data" file), and every part of exactly P
- * bytes is copied straight into "data" at (N-1)*P, then recorded by "inpl.NNNNN" (an empty file
- * with the part's xattr) once data is synced. Completing parts 1..n laid out that way makes
- * "data" the object: nothing is copied a second time (on a network file system, no second pass
- * over a checkpoint). Any other part is its own file "part.NNNNN"; placing one name of a
- * number removes the other, and should a crash leave both, the newer counts. */
+/* In-place parts (backends/mpu_slot.h). Clients upload parts of one size P (but the last): the
+ * first part of at least BE_MIN_PART_SIZE fixes P (an xattr of the upload's "data" file), and a
+ * part of exactly P bytes is copied straight into "data" at (N-1)*P, then recorded by
+ * "inpl.NNNNN" (an empty file with the part's xattr) once data is synced, when its attempt holds
+ * slot N's lock and no acknowledged part N is in the slot. Any other part (another size, a
+ * second attempt at once, a re-upload of a part in place) is its own file "part.NNNNN".
+ * Completing parts 1..n, each in place or of P bytes (copied into its slot), makes "data" the
+ * object: in the common case of one attempt per part nothing is copied a second time (on a
+ * network file system, no second pass over a checkpoint). Placing one name of a number removes
+ * the other; should a crash leave both, the newer counts. */
 
 /* P of the data file @fd: 0 with *@psize, or -1. */
 static int data_psize(int fd, uint64_t *psize)
@@ -2441,8 +2457,25 @@ static int data_open(int udfd, uint64_t size, int *fd, uint64_t *psize)
     return 0;
 }
 
-/* Part @p (size and number set) from @src into the upload's data file: 0 once its marker is
- * placed, 1 when it does not go in place, or an error. */
+/* Whether @dfd, holding slot @number's lock, may write the slot: "data" of @udfd is still this
+ * file and still has its P (a Complete that made it the object dropped it), and no part
+ * @number is in place (only a holder of the slot's lock records one). */
+static int slot_free(int udfd, int dfd, unsigned number, uint64_t psize)
+{
+    struct stat a, d;
+    char name[24];
+    uint64_t now;
+
+    snprintf(name, sizeof(name), "inpl.%05u", number);
+    return fstat(dfd, &d) == 0 && fstatat(udfd, "data", &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+           a.st_ino == d.st_ino && a.st_dev == d.st_dev && data_psize(dfd, &now) == 0 &&
+           now == psize && faccessat(udfd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
+           errno == ENOENT;
+}
+
+/* Part @p (size and number set) from @src into slot N of the upload's data file: 0 once its
+ * record is placed, 1 when it does not go in place (then nothing was written there), or an
+ * error (the slot's bytes are then no part's: the records are as they were). */
 static int part_put_inplace(struct bef *b, int udfd, int src, struct be_part *p)
 {
     struct tmpf t = { .fd = -1 };
@@ -2451,33 +2484,31 @@ static int part_put_inplace(struct bef *b, int udfd, int src, struct be_part *p)
     struct stat st;
     int dfd, rc;
 
+    snprintf(name, sizeof(name), "inpl.%05u", p->number);
+    if (p->size < BE_MIN_PART_SIZE || faccessat(udfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+        return 1; /* a part is in the slot: a re-upload gets a file of its own */
     if (data_open(udfd, p->size, &dfd, &psize) < 0)
         return 1;
-    /* the earlier in-place copy of this number stops counting before it is overwritten */
-    snprintf(name, sizeof(name), "inpl.%05u", p->number);
-    (void)unlinkat(udfd, name, 0);
+    if (mpu_slot_lock(dfd, p->number, psize) < 0 || !slot_free(udfd, dfd, p->number, psize)) {
+        close(dfd); /* another attempt writes the slot, or a Complete holds the file */
+        return 1;
+    }
     rc = copy_range_to(src, 0, dfd, (uint64_t)(p->number - 1) * psize, p->size);
+    if (rc == -EIO)
+        rc = -S3E_INCOMPLETE_BODY;
     if (rc == 0 && fdatasync(dfd) < 0)
         rc = -errno;
-    close(dfd);
-    if (rc < 0)
-        return rc == -EIO ? -S3E_INCOMPLETE_BODY : rc;
-    rc = tmp_create(b, &t);
+    if (rc == 0)
+        rc = tmp_create(b, &t);
     if (rc == 0 && fstat(t.fd, &st) < 0)
         rc = -errno;
     if (rc == 0) {
         p->mtime_ns = ts_ns(&st.st_mtim);
         rc = part_stamp(&t, p);
     }
-    if (rc == 0 && renameat(b->tmpfd, t.name, udfd, name) < 0)
-        rc = errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
-    if (rc == 0) {
-        close(t.fd);
-        t.fd = -1;
-        snprintf(name, sizeof(name), "part.%05u", p->number);
-        (void)unlinkat(udfd, name, 0);
-        fsync(udfd);
-    }
+    if (rc == 0)
+        rc = part_publish(b, udfd, &t, p->number, 1);
+    close(dfd); /* the slot's lock goes after the record is placed */
     tmp_discard(b, &t);
     return rc;
 }
@@ -2518,7 +2549,7 @@ static int be_file_mp_put_part(struct backend *be, const char *bucket, const cha
     p.mtime_ns = ts_ns(&st.st_mtim);
     rc = part_stamp(&t, &p);
     if (rc == 0)
-        rc = part_place(b, udfd, &t, p.number);
+        rc = part_publish(b, udfd, &t, p.number, 0);
 out:
     tmp_discard(b, &t);
     if (udfd >= 0)
@@ -2578,7 +2609,7 @@ static int be_file_mp_copy_part(struct backend *be, const char *bucket, const ch
     p.mtime_ns = ts_ns(&st.st_mtim);
     rc = part_stamp(&t, &p);
     if (rc == 0)
-        rc = part_place(b, udfd, &t, p.number);
+        rc = part_publish(b, udfd, &t, p.number, 0);
     if (rc == 0 && out)
         *out = p;
 out:
@@ -2735,59 +2766,119 @@ static int complete_again(struct bef *b, const char *bucket, const char *key, co
     return rc;
 }
 
-/* Whether a part numbered above @n is in place (its bytes in the data file beyond the object a
- * Complete of parts 1..@n would cut it to). */
-static int inplace_beyond(int udfd, size_t n)
+/* The highest number of a part in place in @udfd (0: none; bytes of parts above the n of a
+ * Complete would be cut off by making the data file the object), UINT_MAX when unknown. */
+static unsigned inplace_max(int udfd)
 {
-    int fd = dup(udfd), found = 0;
+    int fd = dup(udfd);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     struct dirent *de;
+    unsigned max = 0;
 
     if (!d) {
         if (fd >= 0)
             close(fd);
-        return 1;
+        return UINT_MAX;
     }
     rewinddir(d);
-    while (!found && (de = readdir(d)))
-        found = !strncmp(de->d_name, "inpl.", 5) && strtoul(de->d_name + 5, NULL, 10) > n;
+    while ((de = readdir(d))) {
+        unsigned long v = strncmp(de->d_name, "inpl.", 5) ? 0 : strtoul(de->d_name + 5, NULL, 10);
+        if (v > max && v <= BE_MAX_PARTS)
+            max = (unsigned)v;
+    }
     closedir(d);
-    return found;
+    return max;
 }
 
-/* Makes the data file of an upload whose parts 1..@n are in place (but perhaps the last, of
- * @last_size, a file of its own) the object: the last part copied into its slot, the file cut
- * to size, a second name for it in tmp/ as *@t (placing consumes that name; a failure leaves
- * the upload whole for a retry). */
-static int complete_inplace(struct bef *b, int udfd, unsigned n, uint64_t psize,
-                            uint64_t last_size, struct tmpf *t)
+/* Part @want of the upload @udfd, as a Complete named it: an fd on its bytes (from *@offp; the
+ * data file for a part in place, *@inplace) and its record, -S3E_INVALID_PART when the part
+ * under that number is no longer the one named (replaced since it was looked at). */
+static int part_open_named(int udfd, const struct be_part *want, int *fdp, uint64_t *offp,
+                           int *inplace, struct be_part *p)
 {
-    struct be_part p;
-    uint64_t off;
-    int inplace = 0, pfd, rc;
+    int rc = part_open(udfd, want->number, fdp, offp, inplace, p);
 
-    t->fd = openat(udfd, "data", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (t->fd < 0)
-        return errno == ENOENT ? -S3E_INVALID_PART : -errno;
-    rc = part_open(udfd, n, &pfd, &off, &inplace, &p);
-    if (rc == 0) {
-        if (!inplace && p.size)
-            rc = copy_range_to(pfd, off, t->fd, (uint64_t)(n - 1) * psize, p.size);
-        close(pfd);
+    if (rc == 0 && !etag_match(want->etag, p->etag)) {
+        close(*fdp);
+        *fdp = -1;
+        rc = -S3E_INVALID_PART;
     }
-    if (rc == 0 && ftruncate(t->fd, (off_t)((uint64_t)(n - 1) * psize + last_size)) < 0)
+    return rc;
+}
+
+/* Makes the data file @dfd (whose every slot the caller holds locked) of an upload whose
+ * parts @parts[0..@n) are 1..n, as @use says each in place or of @psize bytes, the object:
+ * parts with files of their own copied into their slots (the ones in place are the bytes
+ * looked at: nobody can write a slot meanwhile), the file cut to size, a second name for it
+ * in tmp/ as *@t (placing consumes that name; a failure leaves the upload whole for a retry). */
+static int complete_inplace(struct bef *b, int udfd, int dfd, const struct be_part *parts,
+                            const struct mpu_slot_use *use, size_t n, uint64_t psize,
+                            struct tmpf *t)
+{
+    uint64_t end = (uint64_t)(n - 1) * psize + use[n - 1].size;
+    int rc = 0;
+
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct be_part p;
+        uint64_t off;
+        int inplace = 0, pfd = -1;
+        if (use[i].inplace)
+            continue;
+        rc = part_open_named(udfd, &parts[i], &pfd, &off, &inplace, &p);
+        if (rc == 0 && (inplace || p.size != use[i].size))
+            rc = -S3E_INVALID_PART; /* replaced since it was looked at */
+        if (rc == 0 && p.size)
+            rc = copy_range_to(pfd, off, dfd, (uint64_t)i * psize, p.size);
+        if (pfd >= 0)
+            close(pfd);
+    }
+    if (rc == 0 && ftruncate(dfd, (off_t)end) < 0)
         rc = -errno;
-    for (int i = 0; rc == 0 && i < 8; i++) { /* a random name, as tmp_create() gives */
+    if (rc < 0)
+        return rc;
+    t->fd = dup(dfd);
+    if (t->fd < 0)
+        return -errno;
+    for (int i = 0; i < 8; i++) { /* a random name, as tmp_create() gives */
         memcpy(t->name, "t.", 2);
         random_hex(t->name + 2, 12);
         if (linkat(udfd, "data", b->tmpfd, t->name, 0) == 0)
             return 0;
-        if (errno != EEXIST)
+        if (errno != EEXIST) {
             rc = -errno;
+            break;
+        }
     }
     close(t->fd);
     t->fd = -1;
     return rc ? rc : -EEXIST;
+}
+
+/* Copies the parts @parts[0..@n) of the upload @udfd one after the other into the new temp file
+ * *@t. @verify: the slots may be written meanwhile (the caller could not lock the data file),
+ * so the bytes copied from a slot must have the part's MD5, else -S3E_INVALID_PART. */
+static int complete_copy(struct bef *b, int udfd, const struct be_part *parts, size_t n,
+                         int verify, struct tmpf *t)
+{
+    uint64_t at = 0;
+    int rc = tmp_create(b, t);
+
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct be_part p;
+        uint64_t off;
+        int inplace = 0, pfd = -1;
+        char md5[33];
+        rc = part_open_named(udfd, &parts[i], &pfd, &off, &inplace, &p);
+        if (rc == 0 && p.size)
+            rc = copy_range(pfd, off, t->fd, p.size);
+        if (pfd >= 0)
+            close(pfd);
+        if (rc == 0 && verify && inplace && (rc = md5_fd(t->fd, at, p.size, md5)) == 0 &&
+            strcmp(md5, p.etag))
+            rc = -S3E_INVALID_PART;
+        at += p.size;
+    }
+    return rc;
 }
 
 static int be_file_mp_complete(struct backend *be, const char *bucket, const char *key,
@@ -2799,8 +2890,9 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
     struct rec *info = malloc(sizeof(*info));
     struct enc *e = malloc(sizeof(*e));
     unsigned char *md5s = NULL;
+    struct mpu_slot_use *use = NULL;
     char phash[33], gone[48];
-    int udfd = -1, rc;
+    int udfd = -1, dfd = -1, rc;
 
     if (!info || !e) {
         rc = -ENOMEM;
@@ -2828,25 +2920,28 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
         }
     uint64_t part_size_uniform = 0;
     md5s = malloc(16 * n);
-    if (!md5s) {
+    use = malloc(n * sizeof(*use));
+    if (!md5s || !use) {
         rc = -ENOMEM;
         goto out;
     }
+    /* Holding the whole data file keeps every attempt out of its slots until the end (the file
+     * may become the object); without it (an attempt is writing a slot), the parts are copied. */
+    uint64_t psize = 0;
+    dfd = openat(udfd, "data", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    int whole = dfd >= 0 && mpu_slot_lock_all(dfd) == 0;
+    if (dfd >= 0 && data_psize(dfd, &psize) < 0)
+        psize = 0;
     /* Validate every part before writing anything. */
-    uint64_t psize = 0, last_size = 0;
-    int dfd = openat(udfd, "data", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    int fast = dfd >= 0 && data_psize(dfd, &psize) == 0 && !inplace_beyond(udfd, n);
-    if (dfd >= 0)
-        close(dfd);
     for (size_t i = 0; i < n; i++) {
         struct be_part p;
         int inplace = 0;
         rc = part_open(udfd, parts[i].number, NULL, NULL, &inplace, &p);
         if (rc < 0)
             goto out;
-        /* in place: parts 1..n, all in the data file but a last one that fits its slot */
-        fast = fast && parts[i].number == i + 1 && (inplace || (i + 1 == n && p.size <= psize));
-        last_size = p.size;
+        use[i].number = parts[i].number;
+        use[i].size = p.size;
+        use[i].inplace = inplace;
         if (!etag_match(parts[i].etag, p.etag) || strlen(p.etag) != 32) {
             rc = -S3E_INVALID_PART;
             goto out;
@@ -2866,21 +2961,11 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
         else if (i + 1 == n && p.size > part_size_uniform)
             part_size_uniform = 0;
     }
-    if (fast) {
-        rc = complete_inplace(b, udfd, (unsigned)n, psize, last_size, &t);
-    } else {
-        rc = tmp_create(b, &t);
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            struct be_part p;
-            uint64_t off;
-            int pfd;
-            rc = part_open(udfd, parts[i].number, &pfd, &off, NULL, &p);
-            if (rc < 0)
-                break;
-            rc = p.size ? copy_range(pfd, off, t.fd, p.size) : 0;
-            close(pfd);
-        }
-    }
+    int fast = whole && mpu_slot_plan(use, n, psize, inplace_max(udfd));
+    if (fast)
+        rc = complete_inplace(b, udfd, dfd, parts, use, n, psize, &t);
+    else
+        rc = complete_copy(b, udfd, parts, n, !whole, &t);
     if (rc < 0)
         goto out;
     info->m.parts_count = (uint32_t)n;
@@ -2891,16 +2976,12 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
         goto out;
     snprintf(info->m.etag + 32, sizeof(info->m.etag) - 32, "-%zu", n);
     rc = tmp_finish(&t, &info->m);
-    int keep = fast && rc == 0 ? dup(t.fd) : -1; /* the object was the upload's data file */
     if (rc == 0)
         rc = place(b, bucket, key, &t);
-    if (keep >= 0) {
-        if (rc == 0)
-            (void)fremovexattr(keep, BEF_PSIZE_XATTR);
-        close(keep);
-    }
     if (rc < 0)
         goto out;
+    if (fast) /* the data file is the object: no attempt may take it for the upload's again */
+        (void)fremovexattr(dfd, BEF_PSIZE_XATTR);
     /* The record for a repeated Complete, then the upload goes away. */
     enc_init(e);
     enc_str(e, T_BUCKET, bucket);
@@ -2918,9 +2999,12 @@ static int be_file_mp_complete(struct backend *be, const char *bucket, const cha
         *out = info->m;
 out:
     tmp_discard(b, &t);
+    if (dfd >= 0)
+        close(dfd); /* the data file's lock goes once the upload is gone */
     if (udfd >= 0)
         close(udfd);
     free(md5s);
+    free(use);
     free(info);
     free(e);
     return rc;

@@ -6,13 +6,19 @@
  * Layout: CACHE_DIR/mpu/UPLOAD_ID/ holds "info" (bucket, key and the object's
  * metadata, hex-encoded lines) and the parts. Clients upload parts of one
  * size P (but the last), so the first part of at least 5 MiB fixes P
- * ("psize") and every part of exactly P bytes is written in place into
- * "data" at (N-1)*P, then recorded by an empty marker "i.NNNNN.MD5HEX" once
- * fdatasync'd: Complete of parts 1..n then has nothing to copy but a short
- * last part, and the data file itself becomes the object. Any other part is
- * its own file "p.NNNNN.MD5HEX" (renamed in from the request's staged file
- * after fsync: one atomic step that also records its ETag), and a Complete
- * that does not fit the layout concatenates into a staged file instead.
+ * ("psize") and a part of exactly P bytes is written in place into "data" at
+ * (N-1)*P, slot N, when its attempt holds the slot's lock and no acknowledged
+ * part N is in the slot (backends/mpu_slot.h: a second attempt at once, or a
+ * re-upload, is staged as its own file), then recorded by an empty marker
+ * "i.NNNNN.MD5HEX" once fdatasync'd: Complete of parts 1..n then has nothing
+ * to copy but a short last part, and the data file itself becomes the object.
+ * Any other part is its own file "p.NNNNN.MD5HEX" (renamed in from the
+ * request's staged file after fsync: one atomic step that also records its
+ * ETag). A part's record is made, and the other records of its number removed,
+ * under the number's publication lock and only when its attempt succeeded, so
+ * the last attempt to succeed is the part and a failed one changes nothing. A
+ * Complete that does not fit the layout, or that cannot hold the whole data
+ * file (an attempt is writing a slot), concatenates into a staged file instead.
  * The caller adopts the result dirty; the upload directory then goes away.
  * Upload IDs are 32 hex digits and are checked before they touch a path.
  */
@@ -27,9 +33,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/checksum.h"
+#include "backends/mpu_slot.h"
 #include "cache/cache.h"
 #include "http/server.h" /* until wb_mpu takes the object layer's context */
+#include "lib/checksum.h"
 #include "lib/fileio.h"
 #define gw_copy_fd fileio_copy_range /* until wb_mpu is rebuilt on the shared layout */
 #include "lib/log.h"
@@ -358,24 +365,67 @@ int wb_mpu_create(struct server *srv, const char *bucket, const char *key,
     return rc;
 }
 
+/* Makes the record @name of part @number in @dir: the file @staged renamed in, or (NULL) an
+ * empty marker; the number's other records go and the directory is synced, all under the
+ * number's publication lock (mpu_slot.h), so the last attempt to get here is the part. */
+static int publish(struct server *srv, const char *dir, unsigned number, const char *staged,
+                   const char *name)
+{
+    char p[4096 + 64];
+    int rc = 0;
+    snprintf(p, sizeof(p), "%s/info", dir);
+    int lfd = open(p, O_RDWR | O_CLOEXEC);
+    if (lfd >= 0)
+        (void)mpu_slot_publish_lock(lfd, number); /* no locks on this file system: unordered */
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    if (staged) {
+        if (rename(staged, p))
+            rc = errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
+    } else {
+        int mf = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (mf < 0)
+            rc = errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
+        else
+            close(mf);
+    }
+    if (!rc) {
+        drop_others(srv, dir, number, name);
+        rc = fsync_path(dir, 1);
+    }
+    if (lfd >= 0)
+        close(lfd); /* and the lock with it */
+    return rc;
+}
+
 int wb_mpu_put_part(struct server *srv, const char *bucket, const char *key,
                     const char *upload_id, unsigned number, const char *staged_path,
                     const char *etag)
 {
-    char dir[4096], p[4096 + 64];
+    char dir[4096], name[64];
     struct info in;
     int rc = upload_open(srv, bucket, key, upload_id, dir, &in);
     if (rc)
         return rc;
     if (strlen(etag) != 32)
         return -S3E_INTERNAL;
-    snprintf(p, sizeof(p), "%s/p.%05u.%s", dir, number, etag);
-    if (rename(staged_path, p))
-        return -errno;
-    rc = fsync_path(dir, 1);
-    if (!rc)
-        drop_others(srv, dir, number, p + strlen(dir) + 1);
-    return rc;
+    snprintf(name, sizeof(name), "p.%05u.%s", number, etag);
+    return publish(srv, dir, number, staged_path, name);
+}
+
+/* Whether part @number of the upload in @dir is in place (an "i.NNNNN." marker). */
+static int inplace_has(const char *dir, unsigned number)
+{
+    char prefix[16];
+    int found = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 1; /* unknown: as if it were */
+    snprintf(prefix, sizeof(prefix), "i.%05u.", number);
+    struct dirent *de;
+    while (!found && (de = readdir(d)))
+        found = !strncmp(de->d_name, prefix, 8);
+    closedir(d);
+    return found;
 }
 
 int wb_mpu_part_target(struct server *srv, const char *bucket, const char *key,
@@ -404,26 +454,22 @@ int wb_mpu_part_target(struct server *srv, const char *bucket, const char *key,
         }
         psize = psize_read(dir);
     }
-    if (!psize || size != psize)
-        return 0;
-    /* This number's earlier in-place copy is about to be overwritten: it stops counting now
-     * (a client re-sends a part only when it did not see it succeed). */
-    struct part_file *ps;
-    size_t n;
-    if (!parts_scan(dir, &ps, &n)) {
-        for (size_t i = 0; i < n; i++) {
-            if (ps[i].number != number || !ps[i].inplace)
-                continue;
-            snprintf(p, sizeof(p), "%s/%s", dir, ps[i].name);
-            if (unlink(p) == 0)
-                cache_dirty_unadmit(srv->cache, ps[i].size);
-        }
-        free(ps);
-    }
+    if (!psize || size != psize || inplace_has(dir, number))
+        return 0; /* an acknowledged part is in the slot: a re-upload is a file of its own */
     snprintf(p, sizeof(p), "%s/data", dir);
-    *fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (*fd < 0)
+    int dfd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (dfd < 0)
         return -errno;
+    /* The slot is this attempt's while it holds the lock (closing the fd, in upload_free(),
+     * releases it): "data" must still be the upload's (after a Complete made it the object,
+     * wb_mpu_finish() removed the name) and no part @number in place. */
+    struct stat a, d;
+    if (mpu_slot_lock(dfd, number, psize) || fstat(dfd, &d) || stat(p, &a) ||
+        a.st_ino != d.st_ino || a.st_dev != d.st_dev || inplace_has(dir, number)) {
+        close(dfd);
+        return 0;
+    }
+    *fd = dfd;
     *off = (uint64_t)(number - 1) * psize;
     return 1;
 }
@@ -431,7 +477,7 @@ int wb_mpu_part_target(struct server *srv, const char *bucket, const char *key,
 int wb_mpu_part_done_inplace(struct server *srv, const char *bucket, const char *key,
                              const char *upload_id, unsigned number, const char *etag, int fd)
 {
-    char dir[4096], p[4096 + 64];
+    char dir[4096], name[64];
     struct info in;
     int rc = upload_open(srv, bucket, key, upload_id, dir, &in);
     if (rc)
@@ -440,15 +486,12 @@ int wb_mpu_part_done_inplace(struct server *srv, const char *bucket, const char 
         return -S3E_INTERNAL;
     if (fdatasync(fd))
         return -errno;
-    snprintf(p, sizeof(p), "%s/i.%05u.%s", dir, number, etag);
-    int mf = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (mf < 0)
-        return -errno;
-    close(mf);
-    if ((rc = fsync_path(dir, 1)))
-        return rc;
-    drop_others(srv, dir, number, p + strlen(dir) + 1);
-    return 0;
+    snprintf(name, sizeof(name), "i.%05u.%s", number, etag);
+    rc = publish(srv, dir, number, NULL, name);
+    if (!rc) /* recorded: the slot is free now, not when the request's fd is closed after the
+              * answer (the client's Complete may come first and find the file held) */
+        mpu_slot_unlock(fd, number, psize_read(dir));
+    return rc;
 }
 
 int wb_mpu_list_parts(struct server *srv, const char *bucket, const char *key,
@@ -474,6 +517,16 @@ int wb_mpu_list_parts(struct server *srv, const char *bucket, const char *key,
     for (size_t i = 0; i < n; i++) {
         if (ps[i].number <= marker)
             continue;
+        if (k && bp[k - 1].number == ps[i].number) {
+            /* two records of one number: for an instant while one replaces the other (or after
+             * a crash in between); the newer is listed */
+            if (ps[i].mtime_ns > bp[k - 1].mtime_ns) {
+                bp[k - 1].size = ps[i].size;
+                bp[k - 1].mtime_ns = ps[i].mtime_ns;
+                snprintf(bp[k - 1].etag, sizeof(bp[k - 1].etag), "%s", ps[i].etag);
+            }
+            continue;
+        }
         if (k == max) {
             *truncated = 1;
             break;
@@ -641,19 +694,73 @@ static int done_lookup(const struct server *srv, const char *id, const char *buc
     return 0;
 }
 
+/* The hex MD5 of @len bytes of @fd at @off. */
+static int md5_range(int fd, uint64_t off, uint64_t len, char out[33])
+{
+    enum { CHUNK = 1 << 20 };
+    struct cksum *ck;
+    struct cksum_result res;
+    char *buf = malloc(CHUNK);
+    int rc = buf ? cksum_new(CKSUM_WANT_MD5, CKSUM_NONE, &ck) : -ENOMEM;
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    while (!rc && len) {
+        ssize_t r = pread(fd, buf, (size_t)S3C_MIN(len, (uint64_t)CHUNK), (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rc = r < 0 ? -errno : -EIO;
+            break;
+        }
+        cksum_update(ck, buf, (size_t)r);
+        off += (uint64_t)r;
+        len -= (uint64_t)r;
+    }
+    cksum_final(ck, &res);
+    cksum_free(ck);
+    free(buf);
+    if (!rc)
+        memcpy(out, res.md5_hex, 33);
+    return rc;
+}
+
+/* Copies the bytes of part @f (in the data file @dfd at its slot, or its own file in @dir) to
+ * @out at @at. */
+static int part_copy(const char *dir, int dfd, uint64_t psize, const struct part_file *f, int out,
+                     uint64_t at)
+{
+    char p[4096 + 64];
+    if (!f->size)
+        return 0;
+    if (f->inplace)
+        return dfd < 0 ? -S3E_INVALID_PART
+                       : gw_copy_fd(dfd, (uint64_t)(f->number - 1) * psize, out, at, f->size);
+    snprintf(p, sizeof(p), "%s/%s", dir, f->name);
+    int in_fd = open(p, O_RDONLY | O_CLOEXEC); /* named by its ETag: these are its bytes */
+    if (in_fd < 0)
+        return errno == ENOENT ? -S3E_INVALID_PART : -errno;
+    int rc = gw_copy_fd(in_fd, 0, out, at, f->size);
+    close(in_fd);
+    return rc;
+}
+
 int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
                     const char *upload_id, const struct be_part *parts, size_t n,
-                    struct be_meta *out, char staged[4096], uint64_t *parts_bytes)
+                    struct be_meta *out, char staged[4096], uint64_t *parts_bytes, int *seal)
 {
-    char dir[4096], p[4096 + 64];
+    char dir[4096];
     struct info in;
     struct part_file *ps = NULL;
     size_t np = 0;
     unsigned char *md5s = NULL;
     const struct part_file **use = NULL;
-    int fd = -1, rc;
+    struct mpu_slot_use *plan = NULL;
+    int fd = -1, dfd = -1, rc;
     staged[0] = '\0';
     *parts_bytes = 0;
+    *seal = -1;
     if (n == 0 || n > BE_MAX_PARTS)
         return -S3E_MALFORMED_XML;
     if ((rc = upload_open(srv, bucket, key, upload_id, dir, &in))) {
@@ -663,11 +770,19 @@ int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
             return 1;
         return rc;
     }
+    /* Holding the whole data file keeps every attempt out of its slots (until the caller closes
+     * *@seal, when the file became the object); without it (an attempt is writing a slot), the
+     * parts are copied out and the slots' bytes checked. */
+    char dpath[4096 + 64];
+    snprintf(dpath, sizeof(dpath), "%s/data", dir);
+    dfd = open(dpath, O_RDWR | O_CLOEXEC);
+    int whole = dfd >= 0 && mpu_slot_lock_all(dfd) == 0;
     if ((rc = parts_scan(dir, &ps, &np)))
-        return rc;
+        goto out;
     md5s = malloc(16 * n);
     use = calloc(n, sizeof(*use));
-    if (!md5s || !use) {
+    plan = calloc(n, sizeof(*plan));
+    if (!md5s || !use || !plan) {
         rc = -ENOMEM;
         goto out;
     }
@@ -701,40 +816,27 @@ int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
             md5s[16 * i + k] = (unsigned char)v;
         }
         use[i] = f;
+        plan[i] = (struct mpu_slot_use){f->number, f->size, f->inplace};
         total += f->size;
     }
     if (total > srv->cf->max_object_size) {
         rc = -S3E_ENTITY_TOO_LARGE;
         goto out;
     }
-    /* In place when the listed parts are 1..n, all but the last in data at their offsets: the
-     * data file is the object once a short last part is copied in and the tail cut. */
+    unsigned max_inplace = 0;
+    for (size_t j = 0; j < np; j++)
+        if (ps[j].inplace && ps[j].number > max_inplace)
+            max_inplace = ps[j].number;
     uint64_t psize = psize_read(dir);
-    int fast = psize != 0;
-    for (size_t i = 0; fast && i < n; i++)
-        fast = use[i]->number == i + 1 && (use[i]->inplace || (i + 1 == n && use[i]->size <= psize));
-    char dpath[4096 + 64];
-    snprintf(dpath, sizeof(dpath), "%s/data", dir);
-    if (fast) {
-        fd = open(dpath, O_RDWR | O_CLOEXEC);
-        if (fd < 0) {
+    if (whole && mpu_slot_plan(plan, n, psize, max_inplace)) {
+        /* the data file is the object once the parts with files of their own are copied into
+         * their slots and the tail cut */
+        for (size_t i = 0; i < n && !rc; i++)
+            if (!use[i]->inplace)
+                rc = part_copy(dir, -1, psize, use[i], dfd, (uint64_t)i * psize);
+        if (!rc && ftruncate(dfd, (off_t)total))
             rc = -errno;
-            goto out;
-        }
-        const struct part_file *last = use[n - 1];
-        if (!last->inplace && last->size) {
-            snprintf(p, sizeof(p), "%s/%s", dir, last->name);
-            int in_fd = open(p, O_RDONLY | O_CLOEXEC);
-            if (in_fd < 0) {
-                rc = errno == ENOENT ? -S3E_INVALID_PART : -errno;
-                goto out;
-            }
-            rc = gw_copy_fd(in_fd, 0, fd, (uint64_t)(n - 1) * psize, last->size);
-            close(in_fd);
-        }
-        if (!rc && ftruncate(fd, (off_t)total))
-            rc = -errno;
-        if (!rc && fsync(fd))
+        if (!rc && fsync(dfd))
             rc = -errno;
         if (rc)
             goto out;
@@ -751,30 +853,20 @@ int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
             staged[0] = '\0';
             goto out;
         }
+        *seal = dfd;
+        dfd = -1;
     } else {
         if ((rc = cache_stage_open(srv->cache, &fd, staged)))
             goto out;
-        int dfd = open(dpath, O_RDONLY | O_CLOEXEC); /* in-place parts, if any */
         uint64_t off = 0;
         for (size_t i = 0; i < n && !rc; i++) {
-            int in_fd = dfd;
-            uint64_t from = (uint64_t)(use[i]->number - 1) * psize;
-            if (!use[i]->inplace) {
-                snprintf(p, sizeof(p), "%s/%s", dir, use[i]->name);
-                in_fd = open(p, O_RDONLY | O_CLOEXEC);
-                from = 0;
-            }
-            if (in_fd < 0) {
-                rc = errno == ENOENT ? -S3E_INVALID_PART : -errno;
-                break;
-            }
-            rc = use[i]->size ? gw_copy_fd(in_fd, from, fd, off, use[i]->size) : 0;
-            if (in_fd != dfd)
-                close(in_fd);
+            char md5[33];
+            rc = part_copy(dir, dfd, psize, use[i], fd, off);
+            if (!rc && !whole && use[i]->inplace && !(rc = md5_range(fd, off, use[i]->size, md5)) &&
+                strcmp(md5, use[i]->etag))
+                rc = -S3E_INVALID_PART; /* the slot was written since the part was looked at */
             off += use[i]->size;
         }
-        if (dfd >= 0)
-            close(dfd);
         if (!rc && fsync(fd))
             rc = -errno;
         if (rc)
@@ -794,6 +886,12 @@ int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
 out:
     if (fd >= 0)
         close(fd);
+    if (dfd >= 0)
+        close(dfd);
+    if (rc && *seal >= 0) {
+        close(*seal);
+        *seal = -1;
+    }
     if (rc && staged[0]) {
         unlink(staged);
         staged[0] = '\0';
@@ -801,6 +899,7 @@ out:
     free(ps);
     free(md5s);
     free(use);
+    free(plan);
     return rc;
 }
 

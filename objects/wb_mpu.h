@@ -14,13 +14,15 @@ struct server;
 int wb_mpu_create(struct server *srv, const char *bucket, const char *key,
                   const struct be_meta *meta, char upload_id[BE_UPLOAD_ID_MAX]);
 /* Moves @staged_path (fsync'd, the part's bytes, MD5 @etag) into the upload as part @number,
- * replacing an earlier upload of that number. */
+ * replacing an earlier upload of that number (the last one recorded is the part). */
 int wb_mpu_put_part(struct server *srv, const char *bucket, const char *key,
                     const char *upload_id, unsigned number, const char *staged_path,
                     const char *etag);
 /* Where part @number of @size bytes goes: 1 with *@fd (opened on the upload's data file, the
- * caller's) and *@off when it is written in place (its earlier in-place copy no longer
- * counts); 0 when it is staged as its own file (wb_mpu_put_part()); or an error. */
+ * caller's; it holds the slot's lock until closed, backends/mpu_slot.h) and *@off when it is
+ * written in place; 0 when it is staged as its own file (wb_mpu_put_part()): another attempt
+ * holds the slot, an acknowledged part is in it, or the size is not the upload's P; or an
+ * error. Nothing of an acknowledged part changes until the attempt is recorded. */
 int wb_mpu_part_target(struct server *srv, const char *bucket, const char *key,
                        const char *upload_id, unsigned number, uint64_t size, int *fd,
                        uint64_t *off);
@@ -38,10 +40,13 @@ int wb_mpu_abort(struct server *srv, const char *bucket, const char *key, const 
  * in the cache's staging directory, the caller's to adopt or unlink). *@out: the object's
  * metadata (ETag MD5-of-MD5s "-N"). *@parts_bytes: what the upload's parts hold (released from
  * the dirty limit by wb_mpu_finish()). The upload stays until wb_mpu_finish(). 1 (nothing
- * staged, out->etag set) for a repeat of a Complete that wb_mpu_finish() ended, same parts. */
+ * staged, out->etag set) for a repeat of a Complete that wb_mpu_finish() ended, same parts.
+ * *@seal: -1, or (when @staged is the upload's data file itself) an fd whose lock keeps
+ * UploadPart out of that file: the caller's, closed after adopting and wb_mpu_finish(), or
+ * when adopting failed. */
 int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
                     const char *upload_id, const struct be_part *parts, size_t n,
-                    struct be_meta *out, char staged[4096], uint64_t *parts_bytes);
+                    struct be_meta *out, char staged[4096], uint64_t *parts_bytes, int *seal);
 /* Removes a completed upload's directory and releases its parts from the dirty limit; keeps
  * a record of it (@parts as completed, the object @made) that answers a repeated Complete. */
 int wb_mpu_finish(struct server *srv, const char *bucket, const char *key,

@@ -479,8 +479,9 @@ static void mp_complete_job(struct req *rq)
     if (gw_write_back(srv)) {
         char staged[4096];
         uint64_t held = 0;
+        int seal = -1;
         rq->rc = wb_mpu_complete(srv, rq->bucket, rq->key, upload_id_param(rq), s->parts, s->n,
-                                 &s->meta, staged, &held);
+                                 &s->meta, staged, &held, &seal);
         if (rq->rc == 1) { /* a repeat: answered as the first time, nothing more to do */
             rq->rc = 0;
             return;
@@ -490,6 +491,8 @@ static void mp_complete_job(struct req *rq)
         if (!rq->rc)
             wb_mpu_finish(srv, rq->bucket, rq->key, upload_id_param(rq), s->parts, s->n,
                           &s->meta);
+        if (seal >= 0)
+            close(seal); /* UploadPart may use the data file again: it is no longer the upload's */
         return;
     }
     /* Nothing may be made that is over the limit: checked first, the upload stays as it was

@@ -28,6 +28,7 @@
 #include <openssl/evp.h>
 
 #include "backends/backend.h"
+#include "backends/mpu_slot.h"
 #include "lib/conf.h"
 #include "lib/s3err.h"
 
@@ -1421,8 +1422,11 @@ static void test_be_file_multipart_inplace(void **state)
     put_part(fx->be, "ckpt", id, 1, P, 'a', &parts[0]);
     put_part(fx->be, "ckpt", id, 4, 100, 'd', &parts[3]);
     put_part(fx->be, "ckpt", id, 2, P, 'x', &parts[1]);
-    put_part(fx->be, "ckpt", id, 2, P, 'b', &parts[1]); /* re-uploaded in place */
     snprintf(path, sizeof(path), "%s/.s3cached/uploads/%s/inpl.00002", fx->dir, id);
+    assert_int_equal(access(path, F_OK), 0);
+    put_part(fx->be, "ckpt", id, 2, P, 'b', &parts[1]); /* re-uploaded: a file of its own */
+    assert_int_equal(access(path, F_OK), -1);
+    snprintf(path, sizeof(path), "%s/.s3cached/uploads/%s/part.00002", fx->dir, id);
     assert_int_equal(access(path, F_OK), 0);
     snprintf(path, sizeof(path), "%s/.s3cached/uploads/%s/part.00004", fx->dir, id);
     assert_int_equal(access(path, F_OK), 0);
@@ -1441,7 +1445,8 @@ static void test_be_file_multipart_inplace(void **state)
     assert_int_equal(out.size, 3 * P + 100);
     snprintf(path, sizeof(path), "%s/bkt/ckpt", fx->dir);
     assert_int_equal(stat(path, &obj_st), 0);
-    assert_int_equal(obj_st.st_ino, data_st.st_ino); /* the data file itself, not a copy */
+    assert_int_equal(obj_st.st_ino, data_st.st_ino); /* the data file itself, not a copy: the
+                                                       * re-upload was copied into its slot */
     assert_int_equal(obj_st.st_size, 3 * P + 100);
     assert_true(getxattr(path, "user.s3cached.psize", NULL, 0) < 0);
     for (int i = 0; i < 4; i++) {
@@ -1477,6 +1482,195 @@ static void test_be_file_multipart_inplace(void **state)
     assert_memory_equal(got, "bb", 2);
     free(got);
     assert_int_equal(fx->be->ctr.errors, 0);
+}
+
+/* Upload @size bytes of @fill as part @num: the backend's answer (the part's ETag in @out). */
+static int try_part(struct backend *be, const char *key, const char *id, unsigned num,
+                    size_t size, size_t body, char fill, struct be_part *out)
+{
+    struct be_part p;
+    int fd, rc;
+
+    memset(&p, 0, sizeof(p));
+    p.number = num;
+    p.size = size;
+    fd = part_fd(body, fill, p.etag); /* @body < @size: the body ends early */
+    rc = backend_mp_put_part(be, "bkt", key, id, fd, &p);
+    close(fd);
+    if (out)
+        *out = p;
+    return rc;
+}
+
+/* Whether bytes [@off, @off + @len) of @bucket/@key are all @c. */
+static int all_of(struct backend *be, const char *key, uint64_t off, size_t len, char c)
+{
+    int rc, ok = 1;
+    char *got = get_str(be, "bkt", key, off, len, &rc);
+
+    for (size_t i = 0; rc == 0 && i < len; i++)
+        ok = ok && got[i] == c;
+    free(got);
+    return rc == 0 && ok;
+}
+
+static void list_is(struct backend *be, const char *key, const char *id, const struct be_part *want,
+                    size_t n)
+{
+    struct be_part *v;
+    size_t got;
+    int trunc;
+
+    assert_int_equal(backend_mp_list_parts(be, "bkt", key, id, 0, 1000, &v, &got, &trunc), 0);
+    assert_int_equal(got, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(v[i].number, want[i].number);
+        assert_string_equal(v[i].etag, want[i].etag);
+        assert_int_equal(v[i].size, want[i].size);
+    }
+    free(v);
+}
+
+/* Attempts of one part number (backends/mpu_slot.h): a second attempt while one writes the slot
+ * gets a file of its own and leaves the slot alone; a failed attempt, in place or not, leaves
+ * the acknowledged part; an attempt while a Complete holds the data file stays out of it; a
+ * Complete that cannot hold the data file copies the parts, and refuses a part in place whose
+ * slot no longer has its bytes. The attempt "in flight" is this test holding the slot's lock. */
+static void test_be_file_multipart_attempts(void **state)
+{
+    struct fx *fx = *state;
+    const size_t P = BE_MIN_PART_SIZE;
+    char id[BE_UPLOAD_ID_MAX], dpath[256], path[256];
+    struct be_part parts[4], lp[3], other;
+    struct be_meta m, out;
+    struct stat data_st, obj_st;
+    int slot, all;
+
+    memset(&m, 0, sizeof(m));
+    assert_int_equal(backend_mp_create(fx->be, "bkt", "att", &m, id), 0);
+    put_part(fx->be, "att", id, 1, P, 'a', &parts[0]);
+    put_part(fx->be, "att", id, 2, P, 'b', &parts[1]);
+    put_part(fx->be, "att", id, 3, 100, 'c', &parts[2]);
+    snprintf(dpath, sizeof(dpath), "%s/.s3cached/uploads/%s/data", fx->dir, id);
+
+    /* failed retries: of a part in place, of a part of its own, a first attempt in place */
+    assert_int_equal(try_part(fx->be, "att", id, 1, P, P - 1, 'z', NULL), -S3E_INCOMPLETE_BODY);
+    assert_int_equal(try_part(fx->be, "att", id, 3, 100, 99, 'z', NULL), -S3E_INCOMPLETE_BODY);
+    assert_int_equal(try_part(fx->be, "att", id, 4, P, P / 2, 'z', NULL), -S3E_INCOMPLETE_BODY);
+    list_is(fx->be, "att", id, parts, 3);
+
+    /* an attempt holds slot 2: the other one at once goes to a file of its own and is the part
+     * once it succeeds; the slot keeps its bytes */
+    slot = open(dpath, O_RDWR);
+    assert_true(slot >= 0);
+    assert_int_equal(mpu_slot_lock(slot, 2, P), 0);
+    put_part(fx->be, "att", id, 2, P, 'y', &parts[1]);
+    snprintf(path, sizeof(path), "%s/.s3cached/uploads/%s/part.00002", fx->dir, id);
+    assert_int_equal(access(path, F_OK), 0);
+    list_is(fx->be, "att", id, parts, 3);
+    char byte = 0;
+    assert_int_equal(pread(slot, &byte, 1, (off_t)P + 77), 1);
+    assert_int_equal(byte, 'b');
+
+    /* a Complete holding the whole file keeps attempts out of it */
+    all = open(dpath, O_RDWR);
+    assert_int_equal(mpu_slot_lock_all(all), -EAGAIN); /* slot 2 is held */
+    close(slot);
+    assert_int_equal(mpu_slot_lock_all(all), 0);
+    put_part(fx->be, "att", id, 4, P, 'd', &other);
+    snprintf(path, sizeof(path), "%s/.s3cached/uploads/%s/part.00004", fx->dir, id);
+    assert_int_equal(access(path, F_OK), 0);
+    close(all);
+
+    /* an attempt writes slot 4 (held): Complete copies, checking the slots it copies; slot 1
+     * written meanwhile by someone is refused, restored it completes */
+    slot = open(dpath, O_RDWR);
+    assert_int_equal(mpu_slot_lock(slot, 4, P), 0);
+    assert_int_equal(pwrite(slot, "Z", 1, 4096), 1);
+    memcpy(lp, parts, sizeof(lp));
+    assert_int_equal(backend_mp_complete(fx->be, "bkt", "att", id, lp, 3, &out),
+                     -S3E_INVALID_PART);
+    assert_int_equal(pwrite(slot, "a", 1, 4096), 1);
+    assert_int_equal(stat(dpath, &data_st), 0);
+    assert_int_equal(backend_mp_complete(fx->be, "bkt", "att", id, lp, 3, &out), 0);
+    close(slot);
+    snprintf(path, sizeof(path), "%s/bkt/att", fx->dir);
+    assert_int_equal(stat(path, &obj_st), 0);
+    assert_true(obj_st.st_ino != data_st.st_ino); /* a copy */
+    assert_int_equal(obj_st.st_size, 2 * P + 100);
+    assert_true(all_of(fx->be, "att", 0, P, 'a'));
+    assert_true(all_of(fx->be, "att", P, P, 'y'));
+    assert_true(all_of(fx->be, "att", 2 * P, 100, 'c'));
+    assert_int_equal(fx->be->ctr.errors, 0);
+}
+
+struct racer {
+    struct backend *be;
+    const char *id;
+    char fill;
+    pthread_barrier_t *go;
+    struct be_part part;
+    int rc;
+};
+
+static void *racer_run(void *arg)
+{
+    struct racer *r = arg;
+    int fd = part_fd(BE_MIN_PART_SIZE, r->fill, r->part.etag);
+
+    r->part.number = 2;
+    r->part.size = BE_MIN_PART_SIZE;
+    pthread_barrier_wait(r->go);
+    r->rc = backend_mp_put_part(r->be, "bkt", "race", r->id, fd, &r->part);
+    close(fd);
+    return NULL;
+}
+
+/* Two attempts of part 2 at once, many times: the part listed is one of them, whole; Complete
+ * naming the other is InvalidPart, naming it gives exactly its bytes. */
+static void test_be_file_multipart_race(void **state)
+{
+    struct fx *fx = *state;
+    const size_t P = BE_MIN_PART_SIZE;
+
+    for (int round = 0; round < 12; round++) {
+        char id[BE_UPLOAD_ID_MAX];
+        struct be_part lp[2], *v;
+        struct be_meta m, out;
+        pthread_barrier_t go;
+        struct racer r[2];
+        pthread_t th[2];
+        size_t n;
+        int trunc;
+
+        memset(&m, 0, sizeof(m));
+        assert_int_equal(backend_mp_create(fx->be, "bkt", "race", &m, id), 0);
+        put_part(fx->be, "race", id, 1, P, 'a', &lp[0]);
+        pthread_barrier_init(&go, NULL, 2);
+        for (int i = 0; i < 2; i++) {
+            memset(&r[i], 0, sizeof(r[i]));
+            r[i] = (struct racer){ fx->be, id, (char)('x' + i), &go, { 0 }, 0 };
+            assert_int_equal(pthread_create(&th[i], NULL, racer_run, &r[i]), 0);
+        }
+        for (int i = 0; i < 2; i++)
+            pthread_join(th[i], NULL);
+        pthread_barrier_destroy(&go);
+        assert_int_equal(r[0].rc, 0);
+        assert_int_equal(r[1].rc, 0);
+        assert_int_equal(backend_mp_list_parts(fx->be, "bkt", "race", id, 0, 1000, &v, &n, &trunc),
+                         0);
+        assert_int_equal(n, 2);
+        int w = strcmp(v[1].etag, r[0].part.etag) == 0 ? 0 : 1;
+        assert_string_equal(v[1].etag, r[w].part.etag);
+        free(v);
+        lp[1] = r[1 - w].part;
+        assert_int_equal(backend_mp_complete(fx->be, "bkt", "race", id, lp, 2, &out),
+                         -S3E_INVALID_PART);
+        lp[1] = r[w].part;
+        assert_int_equal(backend_mp_complete(fx->be, "bkt", "race", id, lp, 2, &out), 0);
+        assert_true(all_of(fx->be, "race", 0, P, 'a'));
+        assert_true(all_of(fx->be, "race", P, P, r[w].fill));
+    }
 }
 
 static void test_be_file_copy(void **state)
@@ -1655,6 +1849,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_be_file_buckets, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_multipart, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_multipart_inplace, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_be_file_multipart_attempts, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_be_file_multipart_race, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_be_file_copy, fx_setup, fx_teardown),
     };
     const struct CMUnitTest bench[] = {
