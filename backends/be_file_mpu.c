@@ -33,22 +33,11 @@
 #include "be_file_priv.h"
 #include "lib/conf.h"
 #include "lib/s3err.h"
+#include "mpu.h"
 #include "mpu_slot.h"
 
 /* ------------------------------------------------------------------------------------ */
 /* Multipart                                                                             */
-
-static int upload_id_ok(const char *id)
-{
-    size_t n = 0;
-
-    if (!id)
-        return 0;
-    for (; id[n]; n++)
-        if (!((id[n] >= '0' && id[n] <= '9') || (id[n] >= 'a' && id[n] <= 'f')))
-            return 0;
-    return n == 32;
-}
 
 /* Removes directory @name under @parent and its plain-file contents. */
 void bef_rm_flat_dir(int parent, const char *name)
@@ -124,7 +113,7 @@ static int upload_open(struct bef *b, const char *bucket, const char *key, const
 
     if (rc < 0)
         return rc;
-    if (!upload_id_ok(id))
+    if (!mpu_id_ok(id))
         return -S3E_NO_SUCH_UPLOAD;
     fd = openat(b->upfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
@@ -150,7 +139,8 @@ int be_file_mp_create(struct backend *be, const char *bucket, const char *key,
         return rc;
     if (!bef_bucket_exists(b, bucket))
         return -S3E_NO_SUCH_BUCKET;
-    bef_random_hex(id, 16);
+    if ((rc = mpu_id_new(id)))
+        return rc;
     snprintf(stage, sizeof(stage), "u.%s", id);
     e = malloc(sizeof(*e));
     if (!e)
@@ -441,7 +431,7 @@ int be_file_mp_copy_part(struct backend *be, const char *bucket, const char *key
         goto out;
     if (len > 0 && (rc = bef_copy_range(sfd, off, t.fd, len)) < 0)
         goto out;
-    rc = bef_md5_fd(t.fd, 0, len, p.etag); /* the copy, so the ETag matches the stored bytes */
+    rc = mpu_md5_range(t.fd, 0, len, p.etag); /* the copy, so the ETag matches the stored bytes */
     if (rc < 0)
         goto out;
     if (fstat(t.fd, &st) < 0) {
@@ -547,47 +537,6 @@ static int part_open(int udfd, unsigned number, int *fdp, uint64_t *offp, int *i
     return 0;
 }
 
-/* An ETag as the client sent it: optional quotes, any case. */
-static int etag_match(const char *want, const char *have)
-{
-    size_t n = strlen(want);
-
-    if (n >= 2 && want[0] == '"' && want[n - 1] == '"') {
-        want++;
-        n -= 2;
-    }
-    return n == strlen(have) && strncasecmp(want, have, n) == 0;
-}
-
-static void sweep_completed(struct bef *b)
-{
-    int64_t now = s3c_real_ns();
-    int64_t last = __atomic_load_n(&b->last_sweep_ns, __ATOMIC_RELAXED);
-    struct dirent *de;
-    DIR *d;
-    int fd;
-
-    if (now - last < BEF_SWEEP_EVERY_NS ||
-        !__atomic_compare_exchange_n(&b->last_sweep_ns, &last, now, 0, __ATOMIC_RELAXED,
-                                     __ATOMIC_RELAXED))
-        return;
-    fd = openat(b->donefd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || !(d = fdopendir(fd))) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    while ((de = readdir(d))) {
-        struct stat st;
-        if (de->d_name[0] == '.')
-            continue;
-        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            ts_ns(&st.st_mtim) < now - BEF_COMPLETED_TTL_NS)
-            (void)unlinkat(dirfd(d), de->d_name, 0);
-    }
-    closedir(d);
-}
-
 /* A repeated Complete of an upload that is gone: answer from its completed record. */
 static int complete_again(struct bef *b, const char *bucket, const char *key, const char *id,
                           const char *phash, struct be_meta *out)
@@ -640,7 +589,7 @@ static int part_open_named(int udfd, const struct be_part *want, int *fdp, uint6
 {
     int rc = part_open(udfd, want->number, fdp, offp, inplace, p);
 
-    if (rc == 0 && !etag_match(want->etag, p->etag)) {
+    if (rc == 0 && !mpu_etag_match(want->etag, p->etag)) {
         close(*fdp);
         *fdp = -1;
         rc = -S3E_INVALID_PART;
@@ -715,7 +664,7 @@ static int complete_copy(struct bef *b, int udfd, const struct be_part *parts, s
             rc = bef_copy_range(pfd, off, t->fd, p.size);
         if (pfd >= 0)
             close(pfd);
-        if (rc == 0 && verify && inplace && (rc = bef_md5_fd(t->fd, at, p.size, md5)) == 0 &&
+        if (rc == 0 && verify && inplace && (rc = mpu_md5_range(t->fd, at, p.size, md5)) == 0 &&
             strcmp(md5, p.etag))
             rc = -S3E_INVALID_PART;
         at += p.size;
@@ -723,16 +672,30 @@ static int complete_copy(struct bef *b, int udfd, const struct be_part *parts, s
     return rc;
 }
 
+/* mpu_part_f over the upload directory (@cls an int *): the part's newer record. */
+static int complete_part(void *cls, unsigned number, const char *etag, struct mpu_part *out)
+{
+    struct be_part p;
+    int inplace = 0, rc = part_open(*(int *)cls, number, NULL, NULL, &inplace, &p);
+
+    if (rc < 0)
+        return rc;
+    out->number = number;
+    out->size = p.size;
+    out->inplace = inplace;
+    memcpy(out->etag, p.etag, sizeof(out->etag));
+    return 0;
+}
+
 int be_file_mp_complete(struct backend *be, const char *bucket, const char *key,
-                               const char *upload_id, const struct be_part *parts, size_t n,
-                               struct be_meta *out)
+                        const char *upload_id, const struct be_part *parts, size_t n,
+                        struct be_meta *out)
 {
     struct bef *b = bef_of(be);
     struct tmpf t = { .fd = -1 };
     struct rec *info = malloc(sizeof(*info));
     struct enc *e = malloc(sizeof(*e));
-    unsigned char *md5s = NULL;
-    struct mpu_slot_use *use = NULL;
+    struct mpu_plan plan = {0};
     char phash[33], gone[48];
     int udfd = -1, dfd = -1, rc;
 
@@ -740,7 +703,7 @@ int be_file_mp_complete(struct backend *be, const char *bucket, const char *key,
         rc = -ENOMEM;
         goto out;
     }
-    sweep_completed(b);
+    mpu_done_sweep(b->donefd, &b->last_sweep_ns);
     if (n == 0 || n > BE_MAX_PARTS) {
         rc = -S3E_MALFORMED_XML;
         goto out;
@@ -749,24 +712,12 @@ int be_file_mp_complete(struct backend *be, const char *bucket, const char *key,
     if (rc < 0)
         goto out;
     rc = upload_open(b, bucket, key, upload_id, &udfd, info);
-    if (rc == -S3E_NO_SUCH_UPLOAD && upload_id_ok(upload_id)) {
+    if (rc == -S3E_NO_SUCH_UPLOAD && mpu_id_ok(upload_id)) {
         rc = complete_again(b, bucket, key, upload_id, phash, out);
         goto out;
     }
     if (rc < 0)
         goto out;
-    for (size_t i = 1; i < n; i++)
-        if (parts[i].number <= parts[i - 1].number) {
-            rc = -S3E_INVALID_PART_ORDER;
-            goto out;
-        }
-    uint64_t part_size_uniform = 0;
-    md5s = malloc(16 * n);
-    use = malloc(n * sizeof(*use));
-    if (!md5s || !use) {
-        rc = -ENOMEM;
-        goto out;
-    }
     /* Holding the whole data file keeps every attempt out of its slots until the end (the file
      * may become the object); without it (an attempt is writing a slot), the parts are copied. */
     uint64_t psize = 0;
@@ -775,48 +726,19 @@ int be_file_mp_complete(struct backend *be, const char *bucket, const char *key,
     if (dfd >= 0 && data_psize(dfd, &psize) < 0)
         psize = 0;
     /* Validate every part before writing anything. */
-    for (size_t i = 0; i < n; i++) {
-        struct be_part p;
-        int inplace = 0;
-        rc = part_open(udfd, parts[i].number, NULL, NULL, &inplace, &p);
-        if (rc < 0)
-            goto out;
-        use[i].number = parts[i].number;
-        use[i].size = p.size;
-        use[i].inplace = inplace;
-        if (!etag_match(parts[i].etag, p.etag) || strlen(p.etag) != 32) {
-            rc = -S3E_INVALID_PART;
-            goto out;
-        }
-        for (int j = 0; j < 16; j++)
-            md5s[16 * i + j] = (unsigned char)(bef_hex_val(p.etag[2 * j]) << 4 |
-                                               bef_hex_val(p.etag[2 * j + 1]));
-        if (i + 1 < n && p.size < BE_MIN_PART_SIZE) {
-            rc = -S3E_ENTITY_TOO_SMALL;
-            goto out;
-        }
-        /* GET ?partNumber=N needs the part layout: kept when all but the last are equal. */
-        if (i == 0)
-            part_size_uniform = p.size;
-        else if (i + 1 < n && p.size != part_size_uniform)
-            part_size_uniform = 0;
-        else if (i + 1 == n && p.size > part_size_uniform)
-            part_size_uniform = 0;
-    }
-    int fast = whole && mpu_slot_plan(use, n, psize, inplace_max(udfd));
+    if ((rc = mpu_complete_plan(parts, n, complete_part, &udfd, &plan)) < 0)
+        goto out;
+    int fast = whole && mpu_slot_plan(plan.use, n, psize, inplace_max(udfd));
     if (fast)
-        rc = complete_inplace(b, udfd, dfd, parts, use, n, psize, &t);
+        rc = complete_inplace(b, udfd, dfd, parts, plan.use, n, psize, &t);
     else
         rc = complete_copy(b, udfd, parts, n, !whole, &t);
     if (rc < 0)
         goto out;
     info->m.parts_count = (uint32_t)n;
-    info->m.part_size = part_size_uniform;
+    info->m.part_size = plan.part_size;
     info->m.checksum_algo[0] = info->m.checksum[0] = '\0';
-    rc = bef_md5_hex_of(md5s, 16 * n, info->m.etag);
-    if (rc < 0)
-        goto out;
-    snprintf(info->m.etag + 32, sizeof(info->m.etag) - 32, "-%zu", n);
+    memcpy(info->m.etag, plan.etag, sizeof(info->m.etag));
     rc = bef_tmp_finish(&t, &info->m);
     if (rc == 0)
         rc = bef_place(b, bucket, key, &t);
@@ -845,8 +767,7 @@ out:
         close(dfd); /* the data file's lock goes once the upload is gone */
     if (udfd >= 0)
         close(udfd);
-    free(md5s);
-    free(use);
+    mpu_plan_free(&plan);
     free(info);
     free(e);
     return rc;
@@ -960,13 +881,6 @@ out:
     return rc;
 }
 
-static int upload_cmp(const void *a, const void *b)
-{
-    const struct be_upload *x = a, *y = b;
-    int c = strcmp(x->key, y->key);
-    return c ? c : strcmp(x->upload_id, y->upload_id);
-}
-
 int be_file_mp_list_uploads(struct backend *be, const char *bucket, const char *prefix,
                                    const char *key_marker, const char *upload_id_marker,
                                    unsigned max, struct be_upload **out, size_t *n,
@@ -975,7 +889,7 @@ int be_file_mp_list_uploads(struct backend *be, const char *bucket, const char *
     struct bef *b = bef_of(be);
     struct rec *r = malloc(sizeof(*r));
     struct be_upload *v = NULL;
-    size_t cnt = 0, cap = 0, plen = prefix ? strlen(prefix) : 0, k = 0;
+    size_t cnt = 0, cap = 0, plen = prefix ? strlen(prefix) : 0;
     struct dirent *de;
     DIR *d = NULL;
     int fd, rc = backend_check_bucket_name(bucket);
@@ -1000,7 +914,7 @@ int be_file_mp_list_uploads(struct backend *be, const char *bucket, const char *
     }
     while ((de = readdir(d))) {
         int ufd;
-        if (!upload_id_ok(de->d_name))
+        if (!mpu_id_ok(de->d_name))
             continue;
         ufd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (ufd < 0)
@@ -1013,14 +927,6 @@ int be_file_mp_list_uploads(struct backend *be, const char *bucket, const char *
         }
         if (strcmp(r->bucket, bucket) || strncmp(r->key, prefix ? prefix : "", plen))
             continue;
-        if (key_marker && *key_marker) {
-            int c = strcmp(r->key, key_marker);
-            if (c < 0)
-                continue;
-            if (c == 0 && (!upload_id_marker || !*upload_id_marker ||
-                           strcmp(de->d_name, upload_id_marker) <= 0))
-                continue;
-        }
         if (cnt == cap) {
             size_t ncap = cap ? cap * 2 : 16;
             struct be_upload *p = realloc(v, ncap * sizeof(*p));
@@ -1040,14 +946,7 @@ int be_file_mp_list_uploads(struct backend *be, const char *bucket, const char *
         v[cnt].initiated_ns = r->initiated_ns;
         cnt++;
     }
-    if (cnt > 1)
-        qsort(v, cnt, sizeof(*v), upload_cmp);
-    if (cnt > max) {
-        for (k = max; k < cnt; k++)
-            free(v[k].key);
-        cnt = max;
-        *truncated = 1;
-    }
+    mpu_uploads_page(v, &cnt, key_marker, upload_id_marker, max, truncated);
     *out = v;
     *n = cnt;
     v = NULL;

@@ -176,18 +176,6 @@ int bef_rec_decode(const char *buf, size_t len, struct rec *r)
 /* ------------------------------------------------------------------------------------ */
 /* Small helpers                                                                         */
 
-int bef_md5_hex_of(const unsigned char *p, size_t n, char out[33])
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-
-    if (!EVP_Digest(p, n, md, &mdlen, EVP_md5(), NULL))
-        return -ENOMEM;
-    for (unsigned i = 0; i < 16; i++)
-        snprintf(out + 2 * i, 3, "%02x", md[i]);
-    return 0;
-}
-
 /* MD5 of @len bytes of @fd from @off as hex. Runs without any lock held. */
 int bef_md5_fd(int fd, uint64_t off, uint64_t len, char out[33])
 {
@@ -222,17 +210,6 @@ out:
     EVP_MD_CTX_free(ctx);
     free(buf);
     return rc;
-}
-
-int bef_hex_val(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 void bef_random_hex(char *out, size_t nbytes)

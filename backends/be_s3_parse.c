@@ -22,6 +22,7 @@
 #include "be_s3_priv.h"
 #include "lib/buf.h"
 #include "lib/conf.h"
+#include "lib/hex.h"
 #include "lib/log.h"
 #include "lib/s3c.h"
 #include "lib/s3err.h"
@@ -53,22 +54,12 @@ int s3_is_md5_hex(const char *s)
     return i == 32;
 }
 
-static int s3_hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = tolower(c);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* Base64 of the 16 bytes that @hex (32 hex digits) spells: the Content-MD5 header value. */
 void s3_md5_b64(const char *hex, char out[32])
 {
     unsigned char bin[16];
     for (int i = 0; i < 16; i++)
-        bin[i] = (unsigned char)(s3_hexval(hex[2 * i]) << 4 | s3_hexval(hex[2 * i + 1]));
+        bin[i] = (unsigned char)(hex_digit(hex[2 * i]) << 4 | hex_digit(hex[2 * i + 1]));
     EVP_EncodeBlock((unsigned char *)out, bin, 16);
 }
 
@@ -82,8 +73,8 @@ char *s3_url_decode(const char *s, size_t n, int plus)
     for (size_t i = 0; i < n; i++) {
         int a, b;
         if (s[i] == '%' && i + 2 < n &&
-            (a = s3_hexval((unsigned char)s[i + 1])) >= 0 &&
-            (b = s3_hexval((unsigned char)s[i + 2])) >= 0) {
+            (a = hex_digit((unsigned char)s[i + 1])) >= 0 &&
+            (b = hex_digit((unsigned char)s[i + 2])) >= 0) {
             *o++ = (char)(a << 4 | b);
             i += 2;
         } else if (plus && s[i] == '+') {

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "backends/backend.h"
+#include "lib/hex.h"
 #include "req.h"
 #include "router.h"
 #include "lib/s3err.h"
@@ -40,17 +41,6 @@ const char *op_name(enum op op)
     return "-";
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 char *url_decode(const char *s, size_t len)
 {
     char *out = malloc(len + 1), *o = out;
@@ -60,8 +50,8 @@ char *url_decode(const char *s, size_t len)
         if (s[i] == '%') {
             if (i + 2 >= len)
                 goto bad;
-            int h = hexval((unsigned char)s[i + 1]);
-            int l = hexval((unsigned char)s[i + 2]);
+            int h = hex_digit((unsigned char)s[i + 1]);
+            int l = hex_digit((unsigned char)s[i + 2]);
             if (h < 0 || l < 0)
                 goto bad;
             char c = (char)(h * 16 + l);

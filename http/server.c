@@ -31,7 +31,6 @@
 #include "lib/workq.h"
 #include "objects/objects.h"
 #include "objects/warm.h"
-#include "objects/wb_mpu.h"
 #include "req_mhd.h"
 #include "server.h"
 
@@ -248,7 +247,6 @@ static int server_open(struct server *srv, struct errmsg *em)
     }
     if ((rc = cache_open(cf, srv->be, srv->wq, &srv->cache, em)))
         return rc;
-    cache_dirty_hold(srv->cache, wb_mpu_staged_bytes(srv)); /* write-back parts of a past run */
     if ((rc = auth_new(cf, &srv->auth, em)))
         return rc;
     if ((rc = stats_new(&srv->stats)) || (rc = stats_start_ticker(srv->stats))) {

@@ -19,6 +19,7 @@
 #endif
 
 #include "checksum.h"
+#include "hex.h"
 
 struct cksum {
     unsigned want;
@@ -363,15 +364,4 @@ int base64_decode(const char *in, void *out, size_t cap)
             o[len++] = (uint8_t)w;
     }
     return (int)len;
-}
-
-void hex_encode(const void *in, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    const uint8_t *p = in;
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = '\0';
 }

@@ -42,6 +42,5 @@ uint32_t cksum_crc32c(uint32_t crc, const void *p, size_t n);
 int base64_encode(const void *in, size_t n, char *out, size_t cap); /* 0 or -ENOSPC */
 /* Strict standard base64 (with padding); returns decoded length or -EINVAL. */
 int base64_decode(const char *in, void *out, size_t cap);
-void hex_encode(const void *in, size_t n, char *out); /* 2n+1 bytes, lower case */
 
 #endif

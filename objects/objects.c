@@ -8,6 +8,7 @@
 
 #include "cache/cache.h"
 #include "objects.h"
+#include "wb_mpu.h"
 
 int objects_new(const struct conf *cf, struct backend *be, struct cache *c, struct warm *warm,
                 struct objects **out)
@@ -21,6 +22,7 @@ int objects_new(const struct conf *cf, struct backend *be, struct cache *c, stru
     o->cache = c;
     o->warm = warm;
     o->mode = (enum conf_write_mode)cf->write_mode;
+    cache_dirty_hold(c, wb_mpu_staged_bytes(o)); /* write-back parts of a past run */
     *out = o;
     return 0;
 }

@@ -28,7 +28,8 @@ struct objects {
 };
 
 /* The object layer over @be and @c (borrowed: they outlive it); @warm (borrowed, NULL: none)
- * fetches objects made on the backend back into the cache. 0 or -ENOMEM. */
+ * fetches objects made on the backend back into the cache. Parts staged by a past run in
+ * write-back count against the dirty limit from now on. 0 or -ENOMEM. */
 int objects_new(const struct conf *cf, struct backend *be, struct cache *c, struct warm *warm,
                 struct objects **out);
 void objects_free(struct objects *o);

@@ -33,39 +33,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/mpu.h"
 #include "backends/mpu_slot.h"
 #include "cache/cache.h"
-#include "http/server.h" /* until wb_mpu takes the object layer's context */
-#include "lib/checksum.h"
+#include "lib/arr.h"
 #include "lib/fileio.h"
-#define gw_copy_fd fileio_copy_range /* until wb_mpu is rebuilt on the shared layout */
+#include "lib/hex.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
+#include "objects.h"
 #include "wb_mpu.h"
 
-#define WB_ID_LEN 32
-
-static int id_ok(const char *id)
+static void mpu_root(const struct objects *o, char out[2048])
 {
-    if (!id || strlen(id) != WB_ID_LEN)
-        return 0;
-    for (const char *p = id; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return 0;
-    return 1;
+    snprintf(out, 2048, "%s/mpu", o->cf->cache_dir ? o->cf->cache_dir : "./var/cache");
 }
 
-static void mpu_root(const struct server *srv, char out[2048])
-{
-    snprintf(out, 2048, "%s/mpu", srv->cf->cache_dir ? srv->cf->cache_dir : "./var/cache");
-}
-
-static int upload_dir(const struct server *srv, const char *id, char out[4096])
+static int upload_dir(const struct objects *o, const char *id, char out[4096])
 {
     char root[2048];
-    if (!id_ok(id))
+    if (!mpu_id_ok(id))
         return -S3E_NO_SUCH_UPLOAD;
-    mpu_root(srv, root);
+    mpu_root(o, root);
     snprintf(out, 4096, "%s/%s", root, id);
     return 0;
 }
@@ -93,12 +82,9 @@ static void put_hex(FILE *f, const char *name, const char *v)
 static void get_hex(const char *hex, char *out, size_t cap)
 {
     size_t n = 0;
-    for (; hex[0] && hex[1] && n + 1 < cap; hex += 2) {
-        unsigned v;
-        if (sscanf(hex, "%2x", &v) != 1)
-            break;
-        out[n++] = (char)v;
-    }
+    unsigned char c;
+    for (; hex[0] && hex[1] && n + 1 < cap && !hex_decode(hex, 1, &c); hex += 2)
+        out[n++] = (char)c;
     out[n] = '\0';
 }
 
@@ -178,10 +164,10 @@ static int info_read(const char *dir, struct info *in)
 }
 
 /* The upload @id of (@bucket, @key): 0 with its directory in @dir, or -S3E_NO_SUCH_UPLOAD. */
-static int upload_open(const struct server *srv, const char *bucket, const char *key,
+static int upload_open(const struct objects *o, const char *bucket, const char *key,
                        const char *id, char dir[4096], struct info *in)
 {
-    int rc = upload_dir(srv, id, dir);
+    int rc = upload_dir(o, id, dir);
     if (!rc)
         rc = info_read(dir, in);
     if (!rc && (strcmp(in->bucket, bucket) || strcmp(in->key, key)))
@@ -285,11 +271,11 @@ static int parts_scan(const char *dir, struct part_file **out, size_t *n)
 }
 
 /* Bytes held by the parts of every staged upload (at start: the dirty limit counts them). */
-uint64_t wb_mpu_staged_bytes(const struct server *srv)
+uint64_t wb_mpu_staged_bytes(const struct objects *o)
 {
     char root[2048];
     uint64_t sum = 0;
-    mpu_root(srv, root);
+    mpu_root(o, root);
     DIR *d = opendir(root);
     if (!d)
         return 0;
@@ -298,7 +284,7 @@ uint64_t wb_mpu_staged_bytes(const struct server *srv)
         char dir[4096 + 64];
         struct part_file *ps;
         size_t n;
-        if (!id_ok(de->d_name))
+        if (!mpu_id_ok(de->d_name))
             continue;
         snprintf(dir, sizeof(dir), "%s/%s", root, de->d_name);
         if (parts_scan(dir, &ps, &n))
@@ -312,7 +298,7 @@ uint64_t wb_mpu_staged_bytes(const struct server *srv)
 }
 
 /* Removes the entries of part @number other than @keep (a re-upload replaced them). */
-static void drop_others(struct server *srv, const char *dir, unsigned number, const char *keep)
+static void drop_others(struct objects *o, const char *dir, unsigned number, const char *keep)
 {
     struct part_file *ps;
     size_t n;
@@ -324,27 +310,25 @@ static void drop_others(struct server *srv, const char *dir, unsigned number, co
         char old[4096 + 64];
         snprintf(old, sizeof(old), "%s/%s", dir, ps[i].name);
         if (unlink(old) == 0)
-            cache_dirty_unadmit(srv->cache, ps[i].size);
+            cache_dirty_unadmit(o->cache, ps[i].size);
     }
     free(ps);
 }
 
 /* ---- operations -------------------------------------------------------------------------- */
 
-int wb_mpu_create(struct server *srv, const char *bucket, const char *key,
+int wb_mpu_create(struct objects *o, const char *bucket, const char *key,
                   const struct be_meta *meta, char upload_id[BE_UPLOAD_ID_MAX])
 {
-    unsigned char rnd[WB_ID_LEN / 2];
     char root[2048], dir[4096];
     struct info *in = calloc(1, sizeof(*in));
     if (!in)
         return -ENOMEM;
-    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+    if (mpu_id_new(upload_id)) {
         free(in);
         return -EIO;
     }
-    hex_encode(rnd, sizeof(rnd), upload_id);
-    mpu_root(srv, root);
+    mpu_root(o, root);
     if (mkdir(root, 0755) && errno != EEXIST) {
         free(in);
         return -errno;
@@ -368,7 +352,7 @@ int wb_mpu_create(struct server *srv, const char *bucket, const char *key,
 /* Makes the record @name of part @number in @dir: the file @staged renamed in, or (NULL) an
  * empty marker; the number's other records go and the directory is synced, all under the
  * number's publication lock (mpu_slot.h), so the last attempt to get here is the part. */
-static int publish(struct server *srv, const char *dir, unsigned number, const char *staged,
+static int publish(struct objects *o, const char *dir, unsigned number, const char *staged,
                    const char *name)
 {
     char p[4096 + 64];
@@ -389,7 +373,7 @@ static int publish(struct server *srv, const char *dir, unsigned number, const c
             close(mf);
     }
     if (!rc) {
-        drop_others(srv, dir, number, name);
+        drop_others(o, dir, number, name);
         rc = fsync_path(dir, 1);
     }
     if (lfd >= 0)
@@ -397,19 +381,19 @@ static int publish(struct server *srv, const char *dir, unsigned number, const c
     return rc;
 }
 
-int wb_mpu_put_part(struct server *srv, const char *bucket, const char *key,
+int wb_mpu_put_part(struct objects *o, const char *bucket, const char *key,
                     const char *upload_id, unsigned number, const char *staged_path,
                     const char *etag)
 {
     char dir[4096], name[64];
     struct info in;
-    int rc = upload_open(srv, bucket, key, upload_id, dir, &in);
+    int rc = upload_open(o, bucket, key, upload_id, dir, &in);
     if (rc)
         return rc;
     if (strlen(etag) != 32)
         return -S3E_INTERNAL;
     snprintf(name, sizeof(name), "p.%05u.%s", number, etag);
-    return publish(srv, dir, number, staged_path, name);
+    return publish(o, dir, number, staged_path, name);
 }
 
 /* Whether part @number of the upload in @dir is in place (an "i.NNNNN." marker). */
@@ -428,13 +412,13 @@ static int inplace_has(const char *dir, unsigned number)
     return found;
 }
 
-int wb_mpu_part_target(struct server *srv, const char *bucket, const char *key,
+int wb_mpu_part_target(struct objects *o, const char *bucket, const char *key,
                        const char *upload_id, unsigned number, uint64_t size, int *fd,
                        uint64_t *off)
 {
     char dir[4096], p[4096 + 64];
     struct info in;
-    int rc = upload_open(srv, bucket, key, upload_id, dir, &in);
+    int rc = upload_open(o, bucket, key, upload_id, dir, &in);
     if (rc)
         return rc;
     uint64_t psize = psize_read(dir);
@@ -474,12 +458,12 @@ int wb_mpu_part_target(struct server *srv, const char *bucket, const char *key,
     return 1;
 }
 
-int wb_mpu_part_done_inplace(struct server *srv, const char *bucket, const char *key,
+int wb_mpu_part_done_inplace(struct objects *o, const char *bucket, const char *key,
                              const char *upload_id, unsigned number, const char *etag, int fd)
 {
     char dir[4096], name[64];
     struct info in;
-    int rc = upload_open(srv, bucket, key, upload_id, dir, &in);
+    int rc = upload_open(o, bucket, key, upload_id, dir, &in);
     if (rc)
         return rc;
     if (strlen(etag) != 32)
@@ -487,14 +471,14 @@ int wb_mpu_part_done_inplace(struct server *srv, const char *bucket, const char 
     if (fdatasync(fd))
         return -errno;
     snprintf(name, sizeof(name), "i.%05u.%s", number, etag);
-    rc = publish(srv, dir, number, NULL, name);
+    rc = publish(o, dir, number, NULL, name);
     if (!rc) /* recorded: the slot is free now, not when the request's fd is closed after the
               * answer (the client's Complete may come first and find the file held) */
         mpu_slot_unlock(fd, number, psize_read(dir));
     return rc;
 }
 
-int wb_mpu_list_parts(struct server *srv, const char *bucket, const char *key,
+int wb_mpu_list_parts(struct objects *o, const char *bucket, const char *key,
                       const char *upload_id, unsigned marker, unsigned max,
                       struct be_part **out, size_t *nout, int *truncated)
 {
@@ -502,7 +486,7 @@ int wb_mpu_list_parts(struct server *srv, const char *bucket, const char *key,
     struct info in;
     struct part_file *ps;
     size_t n;
-    int rc = upload_open(srv, bucket, key, upload_id, dir, &in);
+    int rc = upload_open(o, bucket, key, upload_id, dir, &in);
     *out = NULL;
     *nout = 0;
     *truncated = 0;
@@ -565,41 +549,17 @@ static int rm_upload(const char *dir, uint64_t *bytes)
     return rmdir(dir) ? -errno : 0;
 }
 
-int wb_mpu_abort(struct server *srv, const char *bucket, const char *key, const char *upload_id)
+int wb_mpu_abort(struct objects *o, const char *bucket, const char *key, const char *upload_id)
 {
     char dir[4096];
     struct info in;
     uint64_t bytes = 0;
-    int rc = upload_open(srv, bucket, key, upload_id, dir, &in);
+    int rc = upload_open(o, bucket, key, upload_id, dir, &in);
     if (!rc)
         rc = rm_upload(dir, &bytes);
     if (bytes)
-        cache_dirty_unadmit(srv->cache, bytes);
+        cache_dirty_unadmit(o->cache, bytes);
     return rc;
-}
-
-/* The hex MD5 of @n bytes at @p (the MD5 of the part MD5s of a multipart ETag). */
-static int md5_hex(const unsigned char *p, size_t n, char out[33])
-{
-    struct cksum *ck;
-    struct cksum_result res;
-    int rc = cksum_new(CKSUM_WANT_MD5, CKSUM_NONE, &ck);
-    if (rc)
-        return rc;
-    cksum_update(ck, p, n);
-    cksum_final(ck, &res);
-    cksum_free(ck);
-    memcpy(out, res.md5_hex, 33);
-    return 0;
-}
-
-/* "abc", "\"abc\"": the hex digits of an ETag as a client quotes it. */
-static int etag_eq(const char *client, const char *ours)
-{
-    size_t l = strlen(client);
-    if (l >= 2 && client[0] == '"' && client[l - 1] == '"')
-        return l - 2 == strlen(ours) && strncasecmp(client + 1, ours, l - 2) == 0;
-    return strcasecmp(client, ours) == 0;
 }
 
 /* ---- completed uploads ------------------------------------------------------------------ */
@@ -608,47 +568,34 @@ static int etag_eq(const char *client, const char *ours)
  * hour CACHE_DIR/mpu-done/ID keeps its bucket, key, the hash of its part list and its ETag, and
  * the repeat is answered as the first was (as S3 and the write-through backends do). Best
  * effort and not fsync'd: a record lost in a crash makes a repeat NoSuchUpload. */
-#define WB_DONE_TTL_NS (3600LL * 1000000000)
-#define WB_DONE_SWEEP_NS (600LL * 1000000000)
-
-static void done_path(const struct server *srv, const char *name, char out[4096])
+static void done_path(const struct objects *o, const char *name, char out[4096])
 {
     char root[2048];
-    mpu_root(srv, root);
+    mpu_root(o, root);
     snprintf(out, 4096, "%s-done/%s", root, name);
 }
 
-/* Drops records older than WB_DONE_TTL_NS, at most once per WB_DONE_SWEEP_NS. */
-static void done_sweep(const struct server *srv)
+/* Drops records older than MPU_DONE_TTL_NS, now and then (mpu_done_sweep()). */
+static void done_sweep(const struct objects *o)
 {
     static int64_t last_ns;
-    int64_t now = s3c_real_ns(), last = __atomic_load_n(&last_ns, __ATOMIC_RELAXED);
-    if (now - last < WB_DONE_SWEEP_NS ||
-        !__atomic_compare_exchange_n(&last_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        return;
     char dir[4096];
-    done_path(srv, "", dir);
-    DIR *d = opendir(dir);
-    if (!d)
+    done_path(o, "", dir);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
         return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        struct stat st;
-        if (de->d_name[0] != '.' && fstatat(dirfd(d), de->d_name, &st, 0) == 0 &&
-            (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec < now - WB_DONE_TTL_NS)
-            (void)unlinkat(dirfd(d), de->d_name, 0);
-    }
-    closedir(d);
+    mpu_done_sweep(fd, &last_ns);
+    close(fd);
 }
 
-static void done_record(const struct server *srv, const char *id, const char *bucket,
+static void done_record(const struct objects *o, const char *id, const char *bucket,
                         const char *key, const char *phash, const char *etag)
 {
     char p[4096], t[4096 + 8];
-    done_sweep(srv);
-    done_path(srv, "", p);
+    done_sweep(o);
+    done_path(o, "", p);
     (void)mkdir(p, 0755);
-    done_path(srv, id, p);
+    done_path(o, id, p);
     snprintf(t, sizeof(t), "%s.tmp", p);
     FILE *f = fopen(t, "we");
     if (!f)
@@ -665,11 +612,11 @@ static void done_record(const struct server *srv, const char *id, const char *bu
 /* A repeated Complete of upload @id, gone: 0 with out->etag when it was completed for
  * (@bucket, @key) with the same parts (@phash), -S3E_INVALID_PART with other parts, else
  * -S3E_NO_SUCH_UPLOAD. */
-static int done_lookup(const struct server *srv, const char *id, const char *bucket,
+static int done_lookup(const struct objects *o, const char *id, const char *bucket,
                        const char *key, const char *phash, struct be_meta *out)
 {
     char p[4096], line[8192], b[1024] = "", k[1100] = "", ph[40] = "", et[BE_ETAG_MAX] = "";
-    done_path(srv, id, p);
+    done_path(o, id, p);
     FILE *f = fopen(p, "re");
     if (!f)
         return -S3E_NO_SUCH_UPLOAD;
@@ -694,38 +641,6 @@ static int done_lookup(const struct server *srv, const char *id, const char *buc
     return 0;
 }
 
-/* The hex MD5 of @len bytes of @fd at @off. */
-static int md5_range(int fd, uint64_t off, uint64_t len, char out[33])
-{
-    enum { CHUNK = 1 << 20 };
-    struct cksum *ck;
-    struct cksum_result res;
-    char *buf = malloc(CHUNK);
-    int rc = buf ? cksum_new(CKSUM_WANT_MD5, CKSUM_NONE, &ck) : -ENOMEM;
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    while (!rc && len) {
-        ssize_t r = pread(fd, buf, (size_t)S3C_MIN(len, (uint64_t)CHUNK), (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            rc = r < 0 ? -errno : -EIO;
-            break;
-        }
-        cksum_update(ck, buf, (size_t)r);
-        off += (uint64_t)r;
-        len -= (uint64_t)r;
-    }
-    cksum_final(ck, &res);
-    cksum_free(ck);
-    free(buf);
-    if (!rc)
-        memcpy(out, res.md5_hex, 33);
-    return rc;
-}
-
 /* Copies the bytes of part @f (in the data file @dfd at its slot, or its own file in @dir) to
  * @out at @at. */
 static int part_copy(const char *dir, int dfd, uint64_t psize, const struct part_file *f, int out,
@@ -736,90 +651,135 @@ static int part_copy(const char *dir, int dfd, uint64_t psize, const struct part
         return 0;
     if (f->inplace)
         return dfd < 0 ? -S3E_INVALID_PART
-                       : gw_copy_fd(dfd, (uint64_t)(f->number - 1) * psize, out, at, f->size);
+                       : fileio_copy_range(dfd, (uint64_t)(f->number - 1) * psize, out, at, f->size);
     snprintf(p, sizeof(p), "%s/%s", dir, f->name);
     int in_fd = open(p, O_RDONLY | O_CLOEXEC); /* named by its ETag: these are its bytes */
     if (in_fd < 0)
         return errno == ENOENT ? -S3E_INVALID_PART : -errno;
-    int rc = gw_copy_fd(in_fd, 0, out, at, f->size);
+    int rc = fileio_copy_range(in_fd, 0, out, at, f->size);
     close(in_fd);
     return rc;
 }
 
-int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
+/* mpu_part_f over the upload's records (struct complete_parts): the record of the number with
+ * the ETag named, noted in use[] in the order the Complete names them. */
+struct complete_parts {
+    const struct part_file *ps;
+    size_t np;
+    const struct part_file **use;
+    size_t k;
+};
+
+static int complete_part(void *cls, unsigned number, const char *etag, struct mpu_part *out)
+{
+    struct complete_parts *cp = cls;
+    const struct part_file *f = NULL;
+    for (size_t j = 0; j < cp->np; j++)
+        if (cp->ps[j].number == number && mpu_etag_match(etag, cp->ps[j].etag))
+            f = &cp->ps[j];
+    if (!f)
+        return -S3E_INVALID_PART;
+    cp->use[cp->k++] = f;
+    out->number = number;
+    out->size = f->size;
+    out->inplace = f->inplace;
+    snprintf(out->etag, sizeof(out->etag), "%s", f->etag);
+    return 0;
+}
+
+/* Makes the data file @dfd (held whole) the object: the parts with files of their own copied
+ * into their slots, the tail cut, a second name @staged for it (adopting consumes it; a failed
+ * adopt leaves the upload whole for the client's retry). */
+static int complete_inplace(const char *dir, int dfd, const char *dpath,
+                            const struct part_file *const *use, size_t n, uint64_t psize,
+                            uint64_t total, char staged[4096])
+{
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++)
+        if (!use[i]->inplace)
+            rc = part_copy(dir, -1, psize, use[i], dfd, (uint64_t)i * psize);
+    if (!rc && ftruncate(dfd, (off_t)total))
+        rc = -errno;
+    if (!rc && fsync(dfd))
+        rc = -errno;
+    if (rc)
+        return rc;
+    if (snprintf(staged, 4096, "%s/data.obj", dir) >= 4096) {
+        staged[0] = '\0';
+        return -ENAMETOOLONG;
+    }
+    unlink(staged);
+    if (link(dpath, staged)) {
+        staged[0] = '\0';
+        return -errno;
+    }
+    return 0;
+}
+
+/* Concatenates the parts into a new staged file @staged; @verify: the slots could be written
+ * meanwhile (the data file was not held), so the bytes copied from a slot must have the part's
+ * MD5, else -S3E_INVALID_PART. */
+static int complete_copy(struct objects *o, const char *dir, int dfd,
+                         const struct part_file *const *use, size_t n, uint64_t psize,
+                         int verify, char staged[4096])
+{
+    int fd = -1, rc = cache_stage_open(o->cache, &fd, staged);
+    uint64_t off = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        char md5[33];
+        rc = part_copy(dir, dfd, psize, use[i], fd, off);
+        if (!rc && verify && use[i]->inplace &&
+            !(rc = mpu_md5_range(fd, off, use[i]->size, md5)) && strcmp(md5, use[i]->etag))
+            rc = -S3E_INVALID_PART; /* the slot was written since the part was looked at */
+        off += use[i]->size;
+    }
+    if (!rc && fsync(fd))
+        rc = -errno;
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int wb_mpu_complete(struct objects *o, const char *bucket, const char *key,
                     const char *upload_id, const struct be_part *parts, size_t n,
                     struct be_meta *out, char staged[4096], uint64_t *parts_bytes, int *seal)
 {
-    char dir[4096];
+    char dir[4096], dpath[4096 + 64];
     struct info in;
     struct part_file *ps = NULL;
     size_t np = 0;
-    unsigned char *md5s = NULL;
-    const struct part_file **use = NULL;
-    struct mpu_slot_use *plan = NULL;
-    int fd = -1, dfd = -1, rc;
+    struct complete_parts cp = {0};
+    struct mpu_plan plan = {0};
+    int dfd = -1, rc;
     staged[0] = '\0';
     *parts_bytes = 0;
     *seal = -1;
     if (n == 0 || n > BE_MAX_PARTS)
         return -S3E_MALFORMED_XML;
-    if ((rc = upload_open(srv, bucket, key, upload_id, dir, &in))) {
+    if ((rc = upload_open(o, bucket, key, upload_id, dir, &in))) {
         char phash[33];
-        if (rc == -S3E_NO_SUCH_UPLOAD && id_ok(upload_id) && !be_parts_hash(parts, n, phash) &&
-            !(rc = done_lookup(srv, upload_id, bucket, key, phash, out)))
+        if (rc == -S3E_NO_SUCH_UPLOAD && mpu_id_ok(upload_id) && !be_parts_hash(parts, n, phash) &&
+            !(rc = done_lookup(o, upload_id, bucket, key, phash, out)))
             return 1;
         return rc;
     }
     /* Holding the whole data file keeps every attempt out of its slots (until the caller closes
      * *@seal, when the file became the object); without it (an attempt is writing a slot), the
      * parts are copied out and the slots' bytes checked. */
-    char dpath[4096 + 64];
     snprintf(dpath, sizeof(dpath), "%s/data", dir);
     dfd = open(dpath, O_RDWR | O_CLOEXEC);
     int whole = dfd >= 0 && mpu_slot_lock_all(dfd) == 0;
     if ((rc = parts_scan(dir, &ps, &np)))
         goto out;
-    md5s = malloc(16 * n);
-    use = calloc(n, sizeof(*use));
-    plan = calloc(n, sizeof(*plan));
-    if (!md5s || !use || !plan) {
+    cp.ps = ps;
+    cp.np = np;
+    if (!(cp.use = calloc(n, sizeof(*cp.use)))) {
         rc = -ENOMEM;
         goto out;
     }
-    for (size_t i = 1; i < n; i++) { /* the order first, as S3 and write-through answer */
-        if (parts[i].number <= parts[i - 1].number) {
-            rc = -S3E_INVALID_PART_ORDER;
-            goto out;
-        }
-    }
-    uint64_t total = 0, uniform = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct part_file *f = NULL;
-        for (size_t j = 0; j < np; j++)
-            if (ps[j].number == parts[i].number && etag_eq(parts[i].etag, ps[j].etag))
-                f = &ps[j];
-        if (!f) {
-            rc = -S3E_INVALID_PART;
-            goto out;
-        }
-        if (i + 1 < n && f->size < BE_MIN_PART_SIZE) {
-            rc = -S3E_ENTITY_TOO_SMALL;
-            goto out;
-        }
-        if (i == 0)
-            uniform = f->size;
-        else if ((i + 1 < n && f->size != uniform) || (i + 1 == n && f->size > uniform))
-            uniform = 0;
-        for (int k = 0; k < 16; k++) {
-            unsigned v;
-            sscanf(f->etag + 2 * k, "%2x", &v);
-            md5s[16 * i + k] = (unsigned char)v;
-        }
-        use[i] = f;
-        plan[i] = (struct mpu_slot_use){f->number, f->size, f->inplace};
-        total += f->size;
-    }
-    if (total > srv->cf->max_object_size) {
+    if ((rc = mpu_complete_plan(parts, n, complete_part, &cp, &plan)))
+        goto out;
+    if (plan.total > o->cf->max_object_size) {
         rc = -S3E_ENTITY_TOO_LARGE;
         goto out;
     }
@@ -828,64 +788,26 @@ int wb_mpu_complete(struct server *srv, const char *bucket, const char *key,
         if (ps[j].inplace && ps[j].number > max_inplace)
             max_inplace = ps[j].number;
     uint64_t psize = psize_read(dir);
-    if (whole && mpu_slot_plan(plan, n, psize, max_inplace)) {
-        /* the data file is the object once the parts with files of their own are copied into
-         * their slots and the tail cut */
-        for (size_t i = 0; i < n && !rc; i++)
-            if (!use[i]->inplace)
-                rc = part_copy(dir, -1, psize, use[i], dfd, (uint64_t)i * psize);
-        if (!rc && ftruncate(dfd, (off_t)total))
-            rc = -errno;
-        if (!rc && fsync(dfd))
-            rc = -errno;
-        if (rc)
-            goto out;
-        /* the data file becomes the object through a second name (adopting consumes it; a
-         * failed adopt leaves the upload whole for the client's retry) */
-        if (snprintf(staged, 4096, "%s/data.obj", dir) >= 4096) {
-            rc = -ENAMETOOLONG;
-            staged[0] = '\0';
-            goto out;
+    if (whole && mpu_slot_plan(plan.use, n, psize, max_inplace)) {
+        if (!(rc = complete_inplace(dir, dfd, dpath, cp.use, n, psize, plan.total, staged))) {
+            *seal = dfd;
+            dfd = -1;
         }
-        unlink(staged);
-        if (link(dpath, staged)) {
-            rc = -errno;
-            staged[0] = '\0';
-            goto out;
-        }
-        *seal = dfd;
-        dfd = -1;
     } else {
-        if ((rc = cache_stage_open(srv->cache, &fd, staged)))
-            goto out;
-        uint64_t off = 0;
-        for (size_t i = 0; i < n && !rc; i++) {
-            char md5[33];
-            rc = part_copy(dir, dfd, psize, use[i], fd, off);
-            if (!rc && !whole && use[i]->inplace && !(rc = md5_range(fd, off, use[i]->size, md5)) &&
-                strcmp(md5, use[i]->etag))
-                rc = -S3E_INVALID_PART; /* the slot was written since the part was looked at */
-            off += use[i]->size;
-        }
-        if (!rc && fsync(fd))
-            rc = -errno;
-        if (rc)
-            goto out;
+        rc = complete_copy(o, dir, dfd, cp.use, n, psize, !whole, staged);
     }
+    if (rc)
+        goto out;
     *out = in.meta;
-    out->size = total;
+    out->size = plan.total;
     out->mtime_ns = s3c_real_ns();
     out->parts_count = (uint32_t)n;
-    out->part_size = uniform;
+    out->part_size = plan.part_size;
     out->checksum_algo[0] = out->checksum[0] = '\0';
-    if ((rc = md5_hex(md5s, 16 * n, out->etag)))
-        goto out;
-    snprintf(out->etag + 32, sizeof(out->etag) - 32, "-%zu", n);
+    memcpy(out->etag, plan.etag, sizeof(out->etag));
     for (size_t j = 0; j < np; j++)
         *parts_bytes += ps[j].size;
 out:
-    if (fd >= 0)
-        close(fd);
     if (dfd >= 0)
         close(dfd);
     if (rc && *seal >= 0) {
@@ -897,116 +819,71 @@ out:
         staged[0] = '\0';
     }
     free(ps);
-    free(md5s);
-    free(use);
-    free(plan);
+    free(cp.use);
+    mpu_plan_free(&plan);
     return rc;
 }
 
-int wb_mpu_finish(struct server *srv, const char *bucket, const char *key,
+int wb_mpu_finish(struct objects *o, const char *bucket, const char *key,
                   const char *upload_id, const struct be_part *parts, size_t n,
                   const struct be_meta *made)
 {
     char dir[4096], phash[33];
     uint64_t bytes = 0;
-    int rc = upload_dir(srv, upload_id, dir);
+    int rc = upload_dir(o, upload_id, dir);
     if (!rc && !be_parts_hash(parts, n, phash))
-        done_record(srv, upload_id, bucket, key, phash, made->etag);
+        done_record(o, upload_id, bucket, key, phash, made->etag);
     if (!rc)
         rc = rm_upload(dir, &bytes);
     if (bytes)
-        cache_dirty_unadmit(srv->cache, bytes);
+        cache_dirty_unadmit(o->cache, bytes);
     return rc;
 }
 
-struct up_ent {
-    char *key;
-    char id[WB_ID_LEN + 1];
-    int64_t initiated_ns;
-};
-
-static int up_cmp(const void *a, const void *b)
-{
-    const struct up_ent *x = a, *y = b;
-    int c = strcmp(x->key, y->key);
-    return c ? c : strcmp(x->id, y->id);
-}
-
-int wb_mpu_list_uploads(struct server *srv, const char *bucket, const char *prefix,
+int wb_mpu_list_uploads(struct objects *o, const char *bucket, const char *prefix,
                         const char *key_marker, const char *id_marker, unsigned max,
                         struct be_upload **out, size_t *nout, int *truncated)
 {
     char root[2048];
-    struct up_ent *es = NULL;
+    struct be_upload *u = NULL;
     size_t cnt = 0, cap = 0;
     int rc = 0;
     *out = NULL;
     *nout = 0;
     *truncated = 0;
-    mpu_root(srv, root);
+    mpu_root(o, root);
     DIR *d = opendir(root);
     if (d) {
         struct dirent *de;
         while ((de = readdir(d)) && !rc) {
             char dir[4096 + 64];
             struct info in;
-            if (!id_ok(de->d_name))
+            if (!mpu_id_ok(de->d_name))
                 continue;
             snprintf(dir, sizeof(dir), "%s/%s", root, de->d_name);
             if (info_read(dir, &in) || strcmp(in.bucket, bucket) ||
                 (prefix && strncmp(in.key, prefix, strlen(prefix))))
                 continue;
-            if (cnt == cap) {
-                size_t nc = cap ? cap * 2 : 16;
-                struct up_ent *ne = realloc(es, nc * sizeof(*ne));
-                if (!ne) {
-                    rc = -ENOMEM;
-                    break;
-                }
-                es = ne;
-                cap = nc;
-            }
-            if (!(es[cnt].key = strdup(in.key))) {
+            if ((rc = ARR_GROW(u, cnt, 1, cap)))
+                break;
+            if (!(u[cnt].key = strdup(in.key))) {
                 rc = -ENOMEM;
                 break;
             }
-            memcpy(es[cnt].id, de->d_name, WB_ID_LEN + 1); /* id_ok(): 32 digits */
-            es[cnt].initiated_ns = in.initiated_ns;
+            memcpy(u[cnt].upload_id, de->d_name, MPU_ID_LEN + 1); /* mpu_id_ok(): 32 digits */
+            u[cnt].initiated_ns = in.initiated_ns;
             cnt++;
         }
         closedir(d);
     }
-    if (!rc && cnt)
-        qsort(es, cnt, sizeof(*es), up_cmp);
-    struct be_upload *bu = !rc ? calloc(cnt ? cnt : 1, sizeof(*bu)) : NULL;
-    if (!rc && !bu)
-        rc = -ENOMEM;
-    size_t k = 0;
-    for (size_t i = 0; !rc && i < cnt; i++) {
-        if (key_marker && *key_marker) {
-            int c = strcmp(es[i].key, key_marker);
-            if (c < 0 || (c == 0 && (!id_marker || !*id_marker || strcmp(es[i].id, id_marker) <= 0)))
-                continue;
-        }
-        if (k == max) {
-            *truncated = 1;
-            break;
-        }
-        bu[k].key = es[i].key;
-        es[i].key = NULL;
-        snprintf(bu[k].upload_id, sizeof(bu[k].upload_id), "%s", es[i].id);
-        bu[k].initiated_ns = es[i].initiated_ns;
-        k++;
-    }
-    for (size_t i = 0; i < cnt; i++)
-        free(es[i].key);
-    free(es);
     if (rc) {
-        if (bu)
-            be_uploads_free(bu, k);
+        be_uploads_free(u, cnt);
         return rc;
     }
-    *out = bu;
-    *nout = k;
+    mpu_uploads_page(u, &cnt, key_marker, id_marker, max, truncated);
+    if (!u && !(u = calloc(1, sizeof(*u))))
+        return -ENOMEM;
+    *out = u;
+    *nout = cnt;
     return 0;
 }

@@ -1,8 +1,8 @@
 /*
- * h_multipart.c: CreateMultipartUpload, UploadPart (streamed to a staged file,
- * then handed to the backend), UploadPartCopy, CompleteMultipartUpload,
- * AbortMultipartUpload, ListParts and ListMultipartUploads (delimiter roll-up and
- * encoding-type done here, over either store of uploads).
+ * h_multipart.c: CreateMultipartUpload, UploadPart (streamed by upload.c to a staged file or
+ * into the upload's data file), UploadPartCopy, CompleteMultipartUpload,
+ * AbortMultipartUpload, ListParts and ListMultipartUploads: parameters parsed here, the work
+ * done on a worker by the object layer (objects/multipart.c), the answer written here.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,26 +19,10 @@
 #include "lib/range.h"
 #include "lib/s3err.h"
 #include "lib/xml.h"
-#include "objects/objects.h"
-#include "objects/warm.h"
-#include "objects/wb_mpu.h"
+#include "objects/multipart.h"
 #include "s3.h"
 
 enum { PH_START = 0, PH_JOB_DONE };
-
-static int gw_write_back(const struct server *srv)
-{
-    return objects_write_back(srv->obj);
-}
-
-/* Evaluates x-amz-copy-source-if-* against the source. */
-static int copy_source_conditions(struct req *rq, const struct be_meta *src)
-{
-    struct cond_hdrs c;
-    copy_source_cond(rq, &c);
-    int rc = cond_check(&c, src->etag, src->mtime_ns / 1000000000ll, 0);
-    return rc == -S3E_NOT_MODIFIED ? -S3E_PRECONDITION_FAILED : rc;
-}
 
 #define OWNER_XML "<Owner><ID>s3cached</ID><DisplayName>s3cached</DisplayName></Owner>"
 #define INITIATOR_XML "<Initiator><ID>s3cached</ID><DisplayName>s3cached</DisplayName></Initiator>"
@@ -50,11 +34,7 @@ struct mp_state {
     struct be_part *parts;
     size_t n;
     int truncated;
-    struct be_upload *uploads;
-    char **prefixes;      /* ListMultipartUploads with a delimiter: the common prefixes */
-    size_t n_prefixes;
-    char *next_key;       /* ListMultipartUploads: NextKeyMarker (and NextUploadIdMarker when */
-    char *next_upload_id; /* the page ends with an upload), when truncated */
+    struct multipart_uploads uploads; /* ListMultipartUploads */
     char *src_bucket, *src_key;
     uint64_t src_off, src_len;
     int has_range;
@@ -67,13 +47,7 @@ static void mp_state_free(void *p)
     if (!s)
         return;
     free(s->parts);
-    if (s->uploads)
-        be_uploads_free(s->uploads, s->n);
-    for (size_t i = 0; i < s->n_prefixes; i++)
-        free(s->prefixes[i]);
-    free(s->prefixes);
-    free(s->next_key);
-    free(s->next_upload_id);
+    multipart_uploads_free(&s->uploads);
     free(s->src_bucket);
     free(s->src_key);
     free(s);
@@ -119,10 +93,7 @@ static int part_number_param(struct req *rq, unsigned *out)
 static void mp_create_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;
-    if (gw_write_back(rq->srv))
-        rq->rc = wb_mpu_create(rq->srv, rq->bucket, rq->key, &s->meta, s->upload_id);
-    else
-        rq->rc = backend_mp_create(rq->srv->be, rq->bucket, rq->key, &s->meta, s->upload_id);
+    rq->rc = multipart_create(rq->srv->obj, rq->bucket, rq->key, &s->meta, s->upload_id);
 }
 
 static int h_mp_create_end(struct req *rq)
@@ -164,10 +135,8 @@ static int h_mp_part_begin(struct req *rq)
     if (!upload_id_param(rq))
         return -S3E_NO_SUCH_UPLOAD;
     uint64_t max = rq->srv->cf->max_object_size;
-    if (max > (5ull << 30))
-        max = 5ull << 30; /* S3's largest part */
-    if (!gw_write_back(rq->srv))
-        return upload_begin(rq, max);
+    if (max > MULTIPART_PART_MAX)
+        max = MULTIPART_PART_MAX; /* S3's largest part */
     int rc = upload_prepare(rq, max), fd = -1;
     if (!rc)
         rc = upload_admit(rq);
@@ -177,8 +146,8 @@ static int h_mp_part_begin(struct req *rq)
     struct mp_state *s = mp_state(rq);
     if (!s)
         return -ENOMEM;
-    rc = wb_mpu_part_target(rq->srv, rq->bucket, rq->key, upload_id_param(rq), pn,
-                            upload_declared(rq), &fd, &off);
+    rc = multipart_part_target(rq->srv->obj, rq->bucket, rq->key, upload_id_param(rq), pn,
+                               upload_declared(rq), &fd, &off);
     if (rc < 0)
         return rc;
     s->inplace = rc == 1;
@@ -190,37 +159,14 @@ static int h_mp_part_body(struct req *rq, const char *data, size_t len)
     return upload_write(rq, data, len);
 }
 
-/* Write-back: the staged part file (fsync'd) moves into the upload; its bytes stay counted
- * against the dirty limit until the upload completes or is aborted. */
-static int wb_part_adopt(struct req *rq, int fd, const char *path, const struct be_part *part)
-{
-    if (fsync(fd))
-        return -errno;
-    return wb_mpu_put_part(rq->srv, rq->bucket, rq->key, upload_id_param(rq), part->number, path,
-                           part->etag);
-}
-
 static void mp_part_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;
-    if (gw_write_back(rq->srv) && s->inplace) {
-        rq->rc = wb_mpu_part_done_inplace(rq->srv, rq->bucket, rq->key, upload_id_param(rq),
-                                          s->part.number, s->part.etag, upload_fd(rq));
-        if (!rq->rc)
-            cache_dirty_hold(rq->srv->cache, s->part.size);
-        return;
-    }
-    if (gw_write_back(rq->srv)) {
-        const char *path = upload_path(rq);
-        rq->rc = path ? wb_part_adopt(rq, upload_fd(rq), path, &s->part) : -S3E_INTERNAL;
-        if (!rq->rc) {
-            upload_release_path(rq);
-            cache_dirty_hold(rq->srv->cache, s->part.size);
-        }
-        return;
-    }
-    rq->rc = backend_mp_put_part(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq),
-                                 upload_fd(rq), &s->part);
+    int taken = 0;
+    rq->rc = multipart_put_part(rq->srv->obj, rq->bucket, rq->key, upload_id_param(rq),
+                                upload_fd(rq), upload_path(rq), s->inplace, &s->part, &taken);
+    if (taken)
+        upload_release_path(rq);
 }
 
 static int h_mp_part_end(struct req *rq)
@@ -246,99 +192,14 @@ static int h_mp_part_end(struct req *rq)
 
 /* ------------------------------------------------------------------ UploadPartCopy */
 
-/* Write-back UploadPartCopy: the source range read from the cache into a staged part. */
-static void mp_part_copy_job_wb(struct req *rq)
-{
-    struct mp_state *s = rq->job_state;
-    struct server *srv = rq->srv;
-    struct be_meta src;
-    char path[4096];
-    int in = -1, out = -1;
-    rq->rc = cache_open_whole(srv->cache, s->src_bucket, s->src_key, &in, &src);
-    if (!rq->rc)
-        rq->rc = copy_source_conditions(rq, &src);
-    uint64_t off = 0, len = src.size;
-    if (!rq->rc && s->has_range) {
-        if (s->src_off >= src.size || s->src_off + s->src_len > src.size)
-            rq->rc = -S3E_INVALID_RANGE;
-        off = s->src_off;
-        len = s->src_len;
-    }
-    if (!rq->rc && len > (5ull << 30))
-        rq->rc = -S3E_ENTITY_TOO_LARGE;
-    if (!rq->rc)
-        rq->rc = cache_dirty_admit(srv->cache, len);
-    if (rq->rc)
-        goto out;
-    if (!(rq->rc = cache_stage_open(srv->cache, &out, path))) {
-        /* the part's MD5 is its ETag: hash while copying through memory */
-        struct cksum *ck = NULL;
-        struct cksum_result res;
-        char *buf = malloc(1u << 20);
-        uint64_t done = 0;
-        if (!buf || (rq->rc = cksum_new(CKSUM_WANT_MD5, CKSUM_NONE, &ck)))
-            rq->rc = rq->rc ? rq->rc : -ENOMEM;
-        while (!rq->rc && done < len) {
-            ssize_t n = pread(in, buf, (size_t)S3C_MIN(len - done, (uint64_t)1 << 20),
-                              (off_t)(off + done));
-            if (n <= 0) {
-                rq->rc = n < 0 ? -errno : -EIO;
-                break;
-            }
-            cksum_update(ck, buf, (size_t)n);
-            if (write(out, buf, (size_t)n) != n)
-                rq->rc = -EIO;
-            done += (uint64_t)n;
-        }
-        if (!rq->rc) {
-            cksum_final(ck, &res);
-            snprintf(s->part.etag, sizeof(s->part.etag), "%s", res.md5_hex);
-            s->part.size = len;
-            s->part.mtime_ns = s3c_real_ns();
-            rq->rc = wb_part_adopt(rq, out, path, &s->part);
-        }
-        cksum_free(ck);
-        free(buf);
-        close(out);
-        if (rq->rc)
-            unlink(path);
-        else
-            cache_dirty_hold(srv->cache, len);
-    }
-    cache_dirty_unadmit(srv->cache, len);
-out:
-    if (in >= 0)
-        close(in);
-}
-
 static void mp_part_copy_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;
-    struct be_meta src;
-    if (gw_write_back(rq->srv)) {
-        mp_part_copy_job_wb(rq);
-        return;
-    }
-    rq->rc = backend_head(rq->srv->be, s->src_bucket, s->src_key, &src);
-    if (!rq->rc)
-        rq->rc = copy_source_conditions(rq, &src);
-    if (rq->rc)
-        return;
-    uint64_t off = 0, len = src.size;
-    if (s->has_range) {
-        if (s->src_off >= src.size || s->src_len > src.size - s->src_off) {
-            rq->rc = -S3E_INVALID_RANGE;
-            return;
-        }
-        off = s->src_off;
-        len = s->src_len;
-    }
-    if (len > (5ull << 30)) {
-        rq->rc = -S3E_ENTITY_TOO_LARGE;
-        return;
-    }
-    rq->rc = backend_mp_copy_part(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq),
-                                  s->part.number, s->src_bucket, s->src_key, off, len, &s->part);
+    struct cond_hdrs cond;
+    copy_source_cond(rq, &cond);
+    rq->rc = multipart_copy_part(rq->srv->obj, rq->bucket, rq->key, upload_id_param(rq),
+                                 s->part.number, s->src_bucket, s->src_key, s->has_range,
+                                 s->src_off, s->src_len, &cond, &s->part);
 }
 
 /* Reads decimal digits at *@pp (at least one) into @out; -1 without a digit or past
@@ -416,105 +277,11 @@ static int body_collect(struct req *rq, const char *data, size_t len)
     return rc == -EMSGSIZE ? -S3E_MALFORMED_XML : rc;
 }
 
-/* S3's largest part; UploadPart and UploadPartCopy refuse more (UploadPart also more than
- * --max-object-size). */
-#define MP_PART_MAX (5ull << 30)
-
-static int mp_etag_eq(const char *client, const char *backend)
-{
-    size_t l = strlen(client);
-    if (l >= 2 && client[0] == '"' && client[l - 1] == '"')
-        return l - 2 == strlen(backend) && strncasecmp(client + 1, backend, l - 2) == 0;
-    return strcasecmp(client, backend) == 0;
-}
-
-/* Write-through Complete, before the backend makes the object: -S3E_ENTITY_TOO_LARGE when the
- * parts @parts (ascending, from the request) add up to more than --max-object-size, as the
- * backend lists them. A part not listed, or listed with another ETag, is -S3E_INVALID_PART
- * (what the backend would answer), so that a part re-uploaded meanwhile cannot grow the object
- * past the check. 0 when they fit, and when the check cannot apply: parts out of order or an
- * upload the backend no longer lists (it answers those itself: InvalidPartOrder, NoSuchUpload
- * or a repeated Complete's result). Other errors: the backend's. */
-static int mp_complete_size_check(struct req *rq, const struct be_part *parts, size_t n)
-{
-    struct server *srv = rq->srv;
-    uint64_t max = srv->cf->max_object_size, total = 0;
-    if ((uint64_t)n * MP_PART_MAX <= max)
-        return 0; /* no parts that S3 allows can exceed it */
-    for (size_t i = 1; i < n; i++)
-        if (parts[i].number <= parts[i - 1].number)
-            return 0;
-    unsigned marker = 0;
-    size_t i = 0;
-    int truncated = 1, rc = 0;
-    while (!rc && i < n && truncated) {
-        struct be_part *got = NULL;
-        size_t ng = 0;
-        rc = backend_mp_list_parts(srv->be, rq->bucket, rq->key, upload_id_param(rq), marker,
-                                   1000, &got, &ng, &truncated);
-        if (rc == -S3E_NO_SUCH_UPLOAD || rc == -S3E_NOT_IMPLEMENTED)
-            return 0;
-        for (size_t j = 0; !rc && j < ng && i < n; j++) {
-            if (got[j].number < parts[i].number)
-                continue;
-            if (got[j].number > parts[i].number || !mp_etag_eq(parts[i].etag, got[j].etag))
-                rc = -S3E_INVALID_PART;
-            else if ((total += got[j].size) > max)
-                rc = -S3E_ENTITY_TOO_LARGE;
-            i++;
-        }
-        if (ng)
-            marker = got[ng - 1].number;
-        else
-            truncated = 0;
-        free(got);
-    }
-    return rc ? rc : i < n ? -S3E_INVALID_PART : 0;
-}
-
 static void mp_complete_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;
-    struct server *srv = rq->srv;
-    if (gw_write_back(srv)) {
-        char staged[4096];
-        uint64_t held = 0;
-        int seal = -1;
-        rq->rc = wb_mpu_complete(srv, rq->bucket, rq->key, upload_id_param(rq), s->parts, s->n,
-                                 &s->meta, staged, &held, &seal);
-        if (rq->rc == 1) { /* a repeat: answered as the first time, nothing more to do */
-            rq->rc = 0;
-            return;
-        }
-        if (!rq->rc)
-            rq->rc = cache_adopt_dirty(srv->cache, rq->bucket, rq->key, staged, &s->meta);
-        if (!rq->rc)
-            wb_mpu_finish(srv, rq->bucket, rq->key, upload_id_param(rq), s->parts, s->n,
-                          &s->meta);
-        if (seal >= 0)
-            close(seal); /* UploadPart may use the data file again: it is no longer the upload's */
-        return;
-    }
-    /* Nothing may be made that is over the limit: checked first, the upload stays as it was
-     * (it can be completed with fewer parts, listed or aborted). Write-back checks in
-     * wb_mpu_complete(), before it writes anything. */
-    if ((rq->rc = mp_complete_size_check(rq, s->parts, s->n)))
-        return;
-    cache_write_begin(srv->cache, rq->bucket, rq->key);
-    rq->rc = backend_mp_complete(srv->be, rq->bucket, rq->key, upload_id_param(rq), s->parts,
-                                 s->n, &s->meta);
-    if (!rq->rc && s->meta.size > srv->cf->max_object_size)
-        rq->rc = -S3E_ENTITY_TOO_LARGE; /* a check skipped above (backend without ListParts) */
-    if (rq->rc)
-        cache_invalidate(srv->cache, rq->bucket, rq->key);
-    else
-        cache_forget(srv->cache, rq->bucket, rq->key); /* the backend's object is newer */
-    cache_write_end(srv->cache, rq->bucket, rq->key);
-    /* A freshly written object stays in the cache in both modes: the parts went to the backend
-     * one by one, so the object is fetched back in the background (a warm-up job; a GET before
-     * it ends joins its fill). Best effort: the upload succeeded either way. */
-    if (!rq->rc && s->meta.size)
-        (void)warm_object(srv->warm, rq->bucket, rq->key);
+    rq->rc = multipart_complete(rq->srv->obj, rq->bucket, rq->key, upload_id_param(rq), s->parts,
+                                s->n, &s->meta);
 }
 
 static int h_mp_complete_end(struct req *rq)
@@ -549,10 +316,7 @@ static int h_mp_complete_end(struct req *rq)
 
 static void mp_abort_job(struct req *rq)
 {
-    if (gw_write_back(rq->srv))
-        rq->rc = wb_mpu_abort(rq->srv, rq->bucket, rq->key, upload_id_param(rq));
-    else
-        rq->rc = backend_mp_abort(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq));
+    rq->rc = multipart_abort(rq->srv->obj, rq->bucket, rq->key, upload_id_param(rq));
 }
 
 static int h_mp_abort_end(struct req *rq)
@@ -594,12 +358,8 @@ static void mp_list_parts_job(struct req *rq)
     int bad = 0;
     unsigned marker = uint_param(rq, "part-number-marker", 0, BE_MAX_PARTS, &bad);
     unsigned max = uint_param(rq, "max-parts", 1000, 1000, &bad);
-    if (gw_write_back(rq->srv))
-        rq->rc = wb_mpu_list_parts(rq->srv, rq->bucket, rq->key, upload_id_param(rq), marker, max,
-                                   &s->parts, &s->n, &s->truncated);
-    else
-        rq->rc = backend_mp_list_parts(rq->srv->be, rq->bucket, rq->key, upload_id_param(rq),
-                                       marker, max, &s->parts, &s->n, &s->truncated);
+    rq->rc = multipart_list_parts(rq->srv->obj, rq->bucket, rq->key, upload_id_param(rq), marker,
+                                  max, &s->parts, &s->n, &s->truncated);
 }
 
 static int h_mp_list_parts_end(struct req *rq)
@@ -653,130 +413,14 @@ static int h_mp_list_parts_end(struct req *rq)
 
 /* ------------------------------------------------------------------ ListMultipartUploads */
 
-/* One page of in-progress uploads where they are kept: the write-back staging or the
- * backend. Same contract as backend_mp_list_uploads(). */
-static int mp_uploads_page(struct req *rq, const char *key_marker, const char *id_marker,
-                           unsigned max, struct be_upload **out, size_t *n, int *truncated)
-{
-    const char *prefix = req_query(rq, "prefix");
-    if (gw_write_back(rq->srv))
-        return wb_mpu_list_uploads(rq->srv, rq->bucket, prefix, key_marker, id_marker, max, out,
-                                   n, truncated);
-    return backend_mp_list_uploads(rq->srv->be, rq->bucket, prefix, key_marker, id_marker, max,
-                                   out, n, truncated);
-}
-
-/* Appends @p (taken over) to the common prefixes. 0 or -ENOMEM (@p freed). */
-static int mp_add_prefix(struct mp_state *s, char *p)
-{
-    char **np = realloc(s->prefixes, (s->n_prefixes + 1) * sizeof(*np));
-    if (!np) {
-        free(p);
-        return -ENOMEM;
-    }
-    s->prefixes = np;
-    s->prefixes[s->n_prefixes++] = p;
-    return 0;
-}
-
-/* With a delimiter: uploads whose key has it after the prefix roll up into one common prefix
- * (prefix up to and including the delimiter), as ListObjects does. Pages of the store are read
- * until @max uploads and prefixes are listed and one more would follow (then truncated), or
- * none is left. A prefix at or before the key-marker was listed on an earlier page (the
- * NextKeyMarker of a page ending with a prefix is that prefix). */
-static int mp_list_uploads_rollup(struct req *rq, struct mp_state *s, const char *delim,
-                                  unsigned max)
-{
-    const char *prefix = req_query(rq, "prefix");
-    const char *km0 = req_query(rq, "key-marker");
-    size_t pl = prefix ? strlen(prefix) : 0, cap = 0;
-    char *km = strdup(km0 ? km0 : ""), *um = strdup(req_query(rq, "upload-id-marker") ?
-                                                    req_query(rq, "upload-id-marker") : "");
-    const char *last = NULL;  /* what the listing ends with so far */
-    int rc = km && um ? 0 : -ENOMEM, more = 1;
-    while (!rc && more && !s->truncated) {
-        struct be_upload *u = NULL;
-        size_t n = 0;
-        rc = mp_uploads_page(rq, km, um, 1000, &u, &n, &more);
-        if (!rc && n) { /* the next page starts after this one's last upload */
-            free(km);
-            free(um);
-            km = strdup(u[n - 1].key);
-            um = strdup(u[n - 1].upload_id);
-            if (!km || !um)
-                rc = -ENOMEM;
-        }
-        for (size_t i = 0; !rc && i < n && !s->truncated; i++) {
-            const char *d = strstr(u[i].key + pl, delim);
-            char *cp = d ? strndup(u[i].key, (size_t)(d - u[i].key) + strlen(delim)) : NULL;
-            if (d && !cp) {
-                rc = -ENOMEM;
-                break;
-            }
-            if (cp && ((km0 && strcmp(cp, km0) <= 0) ||
-                       (s->n_prefixes && !strcmp(cp, s->prefixes[s->n_prefixes - 1])))) {
-                free(cp);
-                continue;
-            }
-            if (s->n + s->n_prefixes == max) {
-                free(cp);
-                s->truncated = 1;
-                break;
-            }
-            if (cp) {
-                if (!(rc = mp_add_prefix(s, cp)))
-                    last = s->prefixes[s->n_prefixes - 1];
-                continue;
-            }
-            if (s->n == cap) {
-                size_t nc = cap ? cap * 2 : 16;
-                struct be_upload *nu = realloc(s->uploads, nc * sizeof(*nu));
-                if (!nu) {
-                    rc = -ENOMEM;
-                    break;
-                }
-                s->uploads = nu;
-                cap = nc;
-            }
-            s->uploads[s->n] = u[i];
-            u[i].key = NULL; /* moved */
-            last = s->uploads[s->n++].key;
-        }
-        if (!n)
-            more = 0;
-        if (u)
-            be_uploads_free(u, n);
-    }
-    if (!rc && s->truncated && last) {
-        s->next_key = strdup(last);
-        if (s->n && last == s->uploads[s->n - 1].key)
-            s->next_upload_id = strdup(s->uploads[s->n - 1].upload_id);
-        if (!s->next_key)
-            rc = -ENOMEM;
-    }
-    free(km);
-    free(um);
-    return rc;
-}
-
 static void mp_list_uploads_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;
     int bad = 0;
     unsigned max = uint_param(rq, "max-uploads", 1000, 1000, &bad);
-    const char *delim = req_query(rq, "delimiter");
-    if (delim && *delim) {
-        rq->rc = mp_list_uploads_rollup(rq, s, delim, max);
-        return;
-    }
-    rq->rc = mp_uploads_page(rq, req_query(rq, "key-marker"), req_query(rq, "upload-id-marker"),
-                             max, &s->uploads, &s->n, &s->truncated);
-    if (!rq->rc && s->truncated && s->n) {
-        s->next_key = strdup(s->uploads[s->n - 1].key);
-        s->next_upload_id = strdup(s->uploads[s->n - 1].upload_id);
-        if (!s->next_key || !s->next_upload_id)
-            rq->rc = -ENOMEM;
-    }
+    rq->rc = multipart_list_uploads(rq->srv->obj, rq->bucket, req_query(rq, "prefix"),
+                                    req_query(rq, "delimiter"), req_query(rq, "key-marker"),
+                                    req_query(rq, "upload-id-marker"), max, &s->uploads);
 }
 
 static int h_list_uploads_end(struct req *rq)
@@ -798,6 +442,7 @@ static int h_list_uploads_end(struct req *rq)
     const char *um = req_query(rq, "upload-id-marker");
     const char *prefix = req_query(rq, "prefix");
     const char *delim = req_query(rq, "delimiter");
+    const struct multipart_uploads *u = &s->uploads;
     struct buf b;
     char ts[32];
     buf_init(&b, 16u << 20);
@@ -805,9 +450,9 @@ static int h_list_uploads_end(struct req *rq)
     buf_xml_elem(&b, "Bucket", rq->bucket);
     respond_xml_value(&b, "KeyMarker", km ? km : "", url);
     buf_xml_elem(&b, "UploadIdMarker", um ? um : "");
-    if (s->truncated && s->next_key) {
-        respond_xml_value(&b, "NextKeyMarker", s->next_key, url);
-        buf_xml_elem(&b, "NextUploadIdMarker", s->next_upload_id ? s->next_upload_id : "");
+    if (u->truncated && u->next_key) {
+        respond_xml_value(&b, "NextKeyMarker", u->next_key, url);
+        buf_xml_elem(&b, "NextUploadIdMarker", u->next_upload_id ? u->next_upload_id : "");
     }
     if (prefix)
         respond_xml_value(&b, "Prefix", prefix, url);
@@ -816,19 +461,19 @@ static int h_list_uploads_end(struct req *rq)
     if (url)
         buf_puts(&b, "<EncodingType>url</EncodingType>");
     buf_printf(&b, "<MaxUploads>%u</MaxUploads><IsTruncated>%s</IsTruncated>", max,
-               s->truncated ? "true" : "false");
-    for (size_t i = 0; i < s->n; i++) {
+               u->truncated ? "true" : "false");
+    for (size_t i = 0; i < u->n; i++) {
         buf_puts(&b, "<Upload>");
-        respond_xml_value(&b, "Key", s->uploads[i].key, url);
-        buf_xml_elem(&b, "UploadId", s->uploads[i].upload_id);
+        respond_xml_value(&b, "Key", u->uploads[i].key, url);
+        buf_xml_elem(&b, "UploadId", u->uploads[i].upload_id);
         buf_puts(&b, INITIATOR_XML OWNER_XML "<StorageClass>STANDARD</StorageClass>");
-        s3c_iso8601(s->uploads[i].initiated_ns, ts);
+        s3c_iso8601(u->uploads[i].initiated_ns, ts);
         buf_xml_elem(&b, "Initiated", ts);
         buf_puts(&b, "</Upload>");
     }
-    for (size_t i = 0; i < s->n_prefixes; i++) {
+    for (size_t i = 0; i < u->n_prefixes; i++) {
         buf_puts(&b, "<CommonPrefixes>");
-        respond_xml_value(&b, "Prefix", s->prefixes[i], url);
+        respond_xml_value(&b, "Prefix", u->prefixes[i], url);
         buf_puts(&b, "</CommonPrefixes>");
     }
     buf_puts(&b, "</ListMultipartUploadsResult>");

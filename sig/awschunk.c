@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 
 #include "awschunk.h"
+#include "lib/hex.h"
 #include "lib/s3c.h"
 #include "lib/s3err.h"
 #include "sigv4.h"
@@ -122,17 +123,6 @@ static int fail(struct awschunk *c, int rc)
     return rc;
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 static void hex_digest(EVP_MD_CTX *md, char out[65])
 {
     static const char digits[] = "0123456789abcdef";
@@ -190,8 +180,8 @@ static int parse_header(struct awschunk *c, awschunk_out_f *out, void *cls)
     const char *p = c->line, *end = c->line + c->line_len;
     uint64_t size = 0;
     int nd = 0;
-    for (; p < end && hexval(*p) >= 0; p++, nd++) {
-        size = size * 16 + (uint64_t)hexval(*p);
+    for (; p < end && hex_digit((unsigned char)*p) >= 0; p++, nd++) {
+        size = size * 16 + (uint64_t)hex_digit((unsigned char)*p);
         if (size > AWSCHUNK_MAX_CHUNK)
             return -S3E_INVALID_REQUEST;
     }
@@ -205,7 +195,7 @@ static int parse_header(struct awschunk *c, awschunk_out_f *out, void *cls)
             return -S3E_INVALID_REQUEST;
         p += el;
         for (int i = 0; i < 64; i++) {
-            if (hexval(p[i]) < 0)
+            if (hex_digit((unsigned char)p[i]) < 0)
                 return -S3E_INVALID_REQUEST;
             c->chunk_sig[i] = (char)(p[i] >= 'A' && p[i] <= 'F' ? p[i] - 'A' + 'a' : p[i]);
         }
@@ -277,7 +267,7 @@ static int parse_trailer(struct awschunk *c)
             return -S3E_SIGNATURE_DOES_NOT_MATCH;
         char want[65], h[65];
         for (size_t i = 0; i < 64; i++) {
-            if (hexval(v[i]) < 0)
+            if (hex_digit((unsigned char)v[i]) < 0)
                 return -S3E_SIGNATURE_DOES_NOT_MATCH;
             want[i] = (char)(v[i] >= 'A' && v[i] <= 'F' ? v[i] - 'A' + 'a' : v[i]);
         }

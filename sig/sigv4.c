@@ -20,6 +20,7 @@
 
 #include "lib/buf.h"
 #include "lib/checksum.h"
+#include "lib/hex.h"
 #include "lib/s3c.h"
 #include "lib/s3err.h"
 #include "sigv4.h"
