@@ -1,7 +1,8 @@
 /*
- * cache_priv.h: the in-memory state shared by cache.c (API, keys, lookups),
- * fill.c (block fetches, reads) and evict.c (capacity, LRU, unlinks). One
- * mutex, c->mu, guards everything here; waiters are suspended and resumed
+ * cache_priv.h: the in-memory state shared by cache.c (API), table.c (keys,
+ * versions), lookup.c (metadata lookups), fill.c (block fetches, reads),
+ * missource.c (--miss-source), drain.c (write-back) and evict.c (capacity, LRU,
+ * unlinks). One mutex, c->mu, guards everything here; waiters are suspended and resumed
  * under it. Nothing holds c->mu across backend, disk or index I/O.
  *
  *   struct ckey   one per (bucket, key) while referenced; authoritative over
@@ -174,7 +175,17 @@ struct cache {
     struct drain *dr;         /* write-back (drain.c) */
 };
 
-/* cache.c */
+/* cache.c, table.c, lookup.c */
+/* Takes @w off @list: 1 when it was on it. */
+int cache_unlink_waiter(struct cache_waiter **list, struct cache_waiter *w);
+/* @ck leaves the LRU of idle keys (it is referenced again, or freed). */
+void cache_idle_remove_locked(struct cache *c, struct ckey *ck);
+/* A new version of @ck (one reference, the caller's), @m its metadata, blocks of @bs bytes. */
+struct cver *cache_ver_new(struct ckey *ck, uint64_t version, const struct be_meta *m, uint32_t bs);
+void cache_key_free_locked(struct cache *c, struct ckey *ck);
+/* Removes @version of @ck from the index (no lock held). */
+void cache_index_drop(struct cache *c, struct ckey *ck, uint64_t version);
+
 /* Indexes @v if it is only in memory (unrecorded); when the index does not take it, @v becomes
  * unindexed (served uncached). @v held by the caller; no lock held. */
 void cache_ver_record(struct cache *c, struct cver *v);
