@@ -91,8 +91,9 @@ void stats_client_release(struct stats *s, struct stats_client *c);
 
 /* Hot path, per chunk: one relaxed atomic add on the client's own row. @c may be NULL.
  * sent: body bytes actually handed to the client's socket (a client that aborts is charged
- * what went out); received: request body bytes read; filled: backend bytes fetched into the
- * cache on this client's behalf. */
+ * what went out); received: request body bytes read; filled: bytes the backend sent for this
+ * client's misses and uncached reads (req.c charges them at completion: what such a response
+ * sent, the backend sent for it; fetches it joined are not charged again). */
 void stats_client_sent(struct stats_client *c, uint64_t n);
 void stats_client_received(struct stats_client *c, uint64_t n);
 void stats_client_filled(struct stats_client *c, uint64_t n);

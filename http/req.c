@@ -649,6 +649,9 @@ void req_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (rq->sc) {
         if (sent > rq->bytes_out_streamed)
             stats_client_sent(rq->sc, sent - rq->bytes_out_streamed);
+        /* a miss or an uncached read: what it sent, the backend sent for it */
+        if (rq->cache_how == CACHE_MISS || rq->cache_how == CACHE_BYPASS)
+            stats_client_filled(rq->sc, sent);
         stats_request_done(srv->stats, rq->sc, rq->bucket, req_stats_op(rq->op),
                            rq->status ? rq->status : 499, rq->cache_how, now - rq->t_start_ns,
                            sent, rq->bytes_in);
