@@ -181,7 +181,7 @@ FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_SRCS    := sig/sigv4.c sig/sigv2.c sig/awschunk.c lib/checksum.c \
                 lib/range.c lib/xml.c lib/json.c lib/conf.c lib/buf.c \
                 lib/s3c.c lib/s3err.c lib/log.c cluster/ring.c cluster/peers.c \
-                lib/tar.c lib/tar_index.c
+                lib/tar.c lib/tar_index.c lib/arr.c lib/hex.c
 FUZZ_LIBS    := -lcrypto -lcurl -lz -lpthread
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS  := -g -O1 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. -fno-omit-frame-pointer

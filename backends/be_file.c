@@ -49,6 +49,7 @@
 
 #include "backend.h"
 #include "be_file_priv.h"
+#include "lib/arr.h"
 #include "lib/conf.h"
 #include "lib/s3err.h"
 #include "mpu_slot.h"
@@ -562,16 +563,10 @@ static int be_file_list_buckets(struct backend *be, struct be_bucket **out, size
         if (statx(fd, de->d_name, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_BTIME | STATX_CTIME,
                   &sx) < 0 || !S_ISDIR(sx.stx_mode))
             continue;
-        if (cnt == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            struct be_bucket *p = realloc(v, ncap * sizeof(*p));
-            if (!p) {
-                free(v);
-                closedir(d);
-                return -ENOMEM;
-            }
-            v = p;
-            cap = ncap;
+        if (ARR_GROW(v, cnt, 1, cap)) {
+            free(v);
+            closedir(d);
+            return -ENOMEM;
         }
         memcpy(v[cnt].name, de->d_name, strlen(de->d_name) + 1); /* checked: <= 63 */
         if (sx.stx_mask & STATX_BTIME)

@@ -28,6 +28,7 @@
 
 #include "backend.h"
 #include "be_file_priv.h"
+#include "lib/arr.h"
 #include "lib/conf.h"
 #include "lib/s3err.h"
 #include "mpu_slot.h"
@@ -181,14 +182,8 @@ int bef_classify(int dfd, const struct dirent *d, int follow)
 static int dc_add(struct dcent *e, size_t *cap, size_t *acap, size_t *alen, const char *name,
                   size_t nl, int type)
 {
-    if (e->n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 64;
-        struct dent *p = realloc(e->ents, ncap * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        e->ents = p;
-        *cap = ncap;
-    }
+    if (ARR_GROW(e->ents, e->n, 1, *cap))
+        return -ENOMEM;
     if (*alen + nl + 1 > *acap) {
         size_t ncap = *acap ? *acap * 2 : 1024;
         char *p;

@@ -28,6 +28,7 @@
 
 #include "backend.h"
 #include "be_file_priv.h"
+#include "lib/arr.h"
 #include "lib/conf.h"
 #include "lib/s3err.h"
 #include "mpu_slot.h"
@@ -160,14 +161,8 @@ static int lw_push(struct lw *w, const char *k, size_t klen, int is_prefix, int 
         w->done = 1;
         return 0;
     }
-    if (pg->n == w->cap) {
-        size_t ncap = w->cap ? w->cap * 2 : 64;
-        struct be_list_entry *p = realloc(pg->entries, ncap * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        pg->entries = p;
-        w->cap = ncap;
-    }
+    if (ARR_GROW(pg->entries, pg->n, 1, w->cap))
+        return -ENOMEM;
     en = &pg->entries[pg->n];
     memset(en, 0, sizeof(*en));
     if (nested) { /* most directories hold no key of their own name: one stat says so */

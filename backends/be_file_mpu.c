@@ -31,6 +31,7 @@
 
 #include "backend.h"
 #include "be_file_priv.h"
+#include "lib/arr.h"
 #include "lib/conf.h"
 #include "lib/s3err.h"
 #include "mpu.h"
@@ -836,15 +837,9 @@ int be_file_mp_list_parts(struct backend *be, const char *bucket, const char *ke
         num = strtoul(de->d_name + 5, &end, 10);
         if (*end || num <= marker || num > BE_MAX_PARTS)
             continue;
-        if (cnt == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            unsigned *p = realloc(nums, ncap * sizeof(*p));
-            if (!p) {
-                rc = -ENOMEM;
-                goto out;
-            }
-            nums = p;
-            cap = ncap;
+        if (ARR_GROW(nums, cnt, 1, cap)) {
+            rc = -ENOMEM;
+            goto out;
         }
         nums[cnt++] = (unsigned)num;
     }
@@ -927,15 +922,9 @@ int be_file_mp_list_uploads(struct backend *be, const char *bucket, const char *
         }
         if (strcmp(r->bucket, bucket) || strncmp(r->key, prefix ? prefix : "", plen))
             continue;
-        if (cnt == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            struct be_upload *p = realloc(v, ncap * sizeof(*p));
-            if (!p) {
-                rc = -ENOMEM;
-                goto out;
-            }
-            v = p;
-            cap = ncap;
+        if (ARR_GROW(v, cnt, 1, cap)) {
+            rc = -ENOMEM;
+            goto out;
         }
         v[cnt].key = strdup(r->key);
         if (!v[cnt].key) {

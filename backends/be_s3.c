@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "be_s3_priv.h"
+#include "lib/arr.h"
 #include "lib/buf.h"
 #include "lib/conf.h"
 #include "lib/log.h"
@@ -483,15 +484,9 @@ static void s3_page_free(struct be_list_page *p)
 
 static int s3_page_add(struct be_list_page *p, size_t *cap, char *key, int is_prefix)
 {
-    if (p->n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        struct be_list_entry *e = realloc(p->entries, nc * sizeof(*e));
-        if (!e) {
-            free(key);
-            return -ENOMEM;
-        }
-        p->entries = e;
-        *cap = nc;
+    if (ARR_GROW(p->entries, p->n, 1, *cap)) {
+        free(key);
+        return -ENOMEM;
     }
     memset(&p->entries[p->n], 0, sizeof(p->entries[p->n]));
     p->entries[p->n].key = key;
@@ -651,16 +646,10 @@ static int be_s3_list_buckets(struct backend *b, struct be_bucket **outp, size_t
     size_t cnt = 0, cap = 0;
     struct be_bucket *arr = NULL;
     for (p = bp; (p = s3x_find(p, e, "Bucket", &vs, &ve));) {
-        if (cnt == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            struct be_bucket *t = realloc(arr, nc * sizeof(*t));
-            if (!t) {
-                free(arr);
-                rc = -ENOMEM;
-                goto out;
-            }
-            arr = t;
-            cap = nc;
+        if (ARR_GROW(arr, cnt, 1, cap)) {
+            free(arr);
+            rc = -ENOMEM;
+            goto out;
         }
         memset(&arr[cnt], 0, sizeof(arr[cnt]));
         if (s3x_get(vs, ve, "Name", arr[cnt].name, sizeof(arr[cnt].name)))
@@ -902,16 +891,10 @@ static int be_s3_mp_list_parts(struct backend *b, const char *bucket, const char
     size_t cnt = 0, cap = 0;
     struct be_part *arr = NULL;
     for (p = bp; (p = s3x_find(p, e, "Part", &vs, &ve));) {
-        if (cnt == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            struct be_part *t = realloc(arr, nc * sizeof(*t));
-            if (!t) {
-                free(arr);
-                rc = -ENOMEM;
-                goto out;
-            }
-            arr = t;
-            cap = nc;
+        if (ARR_GROW(arr, cnt, 1, cap)) {
+            free(arr);
+            rc = -ENOMEM;
+            goto out;
         }
         struct be_part *pt = &arr[cnt];
         memset(pt, 0, sizeof(*pt));
@@ -975,15 +958,9 @@ static int be_s3_mp_list_uploads(struct backend *b, const char *bucket, const ch
         const char *ks, *ke;
         if (!s3x_find(vs, ve, "Key", &ks, &ke))
             continue;
-        if (cnt == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            struct be_upload *t = realloc(arr, nc * sizeof(*t));
-            if (!t) {
-                rc = -ENOMEM;
-                break;
-            }
-            arr = t;
-            cap = nc;
+        if (ARR_GROW(arr, cnt, 1, cap)) {
+            rc = -ENOMEM;
+            break;
         }
         struct be_upload *u = &arr[cnt];
         memset(u, 0, sizeof(*u));

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "lib/arr.h"
 #include "lib/conf.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
@@ -397,15 +398,9 @@ struct prefix_scan {
 static int prefix_cb(void *arg, const struct index_key *k, const char *name, uint64_t version)
 {
     struct prefix_scan *ps = arg;
-    if (ps->n == ps->cap) {
-        size_t nc = ps->cap ? ps->cap * 2 : 64;
-        char **nn = realloc(ps->names, nc * sizeof(*nn));
-        if (!nn) {
-            ps->err = -ENOMEM;
-            return 1;
-        }
-        ps->names = nn;
-        ps->cap = nc;
+    if (ARR_GROW(ps->names, ps->n, 1, ps->cap)) {
+        ps->err = -ENOMEM;
+        return 1;
     }
     if (!(ps->names[ps->n] = strdup(name))) {
         ps->err = -ENOMEM;

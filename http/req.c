@@ -19,6 +19,7 @@
 
 #include "acct/stats.h"
 #include "auth.h"
+#include "lib/arr.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
 #include "lib/workq.h"
@@ -229,12 +230,11 @@ static enum MHD_Result req_collect_header(void *cls, enum MHD_ValueKind kind, co
                                           const char *value)
 {
     struct req *rq = cls;
-    struct sigv4_kv *h = realloc(rq->headers, (rq->n_headers + 1) * sizeof(*h));
-    if (!h) {
+    if (ARR_GROW(rq->headers, rq->n_headers, 1, rq->headers_cap)) {
         rq->rc = -ENOMEM;
         return MHD_NO;
     }
-    rq->headers = h;
+    struct sigv4_kv *h = rq->headers;
     h[rq->n_headers].name = key;
     h[rq->n_headers].value = value ? value : "";
     rq->n_headers++;
@@ -252,12 +252,11 @@ static enum MHD_Result req_collect_arg(void *cls, enum MHD_ValueKind kind, const
 {
     struct req_args *ra = cls;
     struct req *rq = ra->rq;
-    struct sigv4_kv *q = realloc(rq->query, (rq->n_query + 1) * sizeof(*q));
-    if (!q) {
+    if (ARR_GROW(rq->query, rq->n_query, 1, rq->query_cap)) {
         ra->bad = -ENOMEM;
         return MHD_NO;
     }
-    rq->query = q;
+    struct sigv4_kv *q = rq->query;
     char *k = url_decode(key, strlen(key));
     char *v = value ? url_decode(value, strlen(value)) : NULL;
     if (!k || (value && !v)) {

@@ -60,9 +60,9 @@ struct req {
     char *path;                   /* decoded path as signed ("/b/k", or "/k" virtual-hosted) */
     int vhost;                    /* the bucket came from the Host header */
     struct sigv4_kv *query;       /* decoded query parameters */
-    size_t n_query;
+    size_t n_query, query_cap;
     struct sigv4_kv *headers;     /* pointers into MHD's header storage */
-    size_t n_headers;
+    size_t n_headers, headers_cap;
     size_t header_bytes;          /* request line and header lines, about as sent */
     char access_key[129];         /* authenticated key, "anonymous", or "" */
     int is_admin;

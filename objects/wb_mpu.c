@@ -246,15 +246,9 @@ static int parts_scan(const char *dir, struct part_file **out, size_t *n)
             continue; /* cannot be: P is fixed before any in-place write */
         p.size = p.inplace ? psize : (uint64_t)st.st_size;
         p.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-        if (cnt == cap) {
-            size_t nc = cap ? cap * 2 : 32;
-            struct part_file *np = realloc(ps, nc * sizeof(*np));
-            if (!np) {
-                rc = -ENOMEM;
-                break;
-            }
-            ps = np;
-            cap = nc;
+        if (ARR_GROW(ps, cnt, 1, cap)) {
+            rc = -ENOMEM;
+            break;
         }
         ps[cnt++] = p;
     }
