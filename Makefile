@@ -4,7 +4,7 @@
 #   make test       install, build, run every unit and end-to-end test
 #   make test-asan  the whole suite under ASan + UBSan (build-asan/)
 #   make bench      benchmarks against nginx, as ratios
-#   make lint       module confinement and banned functions
+#   make lint       the layering of the folders, module confinement, banned functions
 #   make test-faults the real server under injected faults (disk full, EIO, ENOMEM, LMDB full)
 #   make soak       a bounded mixed-load run (SOAK_SECONDS, default 600); not part of make test
 
@@ -38,7 +38,7 @@ DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd pro
              netcat-openbsd openssl prometheus yamllint python3-yaml systemd python3-smart-open
 NPM_DIR   := tests/e2e/node_modules
 
-.PHONY: all run test test-unit test-e2e test-asan bench lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
+.PHONY: all run test test-unit test-e2e test-asan bench lint test-lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
         test-faults soak
 all: $(BUILD)/s3cached $(BUILD)/ring-owner
 
@@ -133,7 +133,7 @@ run: deps
 # --- tests ----------------------------------------------------------------------------
 test: deps-test
 	@$(MAKE) --no-print-directory all unit-bins
-	@$(MAKE) --no-print-directory test-unit fuzz-replay test-e2e test-image
+	@$(MAKE) --no-print-directory test-unit test-lint fuzz-replay test-e2e test-image
 
 unit-bins: $(UNITBINS)
 
@@ -239,8 +239,13 @@ soak: deps-test
 	  timeout -k 15 $$(($(SOAK_SECONDS) + 600)) /usr/bin/python3 -u tests/soak/soak.py
 
 # --- hygiene --------------------------------------------------------------------------
+# The layering of the folders and what each may include (tests/lint.sh); test-lint checks that
+# the lint fails on what it forbids (an upward include, a circle, <microhttpd.h> in s3/ ...).
 lint:
 	@tests/lint.sh
+
+test-lint:
+	@tests/lint/test_lint.sh
 
 format:
 	clang-format -i $(SRCS) $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(UNITSRCS)
