@@ -1,6 +1,6 @@
 /*
  * fair.c: max-min fair sharing of --max-bandwidth among downloading clients by kernel pacing
- * (gateway/fair.h). Owns the client table (a small hash of the clients with a response in
+ * (acct/fair.h). Owns the client table (a small hash of the clients with a response in
  * flight or bytes in the last round), the ticker thread and a per-descriptor note of the sockets
  * it left paced; does not own the sockets: they are borrowed from registration to
  * fair_conn_end(), which the completion callback calls before libmicrohttpd closes them. One

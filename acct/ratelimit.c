@@ -1,6 +1,6 @@
 /*
  * ratelimit.c: token buckets per access key and one timer thread
- * (gateway/ratelimit.h). Buckets live in a small list keyed by access key and
+ * (acct/ratelimit.h). Buckets live in a small list keyed by access key and
  * are freed with their last reference. Timers are kept sorted by due time.
  */
 #include <errno.h>

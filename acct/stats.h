@@ -60,7 +60,7 @@ const char *stats_op_name(enum stats_op op);
 
 struct stats;
 struct stats_client;
-struct fair_stats; /* gateway/fair.h: the --max-bandwidth fair share */
+struct fair_stats; /* acct/fair.h: the --max-bandwidth fair share */
 
 /* Creates the accounting state and records the start time (uptime). 0 or -ENOMEM. */
 int stats_new(struct stats **out);

@@ -1,6 +1,6 @@
 /*
  * mpu_slot.h: the in-place layout of multipart uploads, shared by the POSIX
- * backend (be_file.c) and write-back staging (gateway/wb_mpu.c). Clients send
+ * backend (be_file.c) and write-back staging (objects/wb_mpu.c). Clients send
  * parts of one common size P (but the last); such a part N goes straight into
  * the upload's data file at (N-1)*P, "slot N", so that a Complete of parts
  * 1..n can make that file the object with no second copy. What keeps attempts

@@ -1,5 +1,5 @@
 /*
- * buf.c: growable, capped, NUL-terminated byte buffers (include/buf.h), with
+ * buf.c: growable, capped, NUL-terminated byte buffers (lib/buf.h), with
  * XML and JSON escaping for the response writers.
  */
 #include <errno.h>

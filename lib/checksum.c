@@ -1,5 +1,5 @@
 /*
- * checksum.c: one-pass upload digests (include/checksum.h). MD5 and SHA-256
+ * checksum.c: one-pass upload digests (lib/checksum.h). MD5 and SHA-256
  * through OpenSSL EVP, the x-amz-checksum-* value (CRC32 via zlib, CRC32C
  * with SSE4.2 when the CPU has it else slice-by-8, SHA1/SHA256 via EVP), and
  * strict base64 / hex helpers. Pure: no I/O; the only global state is the

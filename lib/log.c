@@ -1,5 +1,5 @@
 /*
- * log.c: leveled logging to stderr (include/log.h), text or JSON lines, one
+ * log.c: leveled logging to stderr (lib/log.h), text or JSON lines, one
  * write(2) per line so lines from threads never interleave.
  */
 #include <errno.h>

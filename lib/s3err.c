@@ -1,5 +1,5 @@
 /*
- * s3err.c: the S3 error table (include/s3err.h) and the one place where errno
+ * s3err.c: the S3 error table (lib/s3err.h) and the one place where errno
  * values become S3 errors.
  */
 #include <errno.h>

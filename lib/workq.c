@@ -1,5 +1,5 @@
 /*
- * workq.c: a fixed pool of threads for blocking work (include/workq.h). Two
+ * workq.c: a fixed pool of threads for blocking work (lib/workq.h). Two
  * FIFO queues; HIGH is always taken first, and LOW work may occupy at most
  * half the threads (at least one), so live requests always find a thread.
  */

@@ -1,5 +1,5 @@
 /*
- * awschunk.c: incremental aws-chunked decoder (include/awschunk.h). Owns the
+ * awschunk.c: incremental aws-chunked decoder (sig/awschunk.h). Owns the
  * frame parser, the per-chunk SHA-256 and chunk/trailer signature checks, the
  * one-chunk buffer of the signed modes and the parsed trailer; it does not
  * undo HTTP chunked framing nor check the payload checksums (the caller does).

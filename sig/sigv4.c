@@ -1,5 +1,5 @@
 /*
- * sigv4.c: AWS Signature Version 4 (include/sigv4.h). Builds the canonical
+ * sigv4.c: AWS Signature Version 4 (sig/sigv4.h). Builds the canonical
  * request the S3 way (path encoded once, never normalised), verifies the
  * Authorization header and presigned query forms, and signs upstream requests
  * with the same code. Pure: no I/O, no globals; OpenSSL for SHA-256/HMAC.

@@ -1,7 +1,7 @@
 /*
  * fuzz_xml.c: libFuzzer entry for the XML reader (every document it reads).
- *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude tests/fuzz/fuzz_xml.c \
- *         gateway/xml.c gateway/s3c.c -o build/fuzz_xml
+ *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. tests/fuzz/fuzz_xml.c \
+ *         lib/xml.c lib/s3c.c -o build/fuzz_xml
  */
 #include <errno.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /*
- * test_stats.c: unit tests of gateway/stats.c: exact per-client and per-bucket counters,
+ * test_stats.c: unit tests of acct/stats.c: exact per-client and per-bucket counters,
  * the /_/stats JSON (parsed by python3's json module), 10 s rates under an injected clock,
  * aging into "other" and the client cap, the Prometheus text checked by a strict parser
  * below (and by promtool when installed), label escaping, and concurrent charging.
