@@ -413,6 +413,11 @@ static void test_xml_encoding(void **state)
     assert_int_equal(xml_parse_delete(latin, strlen(latin), &quiet, &objs, &n, &em), 0);
     assert_string_equal(objs[0].key, "caf\xc3\xa9"); /* not read as Latin-1 */
     xml_delete_free(objs, n);
+    /* XML's line ends: raw CR LF and CR read as LF; &#13; is a CR */
+    const char *crlf = "<Delete><Object><Key>a\r\nb\rc&#13;\n</Key></Object></Delete>";
+    assert_int_equal(xml_parse_delete(crlf, strlen(crlf), &quiet, &objs, &n, &em), 0);
+    assert_string_equal(objs[0].key, "a\nb\nc\r\n");
+    xml_delete_free(objs, n);
     static const char *const bad[] = {
         "<Delete><Object><Key>caf\xe9</Key></Object></Delete>",     /* Latin-1 byte */
         "<Delete><Object><Key>\xc0\xaf</Key></Object></Delete>",    /* overlong '/' */
