@@ -248,6 +248,7 @@ static void XMLCALL xr_on_pi(void *ud, const XML_Char *target, const XML_Char *d
 static int xr_parse(struct xr *x, const char *body, size_t len)
 {
     static const char bom[] = "\xef\xbb\xbf";
+    enum XML_Status st;
     enum XML_Error code;
     const char *nul;
 
@@ -281,9 +282,8 @@ static int xr_parse(struct xr *x, const char *body, size_t len)
     XML_SetBillionLaughsAttackProtectionMaximumAmplification(x->p, 2.0f);
     XML_SetBillionLaughsAttackProtectionActivationThreshold(x->p, 64u << 10);
 
-    if (XML_Parse(x->p, body + x->skipped, (int)(len - x->skipped), XML_TRUE) ==
-            XML_STATUS_OK ||
-        x->rc)
+    st = XML_Parse(x->p, body + x->skipped, (int)(len - x->skipped), XML_TRUE);
+    if (st == XML_STATUS_OK || x->rc)
         return x->rc;
     code = XML_GetErrorCode(x->p);
     if (code == XML_ERROR_NO_MEMORY)

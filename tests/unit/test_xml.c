@@ -175,7 +175,8 @@ static void test_xml_complete_malformed(void **state)
         { "<CompleteMultipartUpload><!-- x </CompleteMultipartUpload>", -S3E_MALFORMED_XML,
           "unterminated <CompleteMultipartUpload> (unclosed token)" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag><![CDATA[x</ETag>"
-          "</Part></CompleteMultipartUpload>", -S3E_MALFORMED_XML, "unterminated <ETag> (unclosed CDATA section)" },
+          "</Part></CompleteMultipartUpload>", -S3E_MALFORMED_XML,
+          "unterminated <ETag> (unclosed CDATA section)" },
         { "<CompleteMultipartUpload a=b><Part/></CompleteMultipartUpload>", -S3E_MALFORMED_XML,
           "not well-formed" },
         { "<CompleteMultipartUpload a><Part/></CompleteMultipartUpload>", -S3E_MALFORMED_XML,
@@ -186,7 +187,8 @@ static void test_xml_complete_malformed(void **state)
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></",
           -S3E_MALFORMED_XML, "unterminated <CompleteMultipartUpload>" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part>"
-          "</CompleteMultipartUpload", -S3E_MALFORMED_XML, "unterminated <CompleteMultipartUpload>" },
+          "</CompleteMultipartUpload", -S3E_MALFORMED_XML,
+          "unterminated <CompleteMultipartUpload>" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x",
           -S3E_MALFORMED_XML, "unterminated <ETag>" },
         { "<CompleteMultipartUpload><X><Y></X></Y></CompleteMultipartUpload>",
