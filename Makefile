@@ -16,8 +16,8 @@ CFLAGS   += -std=gnu11 $(OPT) $(SAN) -Wall -Wextra -Werror -Wshadow -Wno-unused-
             -fno-strict-aliasing -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. -MMD -MP \
             -pthread
 LDFLAGS  += $(SAN) -pthread
-PKGS     := libmicrohttpd libcurl openssl lmdb zlib
-LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmicrohttpd -lcurl -lssl -lcrypto -llmdb -lz)
+PKGS     := libmicrohttpd libcurl openssl lmdb zlib expat jansson
+LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmicrohttpd -lcurl -lssl -lcrypto -llmdb -lz -lexpat -ljansson)
 TESTLIBS := $(LIBS) -lcmocka
 
 # The folders are layers, bottom to top (tests/lint.sh keeps the includes going down only).
@@ -33,7 +33,7 @@ UNITHOBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(UNITHELP))
 
 # Debian packages: build libraries, then the clients the end-to-end tests drive.
 DEB_BUILD := build-essential pkg-config libmicrohttpd-dev liblmdb-dev libcmocka-dev \
-             libcurl4-openssl-dev libssl-dev zlib1g-dev
+             libcurl4-openssl-dev libssl-dev zlib1g-dev libexpat1-dev libjansson-dev
 DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc \
              netcat-openbsd openssl prometheus yamllint python3-yaml systemd python3-smart-open
 NPM_DIR   := tests/e2e/node_modules
@@ -182,7 +182,7 @@ FUZZ_SRCS    := sig/sigv4.c sig/sigv2.c sig/awschunk.c lib/checksum.c \
                 lib/range.c lib/xml.c lib/json.c lib/conf.c lib/buf.c \
                 lib/s3c.c lib/s3err.c lib/log.c cluster/ring.c cluster/peers.c \
                 lib/tar.c lib/tar_index.c lib/arr.c lib/hex.c
-FUZZ_LIBS    := -lcrypto -lcurl -lz -lpthread
+FUZZ_LIBS    := -lcrypto -lcurl -lz -lexpat -ljansson -lpthread
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS  := -g -O1 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. -fno-omit-frame-pointer
 

@@ -292,16 +292,25 @@ static int s3_stopping(const struct s3be *be)
     return be->stopping && __atomic_load_n(be->stopping, __ATOMIC_RELAXED);
 }
 
+/* A PUT whose whole body has been handed to libcurl may be applied by the upstream whatever we
+ * do next: it is no longer cancelled, but waited for. Cut then, it could land after a later
+ * request of the key (a DELETE that superseded it) and bring the object back. */
+static int s3_body_unsent(const struct s3_call *c)
+{
+    return c->up_pos < (c->fd >= 0 ? c->fd_len : (uint64_t)c->body_len);
+}
+
 /* Every call is cancellable: libcurl calls this about once a second, also while connecting
  * or stalled on a full socket (when no read or write callback is called). A PUT's cancel
- * flag ends it with -ECANCELED; backend_stop() ends any call as unavailable. */
+ * flag ends it with -ECANCELED while its body is not all sent; backend_stop() ends any call
+ * as unavailable. */
 static int s3_xferinfo_cb(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                           curl_off_t ulnow)
 {
     struct s3_call *c;
     CAST_OBJ_NOTNULL(c, ud, S3CALL_MAGIC);
     (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-    if (c->cancel && __atomic_load_n(c->cancel, __ATOMIC_RELAXED)) {
+    if (c->cancel && __atomic_load_n(c->cancel, __ATOMIC_RELAXED) && s3_body_unsent(c)) {
         c->read_rc = -ECANCELED;
         return 1;
     }

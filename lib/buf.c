@@ -118,6 +118,37 @@ int buf_xml_elem(struct buf *b, const char *name, const char *value)
     return rc;
 }
 
+/* Length of the well-formed UTF-8 sequence at @s (RFC 3629: no overlong form, no surrogate,
+ * at most U+10FFFF), or 0. @s is NUL-terminated (a NUL is never a continuation byte). */
+static size_t buf_utf8_len(const unsigned char *s)
+{
+    unsigned c = s[0], cp;
+    size_t n;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
 int buf_json_str(struct buf *b, const char *s)
 {
     int rc = buf_append(b, "\"", 1);
@@ -133,6 +164,13 @@ int buf_json_str(struct buf *b, const char *s)
         else if (ch < 0x20) {
             snprintf(esc, sizeof(esc), "\\u%04x", ch);
             rep = esc;
+        } else if (ch >= 0x80) {
+            size_t n = buf_utf8_len((const unsigned char *)s);
+            if (n) {
+                s += n - 1; /* UTF-8 as it is */
+                continue;
+            }
+            rep = "\\ufffd"; /* not UTF-8 (a POSIX file name): JSON cannot carry the byte */
         }
         if (!rep)
             continue;

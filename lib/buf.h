@@ -23,7 +23,8 @@ int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf
 int buf_xml(struct buf *b, const char *s);
 /* Appends <name>escaped value</name>. */
 int buf_xml_elem(struct buf *b, const char *name, const char *value);
-/* Appends @s as a JSON string literal, quotes included. */
+/* Appends @s as a JSON string literal, quotes included: always valid JSON, so a byte of @s
+ * that is not part of well-formed UTF-8 is written as \ufffd. */
 int buf_json_str(struct buf *b, const char *s);
 void buf_reset(struct buf *b);
 /* Gives the memory to the caller (free()); the buffer is empty afterwards. */

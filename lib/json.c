@@ -1,283 +1,22 @@
 /*
- * json.c: a strict recursive-descent JSON reader (include/json.h). UTF-8 is
- * passed through; \u escapes (with surrogate pairs) become UTF-8; \u0000 is
- * refused so strings stay C strings.
+ * json.c: the JSON reader of include/json.h on jansson, the only file that includes
+ * <jansson.h>. jansson parses (strict RFC 8259: UTF-8 checked, \u escapes and surrogate pairs
+ * decoded, nothing after the value); this file adds our rules and copies the result into the
+ * small struct json tree the callers walk: \u0000 refused (strings stay C strings), duplicate
+ * member names refused, numbers read as doubles (an overflowing one refused), depth bounded by
+ * JSON_MAX_DEPTH, input by JSON_MAX_BYTES.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include <jansson.h>
+/* jansson names its null JSON_NULL too: here alone, json.h's is read as JSON_NULL_S3C */
+#define JSON_NULL JSON_NULL_S3C
 #include "json.h"
+#undef JSON_NULL
 
-struct jp {
-    const char *p, *end;
-    struct errmsg *em;
-    int depth;
-};
-
-static void ws(struct jp *jp)
-{
-    while (jp->p < jp->end &&
-           (*jp->p == ' ' || *jp->p == '\t' || *jp->p == '\n' || *jp->p == '\r'))
-        jp->p++;
-}
-
-static int fail(struct jp *jp, const char *what)
-{
-    errmsg_set(jp->em, "JSON: %s", what);
-    return -EINVAL;
-}
-
-static int hex4(const char *p, unsigned *out)
-{
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else
-            return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static void put_utf8(struct buf *b, unsigned cp)
-{
-    char u[4];
-    size_t n;
-    if (cp < 0x80) {
-        u[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xc0 | (cp >> 6));
-        u[1] = (char)(0x80 | (cp & 0x3f));
-        n = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xe0 | (cp >> 12));
-        u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        u[2] = (char)(0x80 | (cp & 0x3f));
-        n = 3;
-    } else {
-        u[0] = (char)(0xf0 | (cp >> 18));
-        u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        u[3] = (char)(0x80 | (cp & 0x3f));
-        n = 4;
-    }
-    buf_append(b, u, n);
-}
-
-static int parse_string(struct jp *jp, char **out)
-{
-    struct buf b;
-    buf_init(&b, 16u << 20);
-    jp->p++; /* opening quote */
-    while (jp->p < jp->end && *jp->p != '"') {
-        unsigned char c = (unsigned char)*jp->p;
-        if (c < 0x20) {
-            buf_free(&b);
-            return fail(jp, "control character in string");
-        }
-        if (c != '\\') {
-            const char *run = jp->p;
-            while (jp->p < jp->end && *jp->p != '"' && *jp->p != '\\' &&
-                   (unsigned char)*jp->p >= 0x20)
-                jp->p++;
-            if (buf_append(&b, run, (size_t)(jp->p - run))) {
-                buf_free(&b);
-                return -ENOMEM;
-            }
-            continue;
-        }
-        if (jp->end - jp->p < 2) {
-            buf_free(&b);
-            return fail(jp, "unterminated escape");
-        }
-        char e = jp->p[1];
-        jp->p += 2;
-        const char *simple = NULL;
-        switch (e) {
-        case '"': simple = "\""; break;
-        case '\\': simple = "\\"; break;
-        case '/': simple = "/"; break;
-        case 'b': simple = "\b"; break;
-        case 'f': simple = "\f"; break;
-        case 'n': simple = "\n"; break;
-        case 'r': simple = "\r"; break;
-        case 't': simple = "\t"; break;
-        case 'u': {
-            unsigned cp, lo;
-            if (jp->end - jp->p < 4 || hex4(jp->p, &cp)) {
-                buf_free(&b);
-                return fail(jp, "bad \\u escape");
-            }
-            jp->p += 4;
-            if (cp >= 0xd800 && cp < 0xdc00) {
-                if (jp->end - jp->p < 6 || jp->p[0] != '\\' || jp->p[1] != 'u' ||
-                    hex4(jp->p + 2, &lo) || lo < 0xdc00 || lo > 0xdfff) {
-                    buf_free(&b);
-                    return fail(jp, "bad surrogate pair");
-                }
-                jp->p += 6;
-                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            } else if (cp >= 0xdc00 && cp < 0xe000) {
-                buf_free(&b);
-                return fail(jp, "lone low surrogate");
-            }
-            if (cp == 0) {
-                buf_free(&b);
-                return fail(jp, "\\u0000 not allowed");
-            }
-            put_utf8(&b, cp);
-            break;
-        }
-        default:
-            buf_free(&b);
-            return fail(jp, "unknown escape");
-        }
-        if (simple)
-            buf_append(&b, simple, 1);
-    }
-    if (jp->p >= jp->end) {
-        buf_free(&b);
-        return fail(jp, "unterminated string");
-    }
-    jp->p++;
-    *out = buf_take(&b);
-    return *out ? 0 : -ENOMEM;
-}
-
-static int parse_value(struct jp *jp, struct json *v);
-
-static int parse_container(struct jp *jp, struct json *v, int is_obj)
-{
-    char close = is_obj ? '}' : ']';
-    size_t cap = 0;
-    v->type = is_obj ? JSON_OBJ : JSON_ARR;
-    jp->p++;
-    ws(jp);
-    if (jp->p < jp->end && *jp->p == close) {
-        jp->p++;
-        return 0;
-    }
-    for (;;) {
-        if (v->n == cap) {
-            cap = cap ? cap * 2 : 4;
-            struct json *ni = realloc(v->items, cap * sizeof(*ni));
-            if (!ni)
-                return -ENOMEM;
-            v->items = ni;
-            if (is_obj) {
-                char **nk = realloc(v->keys, cap * sizeof(*nk));
-                if (!nk)
-                    return -ENOMEM;
-                v->keys = nk;
-            }
-        }
-        ws(jp);
-        if (is_obj) {
-            if (jp->p >= jp->end || *jp->p != '"')
-                return fail(jp, "expected a member name");
-            int rc = parse_string(jp, &v->keys[v->n]);
-            if (rc)
-                return rc;
-            ws(jp);
-            if (jp->p >= jp->end || *jp->p != ':') {
-                free(v->keys[v->n]);
-                return fail(jp, "expected ':'");
-            }
-            jp->p++;
-        }
-        memset(&v->items[v->n], 0, sizeof(v->items[0]));
-        int rc = parse_value(jp, &v->items[v->n]);
-        v->n++; /* counted even on failure so json_free releases it */
-        if (rc)
-            return rc;
-        ws(jp);
-        if (jp->p < jp->end && *jp->p == ',') {
-            jp->p++;
-            continue;
-        }
-        if (jp->p < jp->end && *jp->p == close) {
-            jp->p++;
-            return 0;
-        }
-        return fail(jp, is_obj ? "expected ',' or '}'" : "expected ',' or ']'");
-    }
-}
-
-static int parse_value(struct jp *jp, struct json *v)
-{
-    ws(jp);
-    if (jp->p >= jp->end)
-        return fail(jp, "unexpected end");
-    if (++jp->depth > JSON_MAX_DEPTH)
-        return fail(jp, "nested too deeply");
-    int rc = 0;
-    char c = *jp->p;
-    if (c == '{' || c == '[') {
-        rc = parse_container(jp, v, c == '{');
-    } else if (c == '"') {
-        v->type = JSON_STR;
-        rc = parse_string(jp, &v->str);
-    } else if (jp->end - jp->p >= 4 && !memcmp(jp->p, "true", 4)) {
-        v->type = JSON_BOOL;
-        v->b = 1;
-        jp->p += 4;
-    } else if (jp->end - jp->p >= 5 && !memcmp(jp->p, "false", 5)) {
-        v->type = JSON_BOOL;
-        jp->p += 5;
-    } else if (jp->end - jp->p >= 4 && !memcmp(jp->p, "null", 4)) {
-        v->type = JSON_NULL;
-        jp->p += 4;
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-        char tmp[64];
-        size_t n = 0;
-        while (jp->p + n < jp->end && n < sizeof(tmp) - 1 &&
-               strchr("+-0123456789.eE", jp->p[n]))
-            n++;
-        memcpy(tmp, jp->p, n);
-        tmp[n] = '\0';
-        char *end;
-        v->type = JSON_NUM;
-        v->num = strtod(tmp, &end);
-        if (end != tmp + n || n == 0)
-            return fail(jp, "bad number");
-        jp->p += n;
-    } else {
-        rc = fail(jp, "unexpected character");
-    }
-    jp->depth--;
-    return rc;
-}
-
-int json_parse(const char *s, size_t len, struct json **out, struct errmsg *em)
-{
-    struct jp jp = {s, s + len, em, 0};
-    struct json *v = calloc(1, sizeof(*v));
-    if (!v)
-        return -ENOMEM;
-    int rc = parse_value(&jp, v);
-    if (!rc) {
-        ws(&jp);
-        if (jp.p != jp.end)
-            rc = fail(&jp, "trailing characters");
-    }
-    if (rc) {
-        json_free(v);
-        return rc;
-    }
-    *out = v;
-    return 0;
-}
-
+/* Frees what @j holds (not @j itself). */
 static void json_clear(struct json *j)
 {
     free(j->str);
@@ -288,6 +27,112 @@ static void json_clear(struct json *j)
     }
     free(j->items);
     free(j->keys);
+}
+
+/* Copies jansson's @v, at depth @depth (the top value is 1), into @out (zeroed). 0, -EINVAL
+ * (detail in @em) or -ENOMEM; on failure @out holds what was copied, for json_clear(). */
+static int json_tree_copy(const json_t *v, int depth, struct json *out, struct errmsg *em)
+{
+    size_t n;
+    int rc;
+
+    if (depth > JSON_MAX_DEPTH) {
+        errmsg_set(em, "JSON: nested too deeply (more than %d levels)", JSON_MAX_DEPTH);
+        return -EINVAL;
+    }
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        const char *key;
+        json_t *member;
+        out->type = JSON_OBJ;
+        n = json_object_size(v);
+        if (!n)
+            return 0;
+        out->items = calloc(n, sizeof(*out->items));
+        out->keys = calloc(n, sizeof(*out->keys));
+        if (!out->items || !out->keys)
+            return -ENOMEM;
+        json_object_foreach((json_t *)v, key, member) { /* in document order */
+            if (!(out->keys[out->n] = strdup(key)))
+                return -ENOMEM;
+            rc = json_tree_copy(member, depth + 1, &out->items[out->n], em);
+            out->n++; /* counted even on failure so json_clear releases it */
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
+    case JSON_ARRAY:
+        out->type = JSON_ARR;
+        n = json_array_size(v);
+        if (!n)
+            return 0;
+        if (!(out->items = calloc(n, sizeof(*out->items))))
+            return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+            rc = json_tree_copy(json_array_get(v, i), depth + 1, &out->items[i], em);
+            out->n++;
+            if (rc)
+                return rc;
+        }
+        return 0;
+    case JSON_STRING:
+        out->type = JSON_STR;
+        return (out->str = strdup(json_string_value(v))) ? 0 : -ENOMEM;
+    case JSON_INTEGER: /* not made with JSON_DECODE_INT_AS_REAL; kept for completeness */
+    case JSON_REAL:
+        out->type = JSON_NUM;
+        out->num = json_number_value(v);
+        return 0;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        out->type = JSON_BOOL;
+        out->b = json_is_true(v);
+        return 0;
+    case JSON_NULL:
+    default:
+        out->type = JSON_NULL_S3C;
+        return 0;
+    }
+}
+
+int json_parse(const char *s, size_t len, struct json **out, struct errmsg *em)
+{
+    json_error_t err;
+    json_t *root;
+    struct json *v;
+    int rc;
+
+    *out = NULL;
+    if (len > JSON_MAX_BYTES) {
+        errmsg_set(em, "JSON: document larger than %u bytes", JSON_MAX_BYTES);
+        return -EINVAL;
+    }
+    /* any value at the top; numbers as doubles (a 2^64 counter is read, 1e999 refused);
+     * "a" twice in one object refused (which one would count?); \u0000 refused */
+    root = json_loadb(s ? s : "", len,
+                      JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL | JSON_REJECT_DUPLICATES, &err);
+    if (!root) {
+        switch (json_error_code(&err)) {
+        case json_error_out_of_memory:
+            return -ENOMEM;
+        case json_error_stack_overflow:
+            errmsg_set(em, "JSON: nested too deeply (more than %d levels)", JSON_MAX_DEPTH);
+            return -EINVAL;
+        default:
+            errmsg_set(em, "JSON: %s at byte %d", err.text, err.position);
+            return -EINVAL;
+        }
+    }
+    v = calloc(1, sizeof(*v));
+    rc = v ? json_tree_copy(root, 1, v, em) : -ENOMEM;
+    json_decref(root);
+    if (rc) {
+        json_free(v);
+        return rc;
+    }
+    *out = v;
+    return 0;
 }
 
 void json_free(struct json *j)

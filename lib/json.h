@@ -1,6 +1,7 @@
 /*
- * json.h: a small strict JSON reader into a tree (admin request bodies and the
- * CLI's view of /_/stats and warm jobs). Bounded depth and size. Pure.
+ * json.h: a strict JSON reader into a small tree (admin request bodies, the CLI's view of
+ * /_/stats and warm jobs, warm jobs kept on disk), on jansson (json.c). Bounded depth and size.
+ * Pure.
  */
 #ifndef S3C_JSON_H
 #define S3C_JSON_H
@@ -20,9 +21,13 @@ struct json {
     char **keys;        /* JSON_OBJ keys */
 };
 
-#define JSON_MAX_DEPTH 32
+#define JSON_MAX_DEPTH 32         /* a value in an array in an object ... is 3 deep */
+#define JSON_MAX_BYTES (64u << 20) /* the largest document a caller reads (the CLI's stats) */
 
-/* Parses @len bytes. 0 and a tree to free with json_free(), or -EINVAL (detail in @em) / -ENOMEM. */
+/* Parses @len bytes of RFC 8259 JSON (any value at the top). 0 and a tree in *@out to free with
+ * json_free(), or -EINVAL (detail in @em: what and at which byte) / -ENOMEM with *@out NULL.
+ * Refused: invalid UTF-8, \u0000, a member name twice in one object, a number that overflows
+ * a double, more than JSON_MAX_DEPTH levels, more than JSON_MAX_BYTES. */
 int json_parse(const char *s, size_t len, struct json **out, struct errmsg *em);
 void json_free(struct json *j);
 /* Member @key of an object, or NULL. */

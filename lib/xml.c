@@ -1,15 +1,15 @@
 /*
- * xml.c: a small strict XML reader for the request bodies S3 clients send
- * (CompleteMultipartUpload, DeleteObjects, the AccessControlPolicy of Put*Acl). Pull-style over the body bytes, no
- * recursion, nesting bounded by XML_DEPTH_MAX, no external library. It does not
- * write XML (buf_xml*() in buf.c) and does not check part order or ETags (backends).
+ * xml.c: the XML request bodies S3 clients send (CompleteMultipartUpload, DeleteObjects, the
+ * AccessControlPolicy of Put*Acl), read with libexpat: the only file that includes <expat.h>.
+ * expat does the XML (well-formedness, UTF-8, entities, CDATA, comments, prefixes kept as
+ * written); this file keeps S3's rules: the root element, which children count, their text,
+ * duplicates, counts and limits. It does not write XML (buf_xml*() in buf.c) and does not
+ * check part order or ETags (backends).
  *
- * Accepted: an optional UTF-8 BOM and <?xml ...?> prolog, namespace prefixes and
- * attributes (ignored), comments (skipped), CDATA sections inside text, the five
- * named entities and &#N; / &#xN; (not &#0;, surrogates or > U+10FFFF). Unknown
- * child elements are skipped. Rejected with -S3E_MALFORMED_XML: DOCTYPE and other
- * processing instructions, mismatched or unterminated tags, non-blank text between
- * elements, unknown entities, NUL bytes, anything after the root element.
+ * Hardened beyond expat's defaults: a DOCTYPE is refused as soon as it starts (so no entity is
+ * ever declared: no billion laughs, no external entity, nothing fetched), processing
+ * instructions too; nesting is bounded by XML_DEPTH_MAX and a leaf's text by XML_TEXT_MAX;
+ * a NUL byte or a body over XML_BODY_MAX is refused before expat sees it.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -18,449 +18,327 @@
 #include <string.h>
 #include <strings.h>
 
+/* Debian's libexpat is built with XML_DTD (expat_config.h), which declares the billion-laughs
+ * limits below; without it those functions would not link, a loud failure. */
+#ifndef XML_DTD
+#define XML_DTD 1
+#endif
+#include <expat.h>
+
 #include "s3c.h"
 #include "s3err.h"
 #include "xml.h"
 
-#define XML_DEPTH_MAX 32
-#define XML_OBJECTS_MAX 1000
+#define XML_DEPTH_MAX 32     /* open elements, the root included */
+#define XML_TEXT_MAX 4096    /* bytes of a leaf's decoded text (a key is at most 1024) */
+#define XML_OBJECTS_MAX 1000 /* DeleteObjects */
+#define XML_NAME_SHOWN 64    /* bytes of an element name kept for messages */
+
+/* What a document's rules make of an element: skipped with everything inside, an element
+ * whose children matter (only blanks between them), or a leaf whose text is read. */
+enum xr_kind { XR_SKIP, XR_NODE, XR_LEAF };
+
+struct xr;
+/* A child element @name (local part) opens at depth x->depth (the root is 1; its parent is
+ * xr_parent()): returns an enum xr_kind, or x->rc after xr_fail(). */
+typedef int xr_start_f(struct xr *x, const char *name);
+/* A NODE or LEAF element @name closes (still at depth x->depth); @text is a leaf's decoded text
+ * (NUL-terminated, may be modified), NULL for a node. 0 or x->rc after xr_fail(). */
+typedef int xr_end_f(struct xr *x, const char *name, char *text);
 
 struct xr {
-    const char *start, *p, *end;
+    XML_Parser p;
     struct errmsg *em;
+    const char *root; /* the wanted root element */
+    xr_start_f *start;
+    xr_end_f *end;
+    void *doc;        /* the document's state, for start/end */
+    int rc;           /* the first error; parsing stops there */
+    int depth;        /* open elements */
+    int seen_root;
+    int skip_from;    /* inside a skipped element opened at this depth (0: none) */
+    int leaf;         /* the element at x->depth is a leaf: its text is being read */
+    size_t skipped;   /* bytes (BOM, blanks) before what expat was given */
+    size_t text_len;
+    char names[XML_DEPTH_MAX][XML_NAME_SHOWN]; /* open elements' local names, for messages */
+    char text[XML_TEXT_MAX + 1];
 };
 
-/* An element name without its namespace prefix; points into the body. */
-struct xname {
-    const char *s;
-    size_t len;
-};
-
+/* Records the first error (MALFORMED_XML with detail and byte position) and stops expat.
+ * Returns x->rc. */
 static int xr_fail(struct xr *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int xr_fail(struct xr *x, const char *fmt, ...)
 {
     char tmp[200];
     va_list ap;
+    long pos = x->p ? (long)XML_GetCurrentByteIndex(x->p) : 0;
+
+    if (x->rc)
+        return x->rc;
     va_start(ap, fmt);
     vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
-    errmsg_set(x->em, "%s at byte %zu", tmp, (size_t)(x->p - x->start));
-    return -S3E_MALFORMED_XML;
+    errmsg_set(x->em, "%s at byte %zu", tmp, (pos < 0 ? 0 : (size_t)pos) + x->skipped);
+    x->rc = -S3E_MALFORMED_XML;
+    if (x->p)
+        XML_StopParser(x->p, XML_FALSE);
+    return x->rc;
 }
 
-static int is_ws(char c)
+/* Stops with @rc, whose detail the caller has set in x->em. */
+static int xr_stop(struct xr *x, int rc)
+{
+    if (!x->rc) {
+        x->rc = rc;
+        if (x->p)
+            XML_StopParser(x->p, XML_FALSE);
+    }
+    return x->rc;
+}
+
+static int xr_is_ws(char c)
 {
     return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
-static int at(const struct xr *x, const char *lit)
+/* The parent of the element at x->depth. */
+static const char *xr_parent(const struct xr *x)
 {
-    size_t n = strlen(lit);
-    return (size_t)(x->end - x->p) >= n && memcmp(x->p, lit, n) == 0;
+    return x->depth >= 2 ? x->names[x->depth - 2] : "";
 }
 
-static int name_start(unsigned char c)
+static void XMLCALL xr_on_start(void *ud, const XML_Char *qname, const XML_Char **atts)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' || c >= 0x80;
-}
+    struct xr *x = ud;
+    const char *name = strrchr(qname, ':'); /* namespaces are ignored: the local part */
+    int kind;
 
-static int name_char(unsigned char c)
-{
-    return name_start(c) || (c >= '0' && c <= '9') || c == '-' || c == '.';
-}
-
-static int name_is(const struct xname *n, const char *s)
-{
-    return n->len == strlen(s) && memcmp(n->s, s, n->len) == 0;
-}
-
-static void skip_ws(struct xr *x)
-{
-    while (x->p < x->end && is_ws(*x->p))
-        x->p++;
-}
-
-/* Finds @lit at or after @from; NULL if absent. */
-static const char *find(const struct xr *x, const char *from, const char *lit)
-{
-    return memmem(from, (size_t)(x->end - from), lit, strlen(lit));
-}
-
-/* At "<!--": skips the comment. */
-static int xr_comment(struct xr *x)
-{
-    const char *e = find(x, x->p + 4, "-->");
-    if (!e)
-        return xr_fail(x, "unterminated comment");
-    x->p = e + 3;
-    return 0;
-}
-
-/* Skips blanks and comments. */
-static int xr_misc(struct xr *x)
-{
-    for (;;) {
-        skip_ws(x);
-        if (!at(x, "<!--"))
-            return 0;
-        int rc = xr_comment(x);
-        if (rc)
-            return rc;
+    (void)atts; /* attributes (xmlns, xsi:type) carry nothing we use */
+    if (x->rc)
+        return;
+    name = name ? name + 1 : qname;
+    if (!*name) {
+        xr_fail(x, "empty local name in <%.*s>", XML_NAME_SHOWN, qname);
+        return;
+    }
+    if (x->leaf) {
+        xr_fail(x, "unexpected element inside <%s>", x->names[x->depth - 1]);
+        return;
+    }
+    if (x->depth == XML_DEPTH_MAX) {
+        xr_fail(x, "elements nested too deep (more than %d)", XML_DEPTH_MAX);
+        return;
+    }
+    x->depth++;
+    snprintf(x->names[x->depth - 1], XML_NAME_SHOWN, "%s", name);
+    if (x->skip_from)
+        return;
+    if (x->depth == 1) {
+        x->seen_root = 1;
+        if (strcmp(name, x->root))
+            xr_fail(x, "root element is <%.*s>, expected <%s>", XML_NAME_SHOWN, name, x->root);
+        return;
+    }
+    kind = x->start(x, name);
+    if (kind == XR_SKIP) {
+        x->skip_from = x->depth;
+    } else if (kind == XR_LEAF) {
+        x->leaf = 1;
+        x->text_len = 0;
     }
 }
 
-/* Reads a (possibly prefixed) name at x->p into @n (the local part). */
-static int xr_name(struct xr *x, struct xname *n)
+static void XMLCALL xr_on_end(void *ud, const XML_Char *qname)
 {
-    const char *s = x->p;
-    if (x->p >= x->end || !name_start((unsigned char)*x->p))
-        return xr_fail(x, "expected a name");
-    while (x->p < x->end && name_char((unsigned char)*x->p))
-        x->p++;
-    n->s = s;
-    n->len = (size_t)(x->p - s);
-    const char *colon = memrchr(s, ':', n->len);
-    if (colon) {
-        n->len -= (size_t)(colon + 1 - s);
-        n->s = colon + 1;
-        if (n->len == 0)
-            return xr_fail(x, "empty local name");
-    }
-    return 0;
-}
+    struct xr *x = ud;
+    const char *name = strrchr(qname, ':');
+    char *text = NULL;
 
-/* At '<' of a start tag: reads the name and attributes through '>' or "/>". */
-static int xr_stag(struct xr *x, struct xname *n, int *empty)
-{
-    int rc;
-    x->p++;
-    if ((rc = xr_name(x, n)))
-        return rc;
-    for (;;) {
-        int had_ws = x->p < x->end && is_ws(*x->p);
-        skip_ws(x);
-        if (x->p >= x->end)
-            return xr_fail(x, "unterminated start tag <%.*s", (int)n->len, n->s);
-        if (*x->p == '>') {
-            x->p++;
-            *empty = 0;
-            return 0;
+    if (x->rc)
+        return;
+    name = name ? name + 1 : qname;
+    if (x->skip_from) {
+        if (x->depth == x->skip_from)
+            x->skip_from = 0;
+    } else if (x->depth > 1) {
+        if (x->leaf) {
+            x->text[x->text_len] = '\0';
+            text = x->text;
+            x->leaf = 0;
         }
-        if (at(x, "/>")) {
-            x->p += 2;
-            *empty = 1;
-            return 0;
+        if (x->end(x, name, text))
+            return;
+    }
+    x->depth--;
+}
+
+static void XMLCALL xr_on_text(void *ud, const XML_Char *s, int len)
+{
+    struct xr *x = ud;
+
+    if (x->rc || x->skip_from)
+        return;
+    if (x->leaf) {
+        if ((size_t)len > XML_TEXT_MAX - x->text_len) {
+            xr_fail(x, "text of <%s> longer than %d bytes", x->names[x->depth - 1],
+                    XML_TEXT_MAX);
+            return;
         }
-        if (!had_ws)
-            return xr_fail(x, "bad character in tag <%.*s>", (int)n->len, n->s);
-        struct xname an;
-        if ((rc = xr_name(x, &an)))
-            return rc;
-        skip_ws(x);
-        if (x->p >= x->end || *x->p != '=')
-            return xr_fail(x, "attribute %.*s without a value", (int)an.len, an.s);
-        x->p++;
-        skip_ws(x);
-        if (x->p >= x->end || (*x->p != '"' && *x->p != '\''))
-            return xr_fail(x, "unquoted attribute value");
-        char q = *x->p++;
-        const char *e = memchr(x->p, q, (size_t)(x->end - x->p));
-        if (!e)
-            return xr_fail(x, "unterminated attribute value");
-        if (memchr(x->p, '<', (size_t)(e - x->p)))
-            return xr_fail(x, "'<' in attribute value");
-        x->p = e + 1;
+        memcpy(x->text + x->text_len, s, (size_t)len);
+        x->text_len += (size_t)len;
+        return;
     }
-}
-
-/* At "</": reads the end tag and checks it closes @want. */
-static int xr_etag(struct xr *x, const struct xname *want)
-{
-    struct xname n;
-    int rc;
-    x->p += 2;
-    if ((rc = xr_name(x, &n)))
-        return rc;
-    skip_ws(x);
-    if (x->p >= x->end || *x->p != '>')
-        return xr_fail(x, "unterminated end tag </%.*s", (int)n.len, n.s);
-    x->p++;
-    if (n.len != want->len || memcmp(n.s, want->s, n.len) != 0)
-        return xr_fail(x, "mismatched tag: </%.*s> closes <%.*s>", (int)n.len, n.s,
-                       (int)want->len, want->s);
-    return 0;
-}
-
-/* Next child element of @parent: 1 with its start tag read into @child/@empty, 0 once the
- * end tag of @parent is read, or an error. Only blanks and comments may sit between. */
-static int xr_next_child(struct xr *x, const struct xname *parent, struct xname *child,
-                         int *empty)
-{
-    int rc;
-    if ((rc = xr_misc(x)))
-        return rc;
-    if (x->p >= x->end)
-        return xr_fail(x, "unterminated <%.*s>", (int)parent->len, parent->s);
-    if (*x->p != '<')
-        return xr_fail(x, "unexpected text in <%.*s>", (int)parent->len, parent->s);
-    if (at(x, "</"))
-        return xr_etag(x, parent) ? -S3E_MALFORMED_XML : 0;
-    if (at(x, "<!") || at(x, "<?"))
-        return xr_fail(x, "unexpected markup in <%.*s>", (int)parent->len, parent->s);
-    if ((rc = xr_stag(x, child, empty)))
-        return rc;
-    return 1;
-}
-
-static void put_utf8(char *o, size_t *ol, unsigned long cp)
-{
-    if (cp < 0x80) {
-        o[(*ol)++] = (char)cp;
-    } else if (cp < 0x800) {
-        o[(*ol)++] = (char)(0xc0 | (cp >> 6));
-        o[(*ol)++] = (char)(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        o[(*ol)++] = (char)(0xe0 | (cp >> 12));
-        o[(*ol)++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[(*ol)++] = (char)(0x80 | (cp & 0x3f));
-    } else {
-        o[(*ol)++] = (char)(0xf0 | (cp >> 18));
-        o[(*ol)++] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        o[(*ol)++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[(*ol)++] = (char)(0x80 | (cp & 0x3f));
-    }
-}
-
-/* At '&' before @stop: decodes one reference into @o. Every reference is at least as long
- * as its UTF-8 encoding, so decoding never outgrows the raw text. */
-static int xr_entity(struct xr *x, const char *stop, char *o, size_t *ol)
-{
-    static const struct {
-        const char *name;
-        char c;
-    } named[] = { { "lt", '<' }, { "gt", '>' }, { "amp", '&' }, { "quot", '"' }, { "apos", '\'' } };
-    const char *s = x->p + 1;
-    const char *semi = memchr(s, ';', (size_t)(stop - s) < 12 ? (size_t)(stop - s) : 12);
-    size_t n;
-
-    if (!semi)
-        return xr_fail(x, "bad entity reference");
-    n = (size_t)(semi - s);
-    if (n >= 2 && s[0] == '#') {
-        unsigned long cp = 0;
-        int hex = s[1] == 'x';
-        const char *d = s + 1 + hex;
-        if (d == semi)
-            return xr_fail(x, "bad character reference");
-        for (; d < semi; d++) {
-            int v;
-            if (*d >= '0' && *d <= '9')
-                v = *d - '0';
-            else if (hex && *d >= 'a' && *d <= 'f')
-                v = *d - 'a' + 10;
-            else if (hex && *d >= 'A' && *d <= 'F')
-                v = *d - 'A' + 10;
-            else
-                return xr_fail(x, "bad character reference");
-            cp = cp * (hex ? 16 : 10) + (unsigned long)v;
-            if (cp > 0x10ffff)
-                return xr_fail(x, "character reference out of range");
-        }
-        if (cp == 0 || (cp >= 0xd800 && cp <= 0xdfff))
-            return xr_fail(x, "character reference out of range");
-        put_utf8(o, ol, cp);
-        x->p = semi + 1;
-        return 0;
-    }
-    for (size_t i = 0; i < ARRAY_SIZE(named); i++) {
-        if (n == strlen(named[i].name) && memcmp(s, named[i].name, n) == 0) {
-            o[(*ol)++] = named[i].c;
-            x->p = semi + 1;
-            return 0;
+    for (int i = 0; i < len; i++) {
+        if (!xr_is_ws(s[i])) {
+            xr_fail(x, "unexpected text in <%s>", x->names[x->depth - 1]);
+            return;
         }
     }
-    return xr_fail(x, "unknown entity &%.*s;", (int)n, s);
 }
 
-/* Reads the text of leaf element @el (start tag read, not empty) through its end tag.
- * *@out: malloc'd, decoded, NUL-terminated. Child elements are an error. */
-static int xr_leaf(struct xr *x, const struct xname *el, char **out)
+static void XMLCALL xr_on_doctype(void *ud, const XML_Char *name, const XML_Char *sysid,
+                                  const XML_Char *pubid, int has_internal_subset)
 {
-    const char *q = x->p, *stop;
-    char *o;
-    size_t ol = 0;
-    int rc;
-
-    /* pass 1: the extent of the text (CDATA and comments may hold '<') */
-    for (;;) {
-        const char *lt = memchr(q, '<', (size_t)(x->end - q));
-        if (!lt) {
-            x->p = x->end;
-            return xr_fail(x, "unterminated <%.*s>", (int)el->len, el->s);
-        }
-        struct xr t = *x;
-        t.p = lt;
-        if (at(&t, "<![CDATA[")) {
-            const char *e = find(x, lt + 9, "]]>");
-            if (!e)
-                return xr_fail(&t, "unterminated CDATA section");
-            q = e + 3;
-        } else if (at(&t, "<!--")) {
-            const char *e = find(x, lt + 4, "-->");
-            if (!e)
-                return xr_fail(&t, "unterminated comment");
-            q = e + 3;
-        } else {
-            stop = lt;
-            break;
-        }
-    }
-    o = malloc((size_t)(stop - x->p) + 1);
-    if (!o)
-        return -ENOMEM;
-    /* pass 2: decode */
-    while (x->p < stop) {
-        if (at(x, "<![CDATA[")) {
-            const char *e = find(x, x->p + 9, "]]>");
-            memcpy(o + ol, x->p + 9, (size_t)(e - (x->p + 9)));
-            ol += (size_t)(e - (x->p + 9));
-            x->p = e + 3;
-        } else if (at(x, "<!--")) {
-            x->p = find(x, x->p + 4, "-->") + 3;
-        } else if (*x->p == '&') {
-            if ((rc = xr_entity(x, stop, o, &ol)))
-                goto fail;
-        } else if (*x->p == '\0') {
-            rc = xr_fail(x, "NUL byte in text");
-            goto fail;
-        } else {
-            o[ol++] = *x->p++;
-        }
-    }
-    if (!at(x, "</")) {
-        rc = xr_fail(x, "unexpected element inside <%.*s>", (int)el->len, el->s);
-        goto fail;
-    }
-    if ((rc = xr_etag(x, el)))
-        goto fail;
-    o[ol] = '\0';
-    *out = o;
-    return 0;
-fail:
-    free(o);
-    return rc;
+    (void)name;
+    (void)sysid;
+    (void)pubid;
+    (void)has_internal_subset;
+    xr_fail(ud, "DOCTYPE not allowed");
 }
 
-/* Reads a leaf (possibly empty: "") into *@out. */
-static int xr_leaf_any(struct xr *x, const struct xname *el, int empty, char **out)
+/* Unreachable while DOCTYPE is refused; kept so that no entity declaration is ever taken. */
+static void XMLCALL xr_on_entity_decl(void *ud, const XML_Char *name, int is_param,
+                                      const XML_Char *value, int value_len, const XML_Char *base,
+                                      const XML_Char *sysid, const XML_Char *pubid,
+                                      const XML_Char *notation)
 {
-    if (empty) {
-        *out = strdup("");
-        return *out ? 0 : -ENOMEM;
-    }
-    return xr_leaf(x, el, out);
+    (void)name;
+    (void)is_param;
+    (void)value;
+    (void)value_len;
+    (void)base;
+    (void)sysid;
+    (void)pubid;
+    (void)notation;
+    xr_fail(ud, "entity declarations not allowed");
 }
 
-/* Skips element @el (start tag read, not empty) and everything inside it. */
-static int xr_skip(struct xr *x, const struct xname *el)
+static int XMLCALL xr_on_external_entity(XML_Parser p, const XML_Char *context,
+                                         const XML_Char *base, const XML_Char *sysid,
+                                         const XML_Char *pubid)
 {
-    struct xname stack[XML_DEPTH_MAX];
-    int depth = 0, rc;
-    stack[depth++] = *el;
-    while (depth > 0) {
-        const char *lt = memchr(x->p, '<', (size_t)(x->end - x->p));
-        if (!lt) {
-            x->p = x->end;
-            return xr_fail(x, "unterminated <%.*s>", (int)stack[depth - 1].len,
-                           stack[depth - 1].s);
-        }
-        if (memchr(x->p, '\0', (size_t)(lt - x->p)))
-            return xr_fail(x, "NUL byte in text");
-        x->p = lt;
-        if (at(x, "<!--")) {
-            if ((rc = xr_comment(x)))
-                return rc;
-        } else if (at(x, "<![CDATA[")) {
-            const char *e = find(x, x->p + 9, "]]>");
-            if (!e)
-                return xr_fail(x, "unterminated CDATA section");
-            x->p = e + 3;
-        } else if (at(x, "</")) {
-            if ((rc = xr_etag(x, &stack[depth - 1])))
-                return rc;
-            depth--;
-        } else if (at(x, "<!") || at(x, "<?")) {
-            return xr_fail(x, "unexpected markup");
-        } else {
-            struct xname n;
-            int empty;
-            if ((rc = xr_stag(x, &n, &empty)))
-                return rc;
-            if (!empty) {
-                if (depth == XML_DEPTH_MAX)
-                    return xr_fail(x, "elements nested too deep");
-                stack[depth++] = n;
-            }
-        }
-    }
-    return 0;
+    (void)p;
+    (void)context;
+    (void)base;
+    (void)sysid;
+    (void)pubid;
+    return XML_STATUS_ERROR; /* never loaded */
 }
 
-/* Reads up to and including the root's start tag, which must be @want. */
-static int xr_root(struct xr *x, const char *want, struct xname *root, int *empty)
+static void XMLCALL xr_on_pi(void *ud, const XML_Char *target, const XML_Char *data)
 {
-    int rc;
-    if ((size_t)(x->end - x->p) > XML_BODY_MAX)
+    (void)data;
+    xr_fail(ud, "unexpected markup: processing instruction <?%.*s", XML_NAME_SHOWN, target);
+}
+
+/* Parses @body (@len bytes) as a document whose root is @root, calling @start / @end for the
+ * elements under it. 0, x->rc (MALFORMED_XML or what a callback set), or -ENOMEM. The detail
+ * of expat's errors: its message and the byte; at the end of the body inside an element,
+ * "unterminated <name>" first. */
+static int xr_parse(struct xr *x, const char *body, size_t len)
+{
+    static const char bom[] = "\xef\xbb\xbf";
+    enum XML_Status st;
+    enum XML_Error code;
+    const char *nul;
+
+    if (len > XML_BODY_MAX)
         return xr_fail(x, "document larger than %u bytes", XML_BODY_MAX);
-    if (at(x, "\xef\xbb\xbf"))
-        x->p += 3;
-    skip_ws(x);
-    if (at(x, "<?xml") && x->p + 5 < x->end && (is_ws(x->p[5]) || x->p[5] == '?')) {
-        const char *e = find(x, x->p + 5, "?>");
-        if (!e)
-            return xr_fail(x, "unterminated XML declaration");
-        x->p = e + 2;
+    if (!body)
+        body = "";
+    if ((nul = memchr(body, '\0', len))) {
+        x->skipped = (size_t)(nul - body);
+        return xr_fail(x, "NUL byte");
     }
-    if ((rc = xr_misc(x)))
-        return rc;
-    if (x->p >= x->end)
+    /* a BOM, and blanks before the <?xml?> declaration (which expat wants first) */
+    if (len >= 3 && !memcmp(body, bom, 3))
+        x->skipped = 3;
+    while (x->skipped < len && xr_is_ws(body[x->skipped]))
+        x->skipped++;
+    if (x->skipped == len)
         return xr_fail(x, "empty document");
-    if (at(x, "<!DOCTYPE"))
-        return xr_fail(x, "DOCTYPE not allowed");
-    if (*x->p != '<' || at(x, "<!") || at(x, "<?") || at(x, "</"))
-        return xr_fail(x, "expected <%s>", want);
-    if ((rc = xr_stag(x, root, empty)))
-        return rc;
-    if (!name_is(root, want))
-        return xr_fail(x, "root element is <%.*s>, expected <%s>", (int)root->len, root->s,
-                       want);
-    return 0;
+
+    x->p = XML_ParserCreate("UTF-8"); /* UTF-8 whatever the declaration says */
+    if (!x->p)
+        return -ENOMEM;
+    XML_SetUserData(x->p, x);
+    XML_SetElementHandler(x->p, xr_on_start, xr_on_end);
+    XML_SetCharacterDataHandler(x->p, xr_on_text);
+    XML_SetProcessingInstructionHandler(x->p, xr_on_pi);
+    XML_SetStartDoctypeDeclHandler(x->p, xr_on_doctype);
+    XML_SetEntityDeclHandler(x->p, xr_on_entity_decl);
+    XML_SetExternalEntityRefHandler(x->p, xr_on_external_entity);
+    XML_SetParamEntityParsing(x->p, XML_PARAM_ENTITY_PARSING_NEVER);
+    XML_SetBillionLaughsAttackProtectionMaximumAmplification(x->p, 2.0f);
+    XML_SetBillionLaughsAttackProtectionActivationThreshold(x->p, 64u << 10);
+
+    st = XML_Parse(x->p, body + x->skipped, (int)(len - x->skipped), XML_TRUE);
+    if (st == XML_STATUS_OK || x->rc)
+        return x->rc;
+    code = XML_GetErrorCode(x->p);
+    if (code == XML_ERROR_NO_MEMORY)
+        return xr_stop(x, -ENOMEM);
+    if (!x->seen_root && code == XML_ERROR_NO_ELEMENTS)
+        return xr_fail(x, "empty document");
+    if (!x->seen_root)
+        return xr_fail(x, "expected <%s>: %s", x->root, XML_ErrorString(code));
+    if (x->depth > 0 && (code == XML_ERROR_NO_ELEMENTS || code == XML_ERROR_UNCLOSED_TOKEN ||
+                         code == XML_ERROR_PARTIAL_CHAR ||
+                         code == XML_ERROR_UNCLOSED_CDATA_SECTION))
+        return xr_fail(x, "unterminated <%s> (%s)", x->names[x->depth - 1],
+                       XML_ErrorString(code));
+    if (code == XML_ERROR_JUNK_AFTER_DOC_ELEMENT)
+        return xr_fail(x, "content after the root element");
+    return xr_fail(x, "%s", XML_ErrorString(code));
 }
 
-/* After the root's end tag: only blanks and comments may follow. */
-static int xr_tail(struct xr *x)
+static void xr_free(struct xr *x)
 {
-    int rc = xr_misc(x);
-    if (rc)
-        return rc;
-    if (x->p < x->end)
-        return xr_fail(x, "content after the root element");
-    return 0;
+    if (x && x->p)
+        XML_ParserFree(x->p);
+    free(x);
+}
+
+/* A reader for a document rooted at @root; NULL when out of memory. */
+static struct xr *xr_new(const char *root, xr_start_f *start, xr_end_f *end, void *doc,
+                         struct errmsg *em)
+{
+    struct xr *x = calloc(1, sizeof(*x));
+    if (!x)
+        return NULL;
+    x->root = root;
+    x->start = start;
+    x->end = end;
+    x->doc = doc;
+    x->em = em;
+    return x;
 }
 
 /* Trims XML blanks from both ends of @s in place; returns @s. */
 static char *trim(char *s)
 {
     size_t n = strlen(s);
-    while (n > 0 && is_ws(s[n - 1]))
+    while (n > 0 && xr_is_ws(s[n - 1]))
         s[--n] = '\0';
     size_t i = 0;
-    while (is_ws(s[i]))
+    while (xr_is_ws(s[i]))
         i++;
     if (i)
         memmove(s, s + i, n - i + 1);
     return s;
 }
+
+/* ---------------------------------------------------------------- CompleteMultipartUpload */
 
 static const char *const checksum_elems[][2] = {
     { "ChecksumCRC32", "CRC32" },
@@ -469,158 +347,144 @@ static const char *const checksum_elems[][2] = {
     { "ChecksumSHA256", "SHA256" },
 };
 
-/* Reads one <Part> (start tag read) into @pt. */
-static int parse_part(struct xr *x, const struct xname *part, int part_empty, struct be_part *pt)
-{
-    int have_num = 0, have_etag = 0, rc;
-    struct xname c;
-    int empty;
-    char *v = NULL;
+struct complete_doc {
+    struct xml_part *arr;
+    size_t n, cap;   /* arr[n] is the <Part> being read */
+    int have_num, have_etag;
+};
 
-    memset(pt, 0, sizeof(*pt));
-    while (!part_empty && (rc = xr_next_child(x, part, &c, &empty)) != 0) {
-        size_t ci;
-        if (rc < 0)
-            return rc;
-        if (name_is(&c, "PartNumber")) {
-            if (have_num)
-                return xr_fail(x, "duplicate <PartNumber>");
-            if ((rc = xr_leaf_any(x, &c, empty, &v)))
-                return rc;
-            trim(v);
-            unsigned long num = 0;
-            const char *d = v;
-            if (!*d) {
-                free(v);
-                return xr_fail(x, "empty <PartNumber>");
-            }
-            for (; *d; d++) {
-                if (*d < '0' || *d > '9') {
-                    free(v);
-                    return xr_fail(x, "<PartNumber> is not a number");
-                }
-                if (num <= BE_MAX_PARTS)
-                    num = num * 10 + (unsigned long)(*d - '0');
-            }
-            free(v);
-            v = NULL;
-            if (num < 1 || num > BE_MAX_PARTS) {
-                errmsg_set(x->em, "part number %lu%s is outside 1..%u", num,
-                           num > BE_MAX_PARTS ? "+" : "", BE_MAX_PARTS);
-                return -S3E_INVALID_PART;
-            }
-            pt->number = (unsigned)num;
-            have_num = 1;
-        } else if (name_is(&c, "ETag")) {
-            if (have_etag)
-                return xr_fail(x, "duplicate <ETag>");
-            if ((rc = xr_leaf_any(x, &c, empty, &v)))
-                return rc;
-            char *e = trim(v);
-            size_t n = strlen(e);
-            if (n >= 2 && e[0] == '"' && e[n - 1] == '"') {
-                e++;
-                n -= 2;
-            }
-            if (n == 0 || n >= sizeof(pt->etag)) {
-                free(v);
-                return xr_fail(x, n ? "<ETag> too long" : "empty <ETag>");
-            }
-            memcpy(pt->etag, e, n);
-            pt->etag[n] = '\0';
-            free(v);
-            v = NULL;
-            have_etag = 1;
-        } else {
-            for (ci = 0; ci < ARRAY_SIZE(checksum_elems); ci++)
-                if (name_is(&c, checksum_elems[ci][0]))
-                    break;
-            if (ci == ARRAY_SIZE(checksum_elems)) {
-                if (!empty && (rc = xr_skip(x, &c)))
-                    return rc;
-                continue;
-            }
-            if (pt->checksum_algo[0])
-                return xr_fail(x, "more than one checksum in <Part>");
-            if ((rc = xr_leaf_any(x, &c, empty, &v)))
-                return rc;
-            trim(v);
-            size_t n = strlen(v);
-            if (n == 0 || n >= sizeof(pt->checksum)) {
-                free(v);
-                return xr_fail(x, "bad <%s>", checksum_elems[ci][0]);
-            }
-            memcpy(pt->checksum, v, n + 1);
-            snprintf(pt->checksum_algo, sizeof(pt->checksum_algo), "%s", checksum_elems[ci][1]);
-            free(v);
-            v = NULL;
+static int complete_start(struct xr *x, const char *name)
+{
+    struct complete_doc *d = x->doc;
+    struct xml_part *pt;
+
+    if (x->depth == 2) {
+        if (strcmp(name, "Part"))
+            return XR_SKIP;
+        if (d->n == XML_PARTS_MAX)
+            return xr_fail(x, "more than %u parts", XML_PARTS_MAX);
+        if (d->n == d->cap) {
+            size_t ncap = d->cap ? d->cap * 2 : 16;
+            struct xml_part *na = realloc(d->arr, ncap * sizeof(*na));
+            if (!na)
+                return xr_stop(x, -ENOMEM);
+            d->arr = na;
+            d->cap = ncap;
         }
+        memset(&d->arr[d->n], 0, sizeof(d->arr[0]));
+        d->have_num = d->have_etag = 0;
+        return XR_NODE;
     }
-    if (!have_num)
-        return xr_fail(x, "<Part> without <PartNumber>");
-    if (!have_etag)
-        return xr_fail(x, "<Part> without <ETag>");
+    pt = &d->arr[d->n]; /* depth 3: a child of <Part> */
+    if (!strcmp(name, "PartNumber"))
+        return d->have_num ? xr_fail(x, "duplicate <PartNumber>") : XR_LEAF;
+    if (!strcmp(name, "ETag"))
+        return d->have_etag ? xr_fail(x, "duplicate <ETag>") : XR_LEAF;
+    for (size_t ci = 0; ci < ARRAY_SIZE(checksum_elems); ci++)
+        if (!strcmp(name, checksum_elems[ci][0]))
+            return pt->checksum_algo[0] ? xr_fail(x, "more than one checksum in <Part>")
+                                        : XR_LEAF;
+    return XR_SKIP;
+}
+
+static int complete_part_number(struct xr *x, const char *v, struct xml_part *pt)
+{
+    unsigned long num = 0;
+    if (!*v)
+        return xr_fail(x, "empty <PartNumber>");
+    for (const char *d = v; *d; d++) {
+        if (*d < '0' || *d > '9')
+            return xr_fail(x, "<PartNumber> is not a number");
+        if (num <= XML_PARTS_MAX)
+            num = num * 10 + (unsigned long)(*d - '0');
+    }
+    if (num < 1 || num > XML_PARTS_MAX) {
+        errmsg_set(x->em, "part number %lu%s is outside 1..%u", num,
+                   num > XML_PARTS_MAX ? "+" : "", XML_PARTS_MAX);
+        return xr_stop(x, -S3E_INVALID_PART);
+    }
+    pt->number = (unsigned)num;
     return 0;
 }
 
-int xml_parse_complete(const char *body, size_t len, struct be_part **parts, size_t *n,
+static int complete_end(struct xr *x, const char *name, char *text)
+{
+    struct complete_doc *d = x->doc;
+    struct xml_part *pt = &d->arr[d->n];
+    size_t n;
+
+    if (x->depth == 2) { /* </Part> */
+        if (!d->have_num)
+            return xr_fail(x, "<Part> without <PartNumber>");
+        if (!d->have_etag)
+            return xr_fail(x, "<Part> without <ETag>");
+        d->n++;
+        return 0;
+    }
+    trim(text);
+    n = strlen(text);
+    if (!strcmp(name, "PartNumber")) {
+        d->have_num = 1;
+        return complete_part_number(x, text, pt);
+    }
+    if (!strcmp(name, "ETag")) {
+        if (n >= 2 && text[0] == '"' && text[n - 1] == '"') {
+            text++;
+            n -= 2;
+        }
+        if (n == 0 || n >= sizeof(pt->etag))
+            return xr_fail(x, n ? "<ETag> too long" : "empty <ETag>");
+        memcpy(pt->etag, text, n);
+        pt->etag[n] = '\0';
+        d->have_etag = 1;
+        return 0;
+    }
+    for (size_t ci = 0; ci < ARRAY_SIZE(checksum_elems); ci++) {
+        if (strcmp(name, checksum_elems[ci][0]))
+            continue;
+        if (n == 0 || n >= sizeof(pt->checksum))
+            return xr_fail(x, "bad <%s>", checksum_elems[ci][0]);
+        memcpy(pt->checksum, text, n + 1);
+        snprintf(pt->checksum_algo, sizeof(pt->checksum_algo), "%s", checksum_elems[ci][1]);
+    }
+    return 0;
+}
+
+int xml_parse_complete(const char *body, size_t len, struct xml_part **parts, size_t *n,
                        struct errmsg *em)
 {
-    struct xr x = { body, body, body + len, em };
-    struct xname root, c;
-    int empty, rc;
-    struct be_part *arr = NULL;
-    size_t cnt = 0, cap = 0;
+    struct complete_doc d = { 0 };
+    struct xr *x;
+    int rc;
 
     AN(parts);
     AN(n);
     *parts = NULL;
     *n = 0;
-    if (!body)
-        x.start = x.p = x.end = "";
-    if ((rc = xr_root(&x, "CompleteMultipartUpload", &root, &empty)))
-        goto fail;
-    while (!empty && (rc = xr_next_child(&x, &root, &c, &empty)) != 0) {
-        if (rc < 0)
-            goto fail;
-        if (!name_is(&c, "Part")) {
-            if (!empty && (rc = xr_skip(&x, &c)))
-                goto fail;
-            empty = 0;
-            continue;
-        }
-        if (cnt == BE_MAX_PARTS) {
-            rc = xr_fail(&x, "more than %u parts", BE_MAX_PARTS);
-            goto fail;
-        }
-        if (cnt == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            struct be_part *na = realloc(arr, ncap * sizeof(*arr));
-            if (!na) {
-                rc = -ENOMEM;
-                goto fail;
-            }
-            arr = na;
-            cap = ncap;
-        }
-        if ((rc = parse_part(&x, &c, empty, &arr[cnt])))
-            goto fail;
-        cnt++;
-        empty = 0;
+    x = xr_new("CompleteMultipartUpload", complete_start, complete_end, &d, em);
+    if (!x)
+        return -ENOMEM;
+    rc = xr_parse(x, body, len);
+    if (!rc && d.n == 0)
+        rc = xr_fail(x, "no <Part> in <CompleteMultipartUpload>");
+    xr_free(x);
+    if (rc) {
+        free(d.arr);
+        return rc;
     }
-    if ((rc = xr_tail(&x)))
-        goto fail;
-    if (cnt == 0) {
-        rc = xr_fail(&x, "no <Part> in <CompleteMultipartUpload>");
-        goto fail;
-    }
-    *parts = arr;
-    *n = cnt;
+    *parts = d.arr;
+    *n = d.n;
     return 0;
-fail:
-    free(arr);
-    return rc;
 }
+
+/* ---------------------------------------------------------------- DeleteObjects */
+
+struct delete_doc {
+    struct xml_delete_obj *arr;
+    size_t n, cap;
+    int quiet, have_quiet;
+    char *key, *version_id; /* of the <Object> being read */
+};
 
 void xml_delete_free(struct xml_delete_obj *objs, size_t n)
 {
@@ -633,61 +497,73 @@ void xml_delete_free(struct xml_delete_obj *objs, size_t n)
     free(objs);
 }
 
-/* Reads one <Object> (start tag read) into @o (key and version id malloc'd). */
-static int parse_object(struct xr *x, const struct xname *obj, int obj_empty,
-                        struct xml_delete_obj *o)
+static int delete_start(struct xr *x, const char *name)
 {
-    struct xname c;
-    int empty, rc;
-    char *k = NULL, *v = NULL;
+    struct delete_doc *d = x->doc;
 
-    while (!obj_empty && (rc = xr_next_child(x, obj, &c, &empty)) != 0) {
-        if (rc < 0)
-            goto fail;
-        if (name_is(&c, "Key")) {
-            if (k) {
-                rc = xr_fail(x, "duplicate <Key>");
-                goto fail;
-            }
-            if ((rc = xr_leaf_any(x, &c, empty, &k)))
-                goto fail;
-            if (!*k) {
-                rc = xr_fail(x, "empty <Key>");
-                goto fail;
-            }
-        } else if (name_is(&c, "VersionId")) {
-            if (v) {
-                rc = xr_fail(x, "duplicate <VersionId>");
-                goto fail;
-            }
-            if ((rc = xr_leaf_any(x, &c, empty, &v)))
-                goto fail;
-        } else if (!empty && (rc = xr_skip(x, &c))) {
-            goto fail;
+    if (x->depth == 2) {
+        if (!strcmp(name, "Quiet"))
+            return d->have_quiet ? xr_fail(x, "duplicate <Quiet>") : XR_LEAF;
+        if (strcmp(name, "Object"))
+            return XR_SKIP;
+        if (d->n == XML_OBJECTS_MAX)
+            return xr_fail(x, "more than %d objects", XML_OBJECTS_MAX);
+        if (d->n == d->cap) {
+            size_t ncap = d->cap ? d->cap * 2 : 16;
+            struct xml_delete_obj *na = realloc(d->arr, ncap * sizeof(*na));
+            if (!na)
+                return xr_stop(x, -ENOMEM);
+            d->arr = na;
+            d->cap = ncap;
         }
+        return XR_NODE;
     }
-    if (!k) {
-        free(v);
-        return xr_fail(x, "<Object> without <Key>");
+    if (!strcmp(name, "Key")) /* depth 3: a child of <Object> */
+        return d->key ? xr_fail(x, "duplicate <Key>") : XR_LEAF;
+    if (!strcmp(name, "VersionId"))
+        return d->version_id ? xr_fail(x, "duplicate <VersionId>") : XR_LEAF;
+    return XR_SKIP;
+}
+
+static int delete_end(struct xr *x, const char *name, char *text)
+{
+    struct delete_doc *d = x->doc;
+
+    if (!strcmp(name, "Quiet") && x->depth == 2) {
+        trim(text);
+        if (!strcasecmp(text, "true"))
+            d->quiet = 1;
+        else if (!strcasecmp(text, "false"))
+            d->quiet = 0;
+        else
+            return xr_fail(x, "<Quiet> is not true or false");
+        d->have_quiet = 1;
+        return 0;
     }
-    o->key = k;
-    o->version_id = v;
+    if (x->depth == 2) { /* </Object> */
+        if (!d->key)
+            return xr_fail(x, "<Object> without <Key>");
+        d->arr[d->n].key = d->key;
+        d->arr[d->n].version_id = d->version_id;
+        d->key = d->version_id = NULL;
+        d->n++;
+        return 0;
+    }
+    if (!strcmp(name, "Key") && !*text)
+        return xr_fail(x, "empty <Key>");
+    char *v = strdup(text);
+    if (!v)
+        return xr_stop(x, -ENOMEM);
+    *(!strcmp(name, "Key") ? &d->key : &d->version_id) = v;
     return 0;
-fail:
-    free(k);
-    free(v);
-    return rc;
 }
 
 int xml_parse_delete(const char *body, size_t len, int *quiet, struct xml_delete_obj **objs,
                      size_t *n, struct errmsg *em)
 {
-    struct xr x = { body, body, body + len, em };
-    struct xname root, c;
-    int empty, rc, have_quiet = 0;
-    struct xml_delete_obj *arr = NULL;
-    size_t cnt = 0, cap = 0;
-    char *v = NULL;
+    struct delete_doc d = { 0 };
+    struct xr *x;
+    int rc;
 
     AN(quiet);
     AN(objs);
@@ -695,215 +571,168 @@ int xml_parse_delete(const char *body, size_t len, int *quiet, struct xml_delete
     *quiet = 0;
     *objs = NULL;
     *n = 0;
-    if (!body)
-        x.start = x.p = x.end = "";
-    if ((rc = xr_root(&x, "Delete", &root, &empty)))
-        goto fail;
-    while (!empty && (rc = xr_next_child(&x, &root, &c, &empty)) != 0) {
-        if (rc < 0)
-            goto fail;
-        if (name_is(&c, "Quiet")) {
-            if (have_quiet) {
-                rc = xr_fail(&x, "duplicate <Quiet>");
-                goto fail;
-            }
-            if ((rc = xr_leaf_any(&x, &c, empty, &v)))
-                goto fail;
-            trim(v);
-            if (strcasecmp(v, "true") == 0) {
-                *quiet = 1;
-            } else if (strcasecmp(v, "false") == 0) {
-                *quiet = 0;
-            } else {
-                free(v);
-                v = NULL;
-                rc = xr_fail(&x, "<Quiet> is not true or false");
-                goto fail;
-            }
-            free(v);
-            v = NULL;
-            have_quiet = 1;
-        } else if (name_is(&c, "Object")) {
-            if (cnt == XML_OBJECTS_MAX) {
-                rc = xr_fail(&x, "more than %d objects", XML_OBJECTS_MAX);
-                goto fail;
-            }
-            if (cnt == cap) {
-                size_t ncap = cap ? cap * 2 : 16;
-                struct xml_delete_obj *na = realloc(arr, ncap * sizeof(*arr));
-                if (!na) {
-                    rc = -ENOMEM;
-                    goto fail;
-                }
-                arr = na;
-                cap = ncap;
-            }
-            if ((rc = parse_object(&x, &c, empty, &arr[cnt])))
-                goto fail;
-            cnt++;
-        } else if (!empty && (rc = xr_skip(&x, &c))) {
-            goto fail;
-        }
-        empty = 0;
+    x = xr_new("Delete", delete_start, delete_end, &d, em);
+    if (!x)
+        return -ENOMEM;
+    rc = xr_parse(x, body, len);
+    if (!rc && d.n == 0)
+        rc = xr_fail(x, "no <Object> in <Delete>");
+    xr_free(x);
+    free(d.key);
+    free(d.version_id);
+    if (rc) {
+        xml_delete_free(d.arr, d.n);
+        return rc;
     }
-    if ((rc = xr_tail(&x)))
-        goto fail;
-    if (cnt == 0) {
-        rc = xr_fail(&x, "no <Object> in <Delete>");
-        goto fail;
-    }
-    *objs = arr;
-    *n = cnt;
-    return 0;
-fail:
-    xml_delete_free(arr, cnt);
-    *quiet = 0;
-    return rc;
-}
-
-/* The text of leaf @c (start tag read) into *@out (malloc'd, blanks trimmed); a second one of
- * the same name in the parent is an error (*@out already set). */
-static int acl_leaf(struct xr *x, const struct xname *c, int empty, char **out)
-{
-    if (*out)
-        return xr_fail(x, "duplicate <%.*s>", (int)c->len, c->s);
-    int rc = xr_leaf_any(x, c, empty, out);
-    if (!rc)
-        trim(*out);
-    return rc;
-}
-
-/* Reads <Owner> or <Grantee> (start tag read): *@id, *@other (a URI or EmailAddress grantee),
- * malloc'd or NULL. */
-static int acl_party(struct xr *x, const struct xname *el, int el_empty, char **id, char **other)
-{
-    struct xname c;
-    int empty, rc;
-    while (!el_empty && (rc = xr_next_child(x, el, &c, &empty)) != 0) {
-        if (rc < 0)
-            return rc;
-        if (name_is(&c, "ID"))
-            rc = acl_leaf(x, &c, empty, id);
-        else if (name_is(&c, "URI") || name_is(&c, "EmailAddress"))
-            rc = acl_leaf(x, &c, empty, other);
-        else
-            rc = empty ? 0 : xr_skip(x, &c);
-        if (rc)
-            return rc;
-    }
+    *quiet = d.quiet;
+    *objs = d.arr;
+    *n = d.n;
     return 0;
 }
 
-static const char *const acl_permissions[] = {"FULL_CONTROL", "READ", "WRITE", "READ_ACP",
-                                              "WRITE_ACP"};
+/* ---------------------------------------------------------------- AccessControlPolicy */
 
-/* Reads one <Grant> (start tag read): 1 when it grants @owner_id FULL_CONTROL, 0 when it
- * grants anything else, or an error. */
-static int acl_grant(struct xr *x, const struct xname *g, int g_empty, const char *owner_id)
+static const char *const acl_permissions[] = { "FULL_CONTROL", "READ", "WRITE", "READ_ACP",
+                                               "WRITE_ACP" };
+
+struct acl_doc {
+    const char *owner_id;
+    int have_owner, have_list, owner_only, grants;
+    char *oid, *oother;            /* <Owner>'s <ID>, or its <URI>/<EmailAddress> */
+    int have_grantee;              /* of the <Grant> being read */
+    char *gid, *gother, *perm;
+    char **slot;                   /* where the leaf being read goes */
+};
+
+static void acl_grant_clear(struct acl_doc *d)
 {
-    struct xname c;
-    int empty, rc, have_grantee = 0;
-    char *id = NULL, *other = NULL, *perm = NULL;
-    while (!g_empty && (rc = xr_next_child(x, g, &c, &empty)) != 0) {
-        if (rc < 0)
-            goto out;
-        if (name_is(&c, "Grantee")) {
-            if (have_grantee) {
-                rc = xr_fail(x, "duplicate <Grantee>");
-                goto out;
-            }
-            have_grantee = 1;
-            rc = acl_party(x, &c, empty, &id, &other);
-        } else if (name_is(&c, "Permission")) {
-            rc = acl_leaf(x, &c, empty, &perm);
-        } else {
-            rc = empty ? 0 : xr_skip(x, &c);
+    free(d->gid);
+    free(d->gother);
+    free(d->perm);
+    d->gid = d->gother = d->perm = NULL;
+    d->have_grantee = 0;
+}
+
+/* A leaf of a party (<Owner> or <Grantee>) or <Permission>, read into *@slot once. */
+static int acl_leaf(struct xr *x, const char *name, char **slot)
+{
+    struct acl_doc *d = x->doc;
+    if (*slot)
+        return xr_fail(x, "duplicate <%s>", name);
+    d->slot = slot;
+    return XR_LEAF;
+}
+
+static int acl_party_child(struct xr *x, const char *name, char **id, char **other)
+{
+    if (!strcmp(name, "ID"))
+        return acl_leaf(x, name, id);
+    if (!strcmp(name, "URI") || !strcmp(name, "EmailAddress"))
+        return acl_leaf(x, name, other);
+    return XR_SKIP;
+}
+
+static int acl_start(struct xr *x, const char *name)
+{
+    struct acl_doc *d = x->doc;
+    const char *parent = xr_parent(x);
+
+    switch (x->depth) {
+    case 2:
+        if (!strcmp(name, "Owner")) {
+            if (d->have_owner)
+                return xr_fail(x, "duplicate <Owner>");
+            d->have_owner = 1;
+            return XR_NODE;
         }
-        if (rc)
-            goto out;
+        if (!strcmp(name, "AccessControlList")) {
+            if (d->have_list)
+                return xr_fail(x, "duplicate <AccessControlList>");
+            d->have_list = 1;
+            return XR_NODE;
+        }
+        return XR_SKIP;
+    case 3:
+        if (!strcmp(parent, "Owner"))
+            return acl_party_child(x, name, &d->oid, &d->oother);
+        if (strcmp(name, "Grant")) /* in <AccessControlList> */
+            return XR_SKIP;
+        acl_grant_clear(d);
+        return XR_NODE;
+    case 4: /* in <Grant> */
+        if (!strcmp(name, "Grantee")) {
+            if (d->have_grantee)
+                return xr_fail(x, "duplicate <Grantee>");
+            d->have_grantee = 1;
+            return XR_NODE;
+        }
+        if (!strcmp(name, "Permission"))
+            return acl_leaf(x, name, &d->perm);
+        return XR_SKIP;
+    default: /* 5, in <Grantee> */
+        return acl_party_child(x, name, &d->gid, &d->gother);
     }
-    rc = -S3E_MALFORMED_XML;
-    if (!have_grantee || (!id && !other) || (id && other)) {
-        xr_fail(x, "<Grant> needs a <Grantee> with one <ID>, <URI> or <EmailAddress>");
-        goto out;
-    }
+}
+
+/* </Grant>: 1 when it grants the owner FULL_CONTROL, 0 when anything else, or an error. */
+static int acl_grant_end(struct xr *x, struct acl_doc *d)
+{
     size_t i;
-    for (i = 0; perm && i < ARRAY_SIZE(acl_permissions); i++)
-        if (!strcmp(perm, acl_permissions[i]))
+    if (!d->have_grantee || (!d->gid && !d->gother) || (d->gid && d->gother))
+        return xr_fail(x, "<Grant> needs a <Grantee> with one <ID>, <URI> or <EmailAddress>");
+    for (i = 0; d->perm && i < ARRAY_SIZE(acl_permissions); i++)
+        if (!strcmp(d->perm, acl_permissions[i]))
             break;
-    if (!perm || i == ARRAY_SIZE(acl_permissions)) {
-        xr_fail(x, "<Grant> needs a <Permission> of FULL_CONTROL, READ, WRITE, READ_ACP or "
-                   "WRITE_ACP");
-        goto out;
+    if (!d->perm || i == ARRAY_SIZE(acl_permissions))
+        return xr_fail(x, "<Grant> needs a <Permission> of FULL_CONTROL, READ, WRITE, READ_ACP "
+                          "or WRITE_ACP");
+    return d->gid && !strcmp(d->gid, d->owner_id) && i == 0;
+}
+
+static int acl_end(struct xr *x, const char *name, char *text)
+{
+    struct acl_doc *d = x->doc;
+    int rc;
+
+    if (text) {
+        if (!(*d->slot = strdup(trim(text))))
+            return xr_stop(x, -ENOMEM);
+        return 0;
     }
-    rc = id && !strcmp(id, owner_id) && i == 0;
-out:
-    free(id);
-    free(other);
-    free(perm);
-    return rc;
+    if (!strcmp(name, "Owner") && x->depth == 2) {
+        if (d->oother || (d->oid && strcmp(d->oid, d->owner_id)))
+            d->owner_only = 0; /* another owner: not what is enforced */
+    } else if (!strcmp(name, "Grant") && x->depth == 3) {
+        if ((rc = acl_grant_end(x, d)) < 0)
+            return rc;
+        d->owner_only &= rc;
+        d->grants++;
+    }
+    return 0;
 }
 
 int xml_parse_acl(const char *body, size_t len, const char *owner_id, struct errmsg *em)
 {
-    struct xr x = { body, body, body + len, em };
-    struct xname root, c, g;
-    int empty, rc, have_list = 0, owner_only = 1, grants = 0, gempty;
-    char *oid = NULL, *oother = NULL;
+    struct acl_doc d = { .owner_id = owner_id, .owner_only = 1 };
+    struct xr *x;
+    int rc;
 
     AN(owner_id);
-    if (!body)
-        x.start = x.p = x.end = "";
-    if ((rc = xr_root(&x, "AccessControlPolicy", &root, &empty)))
-        goto out;
-    while (!empty && (rc = xr_next_child(&x, &root, &c, &empty)) != 0) {
-        if (rc < 0)
-            goto out;
-        if (name_is(&c, "Owner")) {
-            if (oid || oother) {
-                rc = xr_fail(&x, "duplicate <Owner>");
-                goto out;
-            }
-            if ((rc = acl_party(&x, &c, empty, &oid, &oother)))
-                goto out;
-            if (oother || (oid && strcmp(oid, owner_id)))
-                owner_only = 0; /* another owner: not what is enforced */
-        } else if (name_is(&c, "AccessControlList")) {
-            if (have_list) {
-                rc = xr_fail(&x, "duplicate <AccessControlList>");
-                goto out;
-            }
-            have_list = 1;
-            while (!empty && (rc = xr_next_child(&x, &c, &g, &gempty)) != 0) {
-                if (rc < 0)
-                    goto out;
-                if (!name_is(&g, "Grant")) {
-                    if (!gempty && (rc = xr_skip(&x, &g)))
-                        goto out;
-                    continue;
-                }
-                if ((rc = acl_grant(&x, &g, gempty, owner_id)) < 0)
-                    goto out;
-                owner_only &= rc;
-                grants++;
-            }
-        } else if (!empty && (rc = xr_skip(&x, &c))) {
-            goto out;
-        }
-        empty = 0;
+    x = xr_new("AccessControlPolicy", acl_start, acl_end, &d, em);
+    if (!x)
+        return -ENOMEM;
+    rc = xr_parse(x, body, len);
+    if (!rc && !d.have_list)
+        rc = xr_fail(x, "no <AccessControlList> in <AccessControlPolicy>");
+    xr_free(x);
+    if (!rc) {
+        rc = d.owner_only && d.grants ? 0 : -S3E_NOT_IMPLEMENTED;
+        if (rc)
+            errmsg_set(em, "%s", d.grants ? "only the owner's FULL_CONTROL grant is supported"
+                                          : "an ACL without grants is not supported");
     }
-    if ((rc = xr_tail(&x)))
-        goto out;
-    if (!have_list) {
-        rc = xr_fail(&x, "no <AccessControlList> in <AccessControlPolicy>");
-        goto out;
-    }
-    rc = owner_only && grants ? 0 : -S3E_NOT_IMPLEMENTED;
-    if (rc)
-        errmsg_set(em, "%s", grants ? "only the owner's FULL_CONTROL grant is supported"
-                                    : "an ACL without grants is not supported");
-out:
-    free(oid);
-    free(oother);
+    free(d.oid);
+    free(d.oother);
+    acl_grant_clear(&d);
     return rc == -S3E_MALFORMED_XML ? -S3E_MALFORMED_ACL : rc;
 }

@@ -284,6 +284,25 @@ static void mp_complete_job(struct req *rq)
                                 s->n, &s->meta);
 }
 
+/* The parts of a CompleteMultipartUpload body (xml.h's type, free of the backend layer) as
+ * be_parts in *@out (malloc'd). 0 or -ENOMEM. */
+_Static_assert(XML_PARTS_MAX == BE_MAX_PARTS, "xml.h and backend.h disagree on parts");
+_Static_assert(XML_ETAG_MAX == BE_ETAG_MAX, "xml.h and backend.h disagree on ETags");
+static int mp_parts_from_xml(const struct xml_part *xp, size_t n, struct be_part **out)
+{
+    struct be_part *bp = calloc(n ? n : 1, sizeof(*bp));
+    if (!bp)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        bp[i].number = xp[i].number;
+        snprintf(bp[i].etag, sizeof(bp[i].etag), "%s", xp[i].etag);
+        snprintf(bp[i].checksum_algo, sizeof(bp[i].checksum_algo), "%s", xp[i].checksum_algo);
+        snprintf(bp[i].checksum, sizeof(bp[i].checksum), "%s", xp[i].checksum);
+    }
+    *out = bp;
+    return 0;
+}
+
 static int h_mp_complete_end(struct req *rq)
 {
     struct mp_state *s = mp_state(rq);
@@ -295,9 +314,16 @@ static int h_mp_complete_end(struct req *rq)
             return respond_error(rq, -S3E_NO_SUCH_UPLOAD);
         if (!rq->body.len)
             return respond_error(rq, -S3E_MALFORMED_XML);
-        int rc = xml_parse_complete(rq->body.p, rq->body.len, &s->parts, &s->n, &em);
+        struct xml_part *xp = NULL;
+        size_t n = 0;
+        int rc = xml_parse_complete(rq->body.p, rq->body.len, &xp, &n, &em);
         if (rc)
             return respond_error_msg(rq, rc, em.buf[0] ? em.buf : NULL);
+        rc = mp_parts_from_xml(xp, n, &s->parts);
+        free(xp);
+        if (rc)
+            return respond_error(rq, rc);
+        s->n = n;
         return start_job(rq, mp_complete_job);
     }
     struct buf b;

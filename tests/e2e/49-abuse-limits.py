@@ -5,8 +5,8 @@ stored) while a slow but steady upload is not; --max-object-size and the part li
 smaller of it and 5 GiB) give 400 EntityTooLarge (before the body with Expect: 100-continue,
 and mid-stream when the length is unknown), and so does a Complete whose parts add up to more,
 before anything is made (write-through, write-back, S3 backend: nothing stored, the upload
-still listed and abortable); XML bodies over their cap and DeleteObjects over
-1,000 keys give 400 MalformedXML. (Oversized headers: 43-bad-input.sh.)"""
+still listed and abortable); XML bodies over their cap, DeleteObjects over
+1,000 keys and XML with a DOCTYPE or deep nesting give 400 MalformedXML. (Oversized headers: 43-bad-input.sh.)"""
 import base64
 import hashlib
 import os
@@ -297,6 +297,30 @@ def xml_caps():
 
 t.check("XML bodies over the 2 MiB cap and DeleteObjects over 1,000 keys: 400 MalformedXML",
         xml_caps)
+
+
+def xml_doctype():
+    """A DOCTYPE is refused before any entity is declared: an entity naming "keep" (which a
+    reader that took it would delete), billion laughs, an external entity; deep nesting too."""
+    lol = b'<!ENTITY l0 "lol">' + b"".join(
+        b'<!ENTITY l%d "%s">' % (i, b"&l%d;" % (i - 1) * 10) for i in range(1, 10))
+    bodies = [
+        b'<!DOCTYPE Delete [<!ENTITY k "keep">]><Delete><Object><Key>&k;</Key></Object></Delete>',
+        b"<?xml version=\"1.0\"?><!DOCTYPE Delete [" + lol + b"]><Delete><Object><Key>&l9;"
+        b"</Key></Object></Delete>",
+        b'<!DOCTYPE Delete [<!ENTITY x SYSTEM "file:///etc/passwd">]><Delete><Object><Key>&x;'
+        b"</Key></Object></Delete>",
+        b"<Delete><Object><Key>a</Key></Object>" + b"<a>" * 100000 + b"</Delete>",
+    ]
+    for xml in bodies:
+        md5 = base64.b64encode(hashlib.md5(xml).digest()).decode()
+        r = srv.req("POST", "/" + B, query="delete", body=xml, headers={"Content-MD5": md5})
+        E.expect_error("DeleteObjects %r" % xml[:40], r, 400, "MalformedXML")
+    healthy()
+
+
+t.check("XML with a DOCTYPE (entities, billion laughs, XXE) or 100,000 levels: 400 MalformedXML, "
+        "nothing deleted", xml_doctype)
 srv.stop()
 srv.cleanup()
 raise SystemExit(t.finish())

@@ -196,7 +196,8 @@ def main():
                b'{"bucket":"warmup","keys":[1,2]}', b'{"bucket":"warmup","keys":[""]}',
                b'{"bucket":"warmup","prefix":"a","keys":["a"]}', b'{"bucket":7,"prefix":"a"}',
                b'{"bucket":"warmup","manifest":""}', b'{"bucket":"warmup","prefix":"a"' + b"}" * 5,
-               b'{"bucket":"warmup","keys":[' + b"[" * 5000 + b"]" * 5000 + b"]}", b"\xff\xfe\x00"]
+               b'{"bucket":"warmup","keys":[' + b"[" * 5000 + b"]" * 5000 + b"]}", b"\xff\xfe\x00",
+               b'{"bucket":"warmup","prefix":"a","prefix":"b"}', b'{"bucket":"warmup","prefix":"\xe9"}']
         for body in bad:
             for path in ("/_/warm", "/_/unpin"):
                 rq = urllib.request.Request(srv.endpoint + path, method="POST", data=body,

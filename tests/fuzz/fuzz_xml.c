@@ -1,7 +1,7 @@
 /*
  * fuzz_xml.c: libFuzzer entry for the XML reader (every document it reads).
  *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. tests/fuzz/fuzz_xml.c \
- *         lib/xml.c lib/s3c.c -o build/fuzz_xml
+ *         lib/xml.c lib/s3c.c -lexpat -o build/fuzz_xml
  */
 #include <errno.h>
 #include <stdint.h>
@@ -15,7 +15,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct errmsg em;
-    struct be_part *parts;
+    struct xml_part *parts;
     struct xml_delete_obj *objs;
     size_t n;
     int quiet;
@@ -26,10 +26,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(p, data, size);
     int rc = xml_parse_complete(p, size, &parts, &n, &em);
     if (rc == 0) {
-        if (n == 0 || n > BE_MAX_PARTS)
+        if (n == 0 || n > XML_PARTS_MAX)
             abort();
         for (size_t i = 0; i < n; i++)
-            if (parts[i].number < 1 || parts[i].number > BE_MAX_PARTS || !parts[i].etag[0])
+            if (parts[i].number < 1 || parts[i].number > XML_PARTS_MAX || !parts[i].etag[0])
                 abort();
         free(parts);
     } else if (rc != -S3E_MALFORMED_XML && rc != -S3E_INVALID_PART && rc != -ENOMEM) {

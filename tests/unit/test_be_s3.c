@@ -70,6 +70,7 @@ static struct fake {
     size_t q_len, q_pos;
     struct fake_resp sticky; /* when the queue is empty */
     fake_route_f *route;
+    int body_stall_ms; /* >0: the next request body stops being read this long at its start */
 } F;
 
 struct fake_conn {
@@ -204,6 +205,12 @@ static enum MHD_Result fake_access(void *cls, struct MHD_Connection *conn, const
     }
     if (*upload_data_size) {
         size_t n = *upload_data_size;
+        pthread_mutex_lock(&F.mu);
+        int stall_ms = F.body_stall_ms;
+        F.body_stall_ms = 0;
+        pthread_mutex_unlock(&F.mu);
+        if (stall_ms)
+            usleep((useconds_t)stall_ms * 1000);
         fc->rq.body_fnv = fnv_add(fc->rq.body_fnv, upload_data, n);
         if (fc->kept < FAKE_BODY_KEEP) {
             size_t k = S3C_MIN(n, FAKE_BODY_KEEP - fc->kept);
@@ -782,6 +789,13 @@ static void test_be_s3_put_single(void **state)
     close(fd);
 }
 
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 struct canceller {
     int *flag;
     unsigned after_ms;
@@ -795,8 +809,10 @@ static void *cancel_later(void *arg)
     return NULL;
 }
 
-/* A drain upload superseded by a newer write stops: before it starts, and while the upstream
- * sits on it (stalled, no read callback), without a retry and long before the timeout. */
+/* A drain upload superseded by a newer write stops: before it starts, and while its body is
+ * still being sent (the upstream not reading it: no read callback, a full socket), without a
+ * retry and long before the timeout. Once the whole body is sent the upstream may apply it: it is
+ * then waited for, never cut, so it cannot land after the write that superseded it. */
 static void test_be_s3_put_cancel(void **state)
 {
     struct fx t;
@@ -810,13 +826,33 @@ static void test_be_s3_put_cancel(void **state)
     assert_int_equal(be_s3_ops.put(t.be, "bkt", "k", fd, 300000, &m, &cancel), -ECANCELED);
     assert_true(F.n_reqs <= 1);
     size_t before = F.n_reqs;
+
+    /* 64 MiB the upstream stops reading for 3 s: cancelled while the body is in flight */
+    uint64_t big_len = 64u << 20;
+    int big = pattern_file(big_len);
+    struct be_meta mb = m;
+    mb.size = big_len;
     cancel = 0;
-    fake_push((struct fake_resp){.status = 200, .stall_ms = 1800});
+    pthread_mutex_lock(&F.mu);
+    F.body_stall_ms = 3000;
+    pthread_mutex_unlock(&F.mu);
     struct canceller cn = {.flag = &cancel, .after_ms = 200};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, cancel_later, &cn), 0);
-    /* without the cancel: 200 after 1.8 s; with it, -ECANCELED (not a timeout, no retry) */
-    assert_int_equal(be_s3_ops.put(t.be, "bkt", "k", fd, 300000, &m, &cancel), -ECANCELED);
+    uint64_t t0 = now_ms();
+    assert_int_equal(be_s3_ops.put(t.be, "bkt", "big", big, big_len, &mb, &cancel), -ECANCELED);
+    assert_true(now_ms() - t0 < 2800); /* libcurl's progress call, once a second, cut it */
+    pthread_join(th, NULL);
+    close(big);
+
+    /* the whole body sent, the answer held 1.8 s: waited for (200), not cut */
+    before = F.n_reqs;
+    cancel = 0;
+    fake_push((struct fake_resp){.status = 200, .stall_ms = 1800});
+    assert_int_equal(pthread_create(&th, NULL, cancel_later, &cn), 0);
+    t0 = now_ms();
+    assert_int_equal(be_s3_ops.put(t.be, "bkt", "k", fd, 300000, &m, &cancel), 0);
+    assert_true(now_ms() - t0 >= 1500);
     pthread_join(th, NULL);
     assert_int_equal(F.n_reqs, before + 1);
     close(fd);

@@ -1,6 +1,8 @@
 /*
  * test_xml.c: the XML reader against the bodies real clients send (CLIENTS.md),
- * malformed documents, entity decoding and the 1000-object DeleteObjects limit.
+ * malformed documents, entity decoding, the 1000-object DeleteObjects limit, and what the
+ * reader refuses of expat's XML (DOCTYPE and entity declarations, external entities, deep
+ * nesting, long text, bad UTF-8).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,7 +29,7 @@ struct want_part {
 
 static void check_complete(const char *body, const struct want_part *want, size_t nwant)
 {
-    struct be_part *parts = NULL;
+    struct xml_part *parts = NULL;
     size_t n = 99;
     struct errmsg em = { "" };
     int rc = xml_parse_complete(body, strlen(body), &parts, &n, &em);
@@ -152,39 +154,41 @@ static void test_xml_complete_malformed(void **state)
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag><b>x</b></ETag></Part>"
           "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "unexpected element inside <ETag>" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&bogus;</ETag></Part>"
-          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "unknown entity" },
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "undefined entity" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a & b</ETag></Part>"
-          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "bad entity" },
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "not well-formed" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&#0;</ETag></Part>"
-          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "out of range" },
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "invalid character number" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&#xD800;</ETag></Part>"
-          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "out of range" },
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "invalid character number" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&#x110000;</ETag>"
-          "</Part></CompleteMultipartUpload>", -S3E_MALFORMED_XML, "out of range" },
+          "</Part></CompleteMultipartUpload>", -S3E_MALFORMED_XML, "invalid character number" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&#12a;</ETag></Part>"
-          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "bad character reference" },
+          "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "not well-formed" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag>"
           "<ChecksumCRC32>a</ChecksumCRC32><ChecksumSHA1>b</ChecksumSHA1></Part>"
           "</CompleteMultipartUpload>", -S3E_MALFORMED_XML, "more than one checksum" },
         { "<!DOCTYPE x [<!ENTITY a \"b\">]><CompleteMultipartUpload/>", -S3E_MALFORMED_XML,
           "DOCTYPE" },
         { "<?xml version=\"1.0\"<CompleteMultipartUpload/>", -S3E_MALFORMED_XML,
-          "unterminated XML declaration" },
+          "expected <CompleteMultipartUpload>: unclosed token" },
         { "<CompleteMultipartUpload><!-- x </CompleteMultipartUpload>", -S3E_MALFORMED_XML,
-          "unterminated comment" },
+          "unterminated <CompleteMultipartUpload> (unclosed token)" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag><![CDATA[x</ETag>"
-          "</Part></CompleteMultipartUpload>", -S3E_MALFORMED_XML, "unterminated CDATA" },
+          "</Part></CompleteMultipartUpload>", -S3E_MALFORMED_XML,
+          "unterminated <ETag> (unclosed CDATA section)" },
         { "<CompleteMultipartUpload a=b><Part/></CompleteMultipartUpload>", -S3E_MALFORMED_XML,
-          "unquoted attribute" },
+          "not well-formed" },
         { "<CompleteMultipartUpload a><Part/></CompleteMultipartUpload>", -S3E_MALFORMED_XML,
-          "without a value" },
-        { "<CompleteMultipartUpload a=\"x\"b=\"y\"/>", -S3E_MALFORMED_XML, "bad character" },
-        { "<CompleteMultipartUpload a=\"x", -S3E_MALFORMED_XML, "unterminated attribute" },
-        { "<CompleteMultipartUpload", -S3E_MALFORMED_XML, "unterminated start tag" },
+          "not well-formed" },
+        { "<CompleteMultipartUpload a=\"x\"b=\"y\"/>", -S3E_MALFORMED_XML, "not well-formed" },
+        { "<CompleteMultipartUpload a=\"x", -S3E_MALFORMED_XML, "unclosed token" },
+        { "<CompleteMultipartUpload", -S3E_MALFORMED_XML, "unclosed token" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></",
-          -S3E_MALFORMED_XML, "expected a name" },
+          -S3E_MALFORMED_XML, "unterminated <CompleteMultipartUpload>" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part>"
-          "</CompleteMultipartUpload", -S3E_MALFORMED_XML, "unterminated end tag" },
+          "</CompleteMultipartUpload", -S3E_MALFORMED_XML,
+          "unterminated <CompleteMultipartUpload>" },
         { "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x",
           -S3E_MALFORMED_XML, "unterminated <ETag>" },
         { "<CompleteMultipartUpload><X><Y></X></Y></CompleteMultipartUpload>",
@@ -192,12 +196,12 @@ static void test_xml_complete_malformed(void **state)
         { "<CompleteMultipartUpload><X><Y>", -S3E_MALFORMED_XML, "unterminated <Y>" },
         { "<CompleteMultipartUpload><?pi x?></CompleteMultipartUpload>", -S3E_MALFORMED_XML,
           "unexpected markup" },
-        { "<1CompleteMultipartUpload/>", -S3E_MALFORMED_XML, "expected a name" },
+        { "<1CompleteMultipartUpload/>", -S3E_MALFORMED_XML, "not well-formed" },
         { "<x:/>", -S3E_MALFORMED_XML, "empty local name" },
     };
     (void)state;
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-        struct be_part *parts = (struct be_part *)0x1;
+        struct xml_part *parts = (struct xml_part *)0x1;
         size_t n = 99;
         struct errmsg em = { "" };
         int rc = xml_parse_complete(cases[i].body, strlen(cases[i].body), &parts, &n, &em);
@@ -213,7 +217,7 @@ static void test_xml_complete_nul_and_len(void **state)
 {
     static const char body[] = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
                                "<ETag>a\0b</ETag></Part></CompleteMultipartUpload>";
-    struct be_part *parts;
+    struct xml_part *parts;
     size_t n;
     struct errmsg em;
     (void)state;
@@ -236,7 +240,7 @@ static void test_xml_complete_nul_and_len(void **state)
 static void test_xml_complete_deep(void **state)
 {
     struct buf b;
-    struct be_part *parts;
+    struct xml_part *parts;
     size_t n;
     struct errmsg em;
     (void)state;
@@ -249,21 +253,204 @@ static void test_xml_complete_deep(void **state)
     buf_free(&b);
 }
 
+/* Exactly XML_DEPTH_MAX (32) open elements are read, one more is refused, wherever it is. */
+static void test_xml_depth_bound(void **state)
+{
+    struct buf b;
+    struct xml_part *parts;
+    size_t n;
+    struct errmsg em;
+    (void)state;
+    buf_init(&b, 1 << 20);
+    for (int depth = 32; depth <= 33; depth++) {
+        buf_reset(&b);
+        /* root (1) > Part (2) > Future (3) > a ... up to @depth */
+        buf_puts(&b, "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag>"
+                     "<Future>");
+        for (int i = 4; i <= depth; i++)
+            buf_puts(&b, "<a>");
+        for (int i = 4; i <= depth; i++)
+            buf_puts(&b, "</a>");
+        buf_puts(&b, "</Future></Part></CompleteMultipartUpload>");
+        int rc = xml_parse_complete(b.p, b.len, &parts, &n, &em);
+        if (depth == 32) {
+            assert_int_equal(rc, 0);
+            assert_int_equal(n, 1);
+            free(parts);
+        } else {
+            assert_int_equal(rc, -S3E_MALFORMED_XML);
+            assert_non_null(strstr(em.buf, "nested too deep"));
+        }
+    }
+    buf_free(&b);
+}
+
+/* Nothing from a DTD is ever taken: internal entities (billion laughs), external ones (a
+ * file, a URL), parameter entities, even an empty DOCTYPE; and no entity is known without
+ * one. Each is refused before anything expands, in every reader. */
+static void test_xml_doctype_refused(void **state)
+{
+    static const char *const docs[] = {
+        /* billion laughs */
+        "<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\">"
+        "<!ENTITY lol1 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">"
+        "<!ENTITY lol2 \"&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;\">"
+        "<!ENTITY lol3 \"&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;\">"
+        "<!ENTITY lol4 \"&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;\">"
+        "<!ENTITY lol5 \"&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;\">"
+        "<!ENTITY lol6 \"&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;\">"
+        "<!ENTITY lol7 \"&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;\">"
+        "<!ENTITY lol8 \"&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;\">"
+        "<!ENTITY lol9 \"&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;\">]>"
+        "<R><Part><PartNumber>1</PartNumber><ETag>&lol9;</ETag></Part>"
+        "<Object><Key>&lol9;</Key></Object></R>",
+        /* external entities (XXE) */
+        "<!DOCTYPE R [<!ENTITY xxe SYSTEM \"file:///etc/passwd\">]>"
+        "<R><Part><PartNumber>1</PartNumber><ETag>&xxe;</ETag></Part>"
+        "<Object><Key>&xxe;</Key></Object></R>",
+        "<!DOCTYPE R SYSTEM \"http://127.0.0.1:1/evil.dtd\"><R/>",
+        "<!DOCTYPE R [<!ENTITY % p SYSTEM \"http://127.0.0.1:1/p.dtd\"> %p;]><R/>",
+        "<!DOCTYPE R><R/>",
+        "\xef\xbb\xbf  <!-- c --><!DOCTYPE R []><R/>",
+    };
+    static const char *const roots[] = { "CompleteMultipartUpload", "Delete",
+                                          "AccessControlPolicy" };
+    (void)state;
+    for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
+        for (size_t r = 0; r < ARRAY_SIZE(roots); r++) {
+            /* the same document under each reader's root element */
+            struct buf b;
+            const char *at = strstr(docs[i], "<R");
+            buf_init(&b, 1 << 20);
+            buf_append(&b, docs[i], (size_t)(at - docs[i]));
+            for (const char *p = at; *p; p++) {
+                if ((p[0] == '<' && p[1] == 'R') || (p[0] == '/' && p[1] == 'R')) {
+                    buf_append(&b, p, 1);
+                    buf_puts(&b, roots[r]);
+                    p++;
+                } else {
+                    buf_append(&b, p, 1);
+                }
+            }
+            struct errmsg em = { "" };
+            struct xml_part *parts = NULL;
+            struct xml_delete_obj *objs = NULL;
+            size_t n = 0;
+            int quiet, rc;
+            if (r == 0)
+                rc = xml_parse_complete(b.p, b.len, &parts, &n, &em);
+            else if (r == 1)
+                rc = xml_parse_delete(b.p, b.len, &quiet, &objs, &n, &em);
+            else
+                rc = xml_parse_acl(b.p, b.len, "s3cached", &em);
+            if (rc != (r == 2 ? -S3E_MALFORMED_ACL : -S3E_MALFORMED_XML) ||
+                !strstr(em.buf, "DOCTYPE not allowed"))
+                fail_msg("doc %zu root %s: rc %d \"%s\"", i, roots[r], rc, em.buf);
+            assert_null(parts);
+            assert_null(objs);
+            buf_free(&b);
+        }
+    }
+    /* without a DOCTYPE only the five named entities exist */
+    const char *undeclared = "<Delete><Object><Key>&xxe;</Key></Object></Delete>";
+    struct xml_delete_obj *objs;
+    size_t n;
+    int quiet;
+    struct errmsg em = { "" };
+    assert_int_equal(xml_parse_delete(undeclared, strlen(undeclared), &quiet, &objs, &n, &em),
+                     -S3E_MALFORMED_XML);
+    assert_non_null(strstr(em.buf, "undefined entity"));
+}
+
+/* A leaf's text is at most 4096 bytes once decoded (a key is at most 1024); entities count
+ * decoded; elements that are skipped are not read at all. */
+static void test_xml_text_bound(void **state)
+{
+    struct buf b;
+    struct xml_delete_obj *objs;
+    size_t n;
+    int quiet;
+    struct errmsg em;
+    (void)state;
+    buf_init(&b, XML_BODY_MAX);
+    for (int len = 4096; len <= 4097; len++) {
+        buf_reset(&b);
+        buf_puts(&b, "<Delete><Object><Key>");
+        for (int i = 0; i < len; i++)
+            buf_puts(&b, i % 2 ? "&amp;" : "k");
+        buf_puts(&b, "</Key></Object></Delete>");
+        int rc = xml_parse_delete(b.p, b.len, &quiet, &objs, &n, &em);
+        if (len == 4096) {
+            assert_int_equal(rc, 0);
+            assert_int_equal(strlen(objs[0].key), 4096);
+            assert_int_equal(objs[0].key[4095], '&');
+            xml_delete_free(objs, n);
+        } else {
+            assert_int_equal(rc, -S3E_MALFORMED_XML);
+            assert_non_null(strstr(em.buf, "text of <Key> longer than 4096 bytes"));
+        }
+    }
+    /* a 1 MiB text in an element nobody reads is skipped */
+    buf_reset(&b);
+    buf_puts(&b, "<Delete><Object><Key>a</Key><Future>");
+    for (int i = 0; i < (1 << 20); i++)
+        buf_append(&b, "x", 1);
+    buf_puts(&b, "</Future></Object></Delete>");
+    assert_int_equal(xml_parse_delete(b.p, b.len, &quiet, &objs, &n, &em), 0);
+    xml_delete_free(objs, n);
+    buf_free(&b);
+}
+
+/* Bodies are UTF-8 whatever they declare; bytes that are not UTF-8, and characters XML 1.0
+ * does not allow, are MalformedXML (as a conforming reader, like AWS's, answers). */
+static void test_xml_encoding(void **state)
+{
+    struct xml_delete_obj *objs;
+    size_t n;
+    int quiet;
+    struct errmsg em;
+    (void)state;
+    const char *latin = "<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?>"
+                        "<Delete><Object><Key>caf\xc3\xa9</Key></Object></Delete>";
+    assert_int_equal(xml_parse_delete(latin, strlen(latin), &quiet, &objs, &n, &em), 0);
+    assert_string_equal(objs[0].key, "caf\xc3\xa9"); /* not read as Latin-1 */
+    xml_delete_free(objs, n);
+    /* XML's line ends: raw CR LF and CR read as LF; &#13; is a CR */
+    const char *crlf = "<Delete><Object><Key>a\r\nb\rc&#13;\n</Key></Object></Delete>";
+    assert_int_equal(xml_parse_delete(crlf, strlen(crlf), &quiet, &objs, &n, &em), 0);
+    assert_string_equal(objs[0].key, "a\nb\nc\r\n");
+    xml_delete_free(objs, n);
+    static const char *const bad[] = {
+        "<Delete><Object><Key>caf\xe9</Key></Object></Delete>",     /* Latin-1 byte */
+        "<Delete><Object><Key>\xc0\xaf</Key></Object></Delete>",    /* overlong '/' */
+        "<Delete><Object><Key>\xed\xa0\x80</Key></Object></Delete>", /* a surrogate */
+        "<Delete><Object><Key>a\x01</Key></Object></Delete>",       /* a control character */
+        "<Delete><Object><Key>a&#1;</Key></Object></Delete>",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        em.buf[0] = '\0';
+        if (xml_parse_delete(bad[i], strlen(bad[i]), &quiet, &objs, &n, &em) !=
+            -S3E_MALFORMED_XML)
+            fail_msg("accepted bad text #%zu", i);
+        assert_true(em.buf[0] != '\0');
+    }
+}
+
 static void test_xml_complete_many(void **state)
 {
     struct buf b;
-    struct be_part *parts;
+    struct xml_part *parts;
     size_t n;
     struct errmsg em;
     (void)state;
     buf_init(&b, XML_BODY_MAX);
     buf_puts(&b, "<CompleteMultipartUpload>");
-    for (int i = 1; i <= BE_MAX_PARTS; i++)
+    for (int i = 1; i <= XML_PARTS_MAX; i++)
         buf_printf(&b, "<Part><PartNumber>%d</PartNumber><ETag>\"%032x\"</ETag></Part>", i, i);
     size_t mark = b.len;
     buf_puts(&b, "</CompleteMultipartUpload>");
     assert_int_equal(xml_parse_complete(b.p, b.len, &parts, &n, &em), 0);
-    assert_int_equal(n, BE_MAX_PARTS);
+    assert_int_equal(n, XML_PARTS_MAX);
     assert_int_equal(parts[9999].number, 10000);
     assert_string_equal(parts[9999].etag, "00000000000000000000000000002710");
     free(parts);
@@ -349,7 +536,7 @@ static void test_xml_delete_malformed(void **state)
         { "<Delete><Object><Key>a</Key><Key>b</Key></Object></Delete>", "duplicate <Key>" },
         { "<Delete><Object><Key>a</Key></Object>", "unterminated <Delete>" },
         { "<Delete><Object><Key>a</Object></Key></Delete>", "mismatched tag" },
-        { "<Delete><Object><Key>a&#0;</Key></Object></Delete>", "out of range" },
+        { "<Delete><Object><Key>a&#0;</Key></Object></Delete>", "invalid character number" },
         { "<CompleteMultipartUpload/>", "root element" },
         { "<Delete><Object><Key>a</Key></Object>x</Delete>", "unexpected text" },
         { "<Delete><Object>x<Key>a</Key></Object></Delete>", "unexpected text" },
@@ -416,7 +603,7 @@ static void test_xml_truncations(void **state)
     for (size_t len = 0; len < sizeof(cbody) - 1; len++) {
         char *p = malloc(len ? len : 1);
         memcpy(p, cbody, len);
-        struct be_part *parts;
+        struct xml_part *parts;
         size_t n;
         assert_int_equal(xml_parse_complete(p, len, &parts, &n, NULL), -S3E_MALFORMED_XML);
         free(p);
@@ -539,6 +726,10 @@ int main(void)
         cmocka_unit_test(test_xml_complete_malformed),
         cmocka_unit_test(test_xml_complete_nul_and_len),
         cmocka_unit_test(test_xml_complete_deep),
+        cmocka_unit_test(test_xml_depth_bound),
+        cmocka_unit_test(test_xml_doctype_refused),
+        cmocka_unit_test(test_xml_text_bound),
+        cmocka_unit_test(test_xml_encoding),
         cmocka_unit_test(test_xml_complete_many),
         cmocka_unit_test(test_xml_delete_forms),
         cmocka_unit_test(test_xml_delete_malformed),
