@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "lib/be_types.h"
+#include "backends/backend.h"
 #include "lib/buf.h"
 #include "req.h"
 

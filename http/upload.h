@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "lib/be_types.h"
+#include "backends/backend.h"
 
 struct req;
 

@@ -5,7 +5,7 @@
 #ifndef S3C_OBJECT_H
 #define S3C_OBJECT_H
 
-#include "lib/be_types.h"
+#include "backends/backend.h"
 #include "lib/range.h"
 
 struct objects;
