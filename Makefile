@@ -4,7 +4,7 @@
 #   make test       install, build, run every unit and end-to-end test
 #   make test-asan  the whole suite under ASan + UBSan (build-asan/)
 #   make bench      benchmarks against nginx, as ratios
-#   make lint       module confinement and banned functions
+#   make lint       the layering of the folders, module confinement, banned functions
 #   make test-faults the real server under injected faults (disk full, EIO, ENOMEM, LMDB full)
 #   make soak       a bounded mixed-load run (SOAK_SECONDS, default 600); not part of make test
 
@@ -13,15 +13,17 @@ CC       ?= cc
 OPT      ?= -O2 -g
 SAN      ?=
 CFLAGS   += -std=gnu11 $(OPT) $(SAN) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
-            -fno-strict-aliasing -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -MMD -MP \
+            -fno-strict-aliasing -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. -MMD -MP \
             -pthread
 LDFLAGS  += $(SAN) -pthread
 PKGS     := libmicrohttpd libcurl openssl lmdb zlib expat jansson
 LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmicrohttpd -lcurl -lssl -lcrypto -llmdb -lz -lexpat -ljansson)
 TESTLIBS := $(LIBS) -lcmocka
 
-SRCS     := $(wildcard gateway/*.c cache/*.c backends/*.c cluster/*.c lib/*.c)
-MAIN     := gateway/main.c
+# The folders are layers, bottom to top (tests/lint.sh keeps the includes going down only).
+DIRS     := lib sig backends cache cluster objects acct http s3 admin cmd
+SRCS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
+MAIN     := cmd/main.c
 LIBSRCS  := $(filter-out $(MAIN),$(SRCS))
 OBJS     := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIBSRCS))
 UNITSRCS := $(wildcard tests/unit/test_*.c)
@@ -36,7 +38,7 @@ DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd pro
              netcat-openbsd openssl prometheus yamllint python3-yaml systemd python3-smart-open
 NPM_DIR   := tests/e2e/node_modules
 
-.PHONY: all run test test-unit test-e2e test-asan bench lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
+.PHONY: all run test test-unit test-e2e test-asan bench lint test-lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
         test-faults soak
 all: $(BUILD)/s3cached $(BUILD)/ring-owner
 
@@ -131,7 +133,7 @@ run: deps
 # --- tests ----------------------------------------------------------------------------
 test: deps-test
 	@$(MAKE) --no-print-directory all unit-bins
-	@$(MAKE) --no-print-directory test-unit fuzz-replay test-e2e test-image
+	@$(MAKE) --no-print-directory test-unit test-lint fuzz-replay test-e2e test-image
 
 unit-bins: $(UNITBINS)
 
@@ -176,13 +178,13 @@ test-image: deps-test
 # interesting inputs land in the corpus (commit them); a crash fails the run.
 # `make fuzz-replay` (part of `make test`) replays each corpus with a plain ASan+UBSan build.
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
-FUZZ_SRCS    := gateway/sigv4.c gateway/sigv2.c gateway/awschunk.c gateway/checksum.c \
-                gateway/range.c gateway/xml.c gateway/json.c gateway/conf.c gateway/buf.c \
-                gateway/s3c.c gateway/s3err.c gateway/log.c cluster/ring.c cluster/peers.c \
-                lib/tar.c lib/tar_index.c
+FUZZ_SRCS    := sig/sigv4.c sig/sigv2.c sig/awschunk.c lib/checksum.c \
+                lib/range.c lib/xml.c lib/json.c lib/conf.c lib/buf.c \
+                lib/s3c.c lib/s3err.c lib/log.c cluster/ring.c cluster/peers.c \
+                lib/tar.c lib/tar_index.c lib/arr.c lib/hex.c
 FUZZ_LIBS    := -lcrypto -lcurl -lz -lexpat -ljansson -lpthread
 FUZZ_SECONDS ?= 60
-FUZZ_CFLAGS  := -g -O1 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -g -O1 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. -fno-omit-frame-pointer
 
 fuzz: deps
 	@command -v clang >/dev/null || { echo "make fuzz needs clang (apt-get install clang)"; exit 1; }
@@ -237,11 +239,16 @@ soak: deps-test
 	  timeout -k 15 $$(($(SOAK_SECONDS) + 600)) /usr/bin/python3 -u tests/soak/soak.py
 
 # --- hygiene --------------------------------------------------------------------------
+# The layering of the folders and what each may include (tests/lint.sh); test-lint checks that
+# the lint fails on what it forbids (an upward include, a circle, <microhttpd.h> in s3/ ...).
 lint:
 	@tests/lint.sh
 
+test-lint:
+	@tests/lint/test_lint.sh
+
 format:
-	clang-format -i $(SRCS) $(wildcard include/*.h cache/*.h gateway/*.h backends/*.h) $(UNITSRCS)
+	clang-format -i $(SRCS) $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(UNITSRCS)
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -11,7 +11,7 @@
 #include <openssl/evp.h>
 
 #include "backend.h"
-#include "s3err.h"
+#include "lib/s3err.h"
 
 
 static void ctr_add(uint64_t *c, uint64_t n)
@@ -100,11 +100,30 @@ int backend_open(const struct conf *cf, const char *url, struct backend **out,
     if (rc < 0)
         return rc;
     AN(be);
+    S3C_ASSERT(!(be->caps & BE_CAP_LOCAL_FD) == !ops->open_fd);
     be->magic = BACKEND_MAGIC;
     be->ops = ops;
     memset(&be->ctr, 0, sizeof(be->ctr));
     *out = be;
     return 0;
+}
+
+unsigned backend_caps(const struct backend *be)
+{
+    return be->caps;
+}
+
+void backend_counters_get(const struct backend *be, struct backend_counters *out)
+{
+    out->requests = __atomic_load_n(&be->ctr.requests, __ATOMIC_RELAXED);
+    out->bytes_read = __atomic_load_n(&be->ctr.bytes_read, __ATOMIC_RELAXED);
+    out->bytes_written = __atomic_load_n(&be->ctr.bytes_written, __ATOMIC_RELAXED);
+    out->errors = __atomic_load_n(&be->ctr.errors, __ATOMIC_RELAXED);
+}
+
+void backend_count_read(struct backend *be, uint64_t n)
+{
+    ctr_add(&be->ctr.bytes_read, n);
 }
 
 void backend_close(struct backend *be)

@@ -1,6 +1,6 @@
 /*
  * mpu_slot.c: the locks and the Complete plan of the in-place multipart layout
- * (include/mpu_slot.h says what they guarantee). Owns no state: every lock
+ * (backends/mpu_slot.h says what they guarantee). Owns no state: every lock
  * belongs to the open file description it was taken on.
  */
 #include <errno.h>

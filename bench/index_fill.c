@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../cache/index.h"
-#include "../cache/store.h"
+#include "cache/index.h"
+#include "cache/store.h"
 
 /* A sparse data file of @size bytes for (@k, @version) under @cache_dir. 0 or -errno. */
 static int data_file(const char *cache_dir, const struct index_key *k, uint64_t version,

@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "s3c.h"
-#include "tar.h"
+#include "lib/s3c.h"
+#include "lib/tar.h"
 
 static double ms_since(uint64_t t0)
 {

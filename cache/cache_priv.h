@@ -1,7 +1,8 @@
 /*
- * cache_priv.h: the in-memory state shared by cache.c (API, keys, lookups),
- * fill.c (block fetches, reads) and evict.c (capacity, LRU, unlinks). One
- * mutex, c->mu, guards everything here; waiters are suspended and resumed
+ * cache_priv.h: the in-memory state shared by cache.c (API), table.c (keys,
+ * versions), lookup.c (metadata lookups), fill.c (block fetches, reads),
+ * missource.c (--miss-source), drain.c (write-back) and evict.c (capacity, LRU,
+ * unlinks). One mutex, c->mu, guards everything here; waiters are suspended and resumed
  * under it. Nothing holds c->mu across backend, disk or index I/O.
  *
  *   struct ckey   one per (bucket, key) while referenced; authoritative over
@@ -17,8 +18,8 @@
 #include <stdint.h>
 
 #include "cache.h"
-#include "s3err.h"
-#include "workq.h"
+#include "lib/s3err.h"
+#include "lib/workq.h"
 #include "index.h"
 #include "store.h"
 
@@ -28,11 +29,6 @@
 #define CACHE_TOUCH_MAX 4096
 #define CACHE_FETCH_MAX_BLOCKS 16
 #define CACHE_WAKE_BYTES (256u << 10)
-/* --miss-source: the smallest cold range sent from the backend's file. A smaller one streams
- * from the cache as its fill lands: its fill ends with its response, so reading it again at
- * once is a hit; a large one (shards, checkpoints) is sent at the backend file's pace while
- * the cache fills behind it. */
-#define CACHE_SOURCE_MIN (32ull << 20)
 #define CACHE_ERR_CLOSING (-S3E_SERVICE_UNAVAILABLE)
 #define CACHE_IDLE_KEYS_MAX 8192 /* idle keys kept at most (each may hold one open fd) */
 
@@ -87,7 +83,7 @@ struct fetch {
     /* A run from a local backend publishes the backend file it copies from (@src_fd, owned by
      * the run) once its metadata matched the version: src_state 0 not yet, 1 open, -1 none.
      * GETs of the version then send from a duplicate of it while the run copies (see
-     * fill_source_open_locked). A chain run (@follow_to > first + n) starts the next run of
+     * missource.c). A chain run (@follow_to > first + n) starts the next run of
      * the range those GETs asked for when it ends, handing it the open file (@given_fd). */
     int src_fd, src_state, src_err, given_fd;
     uint64_t follow_to;
@@ -179,7 +175,17 @@ struct cache {
     struct drain *dr;         /* write-back (drain.c) */
 };
 
-/* cache.c */
+/* cache.c, table.c, lookup.c */
+/* Takes @w off @list: 1 when it was on it. */
+int cache_unlink_waiter(struct cache_waiter **list, struct cache_waiter *w);
+/* @ck leaves the LRU of idle keys (it is referenced again, or freed). */
+void cache_idle_remove_locked(struct cache *c, struct ckey *ck);
+/* A new version of @ck (one reference, the caller's), @m its metadata, blocks of @bs bytes. */
+struct cver *cache_ver_new(struct ckey *ck, uint64_t version, const struct be_meta *m, uint32_t bs);
+void cache_key_free_locked(struct cache *c, struct ckey *ck);
+/* Removes @version of @ck from the index (no lock held). */
+void cache_index_drop(struct cache *c, struct ckey *ck, uint64_t version);
+
 /* Indexes @v if it is only in memory (unrecorded); when the index does not take it, @v becomes
  * unindexed (served uncached). @v held by the caller; no lock held. */
 void cache_ver_record(struct cache *c, struct cver *v);
@@ -229,6 +235,40 @@ int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1
 struct fetch *fill_find_locked(struct cver *v, uint64_t pos);
 void fill_fail_all_locked(struct cache *c, int err);
 void fill_free(struct fetch *f);
+/* Starts a run of blocks [@first, @first + @n) on a worker. A chain run also names the block
+ * its chain ends at (@follow_to, else 0) and may be handed the backend file the previous run
+ * copied from (@given_fd, owned by the run once this returns 0). */
+int fill_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
+                      uint64_t follow_to, int given_fd);
+/* be_sink.on_meta of a run (@cls the fetch): -ESTALE when @m is not the version's object. */
+int fill_on_meta(void *cls, const struct be_meta *m);
+/* The outcome of a read that joined a running fetch, or started one. */
+void fill_outcome_waiting(struct cache_obj *h);
+void fill_outcome_started(struct cache_obj *h);
+/* Whether every byte of [@off, @end) is present or has landed in a fetch in flight. */
+int fill_range_landed_locked(const struct cver *v, uint64_t off, uint64_t end);
+/* The block after the last one of @h's range. */
+uint64_t fill_range_end_block(struct cache_obj *h, struct cver *v);
+
+/* missource.c (--miss-source) */
+int missource_enabled(const struct conf *cf, struct backend *be); /* at open: c->miss_source */
+/* A new version of @size bytes (no earlier one, not pinned): its index record may wait for the
+ * fill, so its first GET, sent from the backend's file, does not wait for that write. */
+int missource_defer_record(const struct cache *c, uint64_t size);
+/* The fill's side, from a run of @f: opens the backend file before the cache file (the GETs'
+ * first byte waits for nothing else), ... */
+void missource_run_start(struct fetch *f);
+/* ... or says there will be none (GETs waiting stream from the cache; mu held) ... */
+void missource_run_none_locked(struct fetch *f);
+/* ... opens, checks and publishes it (idempotent; 0 or the error), ... */
+int missource_fetch_open(struct fetch *f);
+/* ... and when the run ended well, hands the file to the chain's next run (mu held). */
+void missource_run_end_locked(struct fetch *f);
+/* A GET's side: [@off, @end) of @v not all present, blocks [@b0, @b1) to fill: 1 with *@fd to
+ * send from, -EINPROGRESS after @w->suspend() while a run opens the file, -ENOENT: stream from
+ * the cache. mu held. */
+int missource_open_locked(struct cache_obj *o, struct cver *v, uint64_t off, uint64_t end,
+                          uint64_t b0, uint64_t b1, struct cache_waiter *w, int *fd);
 
 /* evict.c */
 /* Reserves @bytes of capacity, evicting LRU entries if needed. Blocks (worker only). 0 or

@@ -20,8 +20,9 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
-#include "conf.h"
-#include "log.h"
+#include "lib/arr.h"
+#include "lib/conf.h"
+#include "lib/log.h"
 
 #define DRAIN_BACKOFF_MIN_MS 200
 #define DRAIN_BACKOFF_MAX_MS 30000
@@ -713,15 +714,9 @@ int cache_dirty_keys(struct cache *c, const char *bucket, const char *prefix,
     for (struct dirty *d = dr->list; d; d = d->next) {
         if (!d->version || !matches(d, bucket, prefix))
             continue;
-        if (cnt == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            struct dirty **nd = realloc(ds, nc * sizeof(*nd));
-            if (!nd) {
-                rc = -ENOMEM;
-                break;
-            }
-            ds = nd;
-            cap = nc;
+        if (ARR_GROW(ds, cnt, 1, cap)) {
+            rc = -ENOMEM;
+            break;
         }
         ds[cnt++] = d;
     }

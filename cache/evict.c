@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
-#include "log.h"
-#include "s3err.h"
-#include "workq.h"
+#include "lib/log.h"
+#include "lib/s3err.h"
+#include "lib/workq.h"
 
 #define EVICT_LOW_PCT 90
 #define EVICT_BATCH 256

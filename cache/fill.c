@@ -16,9 +16,9 @@
 #include <sys/mman.h>
 
 #include "cache_priv.h"
-#include "log.h"
-#include "s3err.h"
-#include "workq.h"
+#include "lib/log.h"
+#include "lib/s3err.h"
+#include "lib/workq.h"
 
 void fill_free(struct fetch *f)
 {
@@ -102,7 +102,7 @@ static void fetch_shrink_locked(struct fetch *f)
     cache_wake_locked(&v->waiters);
 }
 
-static int fetch_on_meta(void *cls, const struct be_meta *m)
+int fill_on_meta(void *cls, const struct be_meta *m)
 {
     struct fetch *f = cls;
     struct cver *v = f->v;
@@ -340,7 +340,7 @@ static int fetch_on_data(void *cls, const void *buf, size_t len)
  * pass, so they are counted as read from it here. */
 static int fetch_landed_local(struct fetch *f, uint64_t n)
 {
-    __atomic_add_fetch(&f->c->be->ctr.bytes_read, n, __ATOMIC_RELAXED);
+    backend_count_read(f->c->be, n);
     return fetch_landed(f, n);
 }
 
@@ -408,42 +408,13 @@ static int fetch_copy_direct(struct fetch *f, int bfd)
     return rc;
 }
 
-/* A backend that is a local file system (open_fd): move the run's bytes into the cache file
- * in the kernel with copy_file_range (or fetch_copy_direct() for a warm-up), waking readers as
- * they land. -ENOTSUP: use get(). */
-/* Opens the backend file of @f's run (or takes the one a chain handed it), checks it against
- * the version and publishes it as f->src_fd for GETs that send from it (source_open_locked):
- * 0, or the error (src_state -1). Idempotent; the run owns the file. */
-static int fetch_source_open(struct fetch *f)
-{
-    struct cache *c = f->c;
-    struct cver *v = f->v;
-    if (f->src_state)
-        return f->src_state > 0 ? 0 : f->src_err;
-    struct be_meta m;
-    int bfd = f->given_fd, rc = 0;
-    f->given_fd = -1;
-    if (bfd < 0) { /* else the previous run of a chain checked it against v already */
-        rc = backend_open_fd(c->be, v->key->bucket, v->key->key, &bfd, &m);
-        if (!rc)
-            rc = fetch_on_meta(f, &m);
-        else
-            bfd = -1;
-    }
-    pthread_mutex_lock(&c->mu);
-    f->src_fd = bfd;
-    f->src_err = rc;
-    f->src_state = rc ? -1 : 1;
-    if (c->miss_source) /* only GETs that may send from it wait for this */
-        cache_wake_locked(&v->waiters);
-    pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
+/* A backend that is a local file system (BE_CAP_LOCAL_FD): move the run's bytes into the cache
+ * file in the kernel with copy_file_range (or fetch_copy_direct() for a warm-up), waking
+ * readers as they land. -ENOTSUP: use get(). */
 static int fetch_copy_local(struct fetch *f, int direct)
 {
     struct cver *v = f->v;
-    int rc = fetch_source_open(f);
+    int rc = missource_fetch_open(f);
     if (rc)
         return rc == -S3E_NOT_IMPLEMENTED ? -ENOTSUP : rc;
     int bfd = f->src_fd;
@@ -496,15 +467,12 @@ static int fetch_to_memory(struct fetch *f)
     f->bypass = 1;
     v->bypass_seen = 1;
     pthread_mutex_unlock(&c->mu);
-    struct be_sink sink = { fetch_on_meta, fetch_on_data, f };
+    struct be_sink sink = { fill_on_meta, fetch_on_data, f };
     int rc = backend_get(c->be, v->key->bucket, v->key->key, f->off, f->end - f->off, &sink);
     if (!rc && f->landed < f->end)
         rc = -EIO; /* short body */
     return rc;
 }
-
-static int chain_next_locked(struct cache *c, struct cver *v, uint64_t b, uint64_t follow_to,
-                             int src_fd);
 
 static void fetch_run(void *arg)
 {
@@ -544,10 +512,8 @@ static void fetch_run(void *arg)
             pthread_mutex_unlock(&c->mu);
         }
     }
-    /* A run whose GETs may send from the backend's file opens it first: their first byte does
-     * not wait for the cache file's creation (a directory fsync). */
-    if (!rc && !f->bypass && c->miss_source)
-        (void)fetch_source_open(f);
+    if (!rc && !f->bypass)
+        missource_run_start(f);
     int direct = 0;
     if (!rc && !f->bypass) {
         int fd;
@@ -556,20 +522,18 @@ static void fetch_run(void *arg)
         direct = f->direct;
         pthread_mutex_unlock(&c->mu);
     }
-    if (rc || f->bypass || !c->be->ops->open_fd) { /* no backend file to send from */
+    if (rc || f->bypass || !(backend_caps(c->be) & BE_CAP_LOCAL_FD)) { /* no file to send */
         pthread_mutex_lock(&c->mu);
-        f->src_state = -1;
-        if (c->miss_source) /* GETs waiting for one stream from the cache instead */
-            cache_wake_locked(&v->waiters);
+        missource_run_none_locked(f);
         pthread_mutex_unlock(&c->mu);
     }
     if (!rc && !f->err) {
-        if (!f->bypass && c->be->ops->open_fd)
+        if (!f->bypass && (backend_caps(c->be) & BE_CAP_LOCAL_FD))
             rc = fetch_copy_local(f, direct);
         else
             rc = -ENOTSUP;
         if (rc == -ENOTSUP) {
-            struct be_sink sink = { fetch_on_meta, fetch_on_data, f };
+            struct be_sink sink = { fill_on_meta, fetch_on_data, f };
             if (direct && !f->bypass) {
                 (void)fallocate(v->fd, FALLOC_FL_KEEP_SIZE, (off_t)f->off,
                                 (off_t)(f->end - f->off));
@@ -604,11 +568,8 @@ static void fetch_run(void *arg)
     pthread_mutex_lock(&c->mu);
     if (rc == -ESTALE && ck->cur == v)
         v->validated_ns = 0; /* changed upstream: the next request revalidates */
-    if (!rc && !f->bypass && !unsynced && f->src_state == 1 && ck->cur == v && !v->dropped &&
-        f->follow_to > f->first + f->n &&
-        (v->src_readers || f->first + f->n < v->src_done_to) && !c->closing &&
-        chain_next_locked(c, v, f->first + f->n, f->follow_to, f->src_fd) > 0)
-        f->src_fd = -1; /* the next run owns it now */
+    if (!rc && !f->bypass && !unsynced)
+        missource_run_end_locked(f); /* a chain goes on with the run's file */
     int src_fd = f->src_fd, given_fd = f->given_fd;
     f->src_fd = f->given_fd = -1;
     f->src_state = -1;
@@ -657,8 +618,8 @@ static void fetch_run(void *arg)
 /* Starts a run of blocks [@first, @first + @n) on a worker. A chain run also names the block
  * its chain ends at (@follow_to, else 0) and may be handed the backend file the previous run
  * copied from (@given_fd, owned by the run once this returns 0). */
-static int fetch_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
-                              uint64_t follow_to, int given_fd)
+int fill_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
+                      uint64_t follow_to, int given_fd)
 {
     if (c->closing)
         return CACHE_ERR_CLOSING;
@@ -719,7 +680,7 @@ int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1
         while (e < b1 && e - b < CACHE_FETCH_MAX_BLOCKS && !cache_bit(v->present, e)
                && !cache_bit(v->fetching, e))
             e++;
-        int rc = fetch_start_locked(c, v, b, e - b, 0, -1);
+        int rc = fill_start_locked(c, v, b, e - b, 0, -1);
         if (rc)
             return started ? started : rc;
         started++;
@@ -735,13 +696,13 @@ static uint64_t ra_blocks(struct cache *c, struct cver *v)
     return (c->readahead + v->bs - 1) / v->bs;
 }
 
-static uint64_t range_end_block(struct cache_obj *h, struct cver *v)
+uint64_t fill_range_end_block(struct cache_obj *h, struct cver *v)
 {
     uint64_t end = S3C_MIN(h->range_end, v->meta.size);
     return (end + v->bs - 1) / v->bs;
 }
 
-static void outcome_waiting(struct cache_obj *h)
+void fill_outcome_waiting(struct cache_obj *h)
 {
     /* a guessed miss that found another request's fetch already running joined it */
     if (h->how == CACHE_HIT || h->guessed)
@@ -749,7 +710,7 @@ static void outcome_waiting(struct cache_obj *h)
     h->guessed = 0;
 }
 
-static void outcome_started(struct cache_obj *h)
+void fill_outcome_started(struct cache_obj *h)
 {
     if (h->how == CACHE_HIT || h->guessed)
         h->how = h->v && h->v->first_fetch_owned ? CACHE_COALESCED : CACHE_MISS;
@@ -759,7 +720,7 @@ static void outcome_started(struct cache_obj *h)
 }
 
 /* Whether every byte of [@off, @end) is present or has landed in a fetch in flight. */
-static int range_landed_locked(const struct cver *v, uint64_t off, uint64_t end)
+int fill_range_landed_locked(const struct cver *v, uint64_t off, uint64_t end)
 {
     for (uint64_t b = off / v->bs; b * v->bs < end; b++) {
         if (cache_bit(v->present, b))
@@ -774,118 +735,8 @@ static int range_landed_locked(const struct cver *v, uint64_t off, uint64_t end)
     return 1;
 }
 
-/* ---- sending a cold GET from the backend's file ----------------------------------------- */
-
-/* The running chain run whose chain covers block @b (from its first block to its follow_to). */
-static struct fetch *chain_covering_locked(const struct cver *v, uint64_t b)
-{
-    for (struct fetch *f = v->fetches; f; f = f->next)
-        if (f->running && !f->bypass && f->first <= b &&
-            b < S3C_MAX(f->first + f->n, f->follow_to))
-            return f;
-    return NULL;
-}
-
-/* Starts the run of a chain at the first block of [@b, @follow_to) that is neither present nor
- * being fetched, up to CACHE_FETCH_MAX_BLOCKS, handing it @src_fd (>= 0: owned by the new run
- * on success). 1 when a run started, 0 when nothing is left to fetch, or an error. */
-static int chain_next_locked(struct cache *c, struct cver *v, uint64_t b, uint64_t follow_to,
-                             int src_fd)
-{
-    if (follow_to > v->nblocks)
-        follow_to = v->nblocks;
-    while (b < follow_to && (cache_bit(v->present, b) || cache_bit(v->fetching, b)))
-        b++;
-    if (b >= follow_to)
-        return 0;
-    uint64_t e = b + 1;
-    while (e < follow_to && e - b < CACHE_FETCH_MAX_BLOCKS && !cache_bit(v->present, e) &&
-           !cache_bit(v->fetching, e))
-        e++;
-    int rc = fetch_start_locked(c, v, b, e - b, follow_to, src_fd);
-    if (rc)
-        return rc;
-    /* Its GETs send from the backend's file, not from the cache's: the run may write around
-     * the page cache like a warm-up (fetch_copy_direct), the cheapest copy there is. */
-    v->fetches->direct = 1;
-    return 1;
-}
-
-/* Makes sure blocks [@b0, @b1) of @v are being filled, in one chain of runs: a running chain
- * that covers the first missing block is extended to @b1, else a new chain starts there.
- * Returns 1 when this started a run, 0 when it joined one, or an error. */
-static int chain_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1)
-{
-    for (uint64_t b = b0; b < b1 && b < v->nblocks; b++) {
-        if (cache_bit(v->present, b))
-            continue;
-        struct fetch *f = chain_covering_locked(v, b);
-        if (f) {
-            if (f->follow_to < b1)
-                f->follow_to = b1;
-            return 0;
-        }
-        if (cache_bit(v->fetching, b))
-            continue; /* a reader's read-ahead run: the chain starts after it */
-        return chain_next_locked(c, v, b, b1, -1);
-    }
-    return 0;
-}
-
-/* A GET of [@b0, @b1) (blocks) not all present, with --miss-source: rather than streaming the
- * bytes from the cache file as they land (writing them into fresh page-cache pages and reading
- * them back), the response is sent with sendfile from the backend file the fill copies from,
- * as nginx would send it, while the chain fills the cache. The file is the one the run opened
- * and checked against @v (size, ETag): the backend is opened once per fill, however many GETs
- * send from it. 1 with *@fd (caller owns it; object offset = file offset); -EINPROGRESS after
- * @w->suspend() when a run is still opening the file; -ENOENT: stream from the cache. */
-static int source_open_locked(struct cache *c, struct cache_obj *o, struct cver *v, uint64_t b0,
-                              uint64_t b1, struct cache_waiter *w, int *fd)
-{
-    /* A GET woken from a wait below starts no other chain: when the run it waited for has no
-     * file to send from (it went to memory as a bypass, failed, or ended), the GET streams
-     * from the cache, whose reads handle those cases. A new chain each time could loop for
-     * good (each run going to memory in turn). */
-    if (!o->from_source && !o->source_waited) {
-        int r = chain_ensure_locked(c, v, b0, b1);
-        if (r < 0)
-            return -ENOENT;
-        if (r > 0)
-            outcome_started(o);
-        else
-            outcome_waiting(o);
-    }
-    struct fetch *src = NULL, *pending = NULL;
-    for (struct fetch *f = v->fetches; f && !src; f = f->next) {
-        if (!f->running)
-            continue;
-        if (f->src_state == 1 && f->src_fd >= 0)
-            src = f;
-        else if (f->src_state == 0 && !f->bypass)
-            pending = f;
-    }
-    if (src) {
-        int nfd = fcntl(src->src_fd, F_DUPFD_CLOEXEC, 0);
-        if (nfd < 0)
-            return -ENOENT;
-        *fd = nfd;
-        if (!o->from_source) {
-            o->from_source = 1;
-            v->src_readers++;
-        }
-        c->st.source_sends++;
-        return 1;
-    }
-    if (pending) {
-        o->source_waited = 1;
-        cache_arm_locked(o, &v->waiters, w);
-        return -EINPROGRESS;
-    }
-    return -ENOENT;
-}
-
 /* cache_obj_open_range(), and with a waiter (cache_obj_open_get) a cold range may be sent from
- * the backend's file (source_open_locked). */
+ * the backend's file (missource.c). */
 static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct cache_waiter *w,
                       int *fd)
 {
@@ -942,9 +793,8 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
         pthread_mutex_unlock(&c->mu);
         return rc;
     }
-    if (w && c->miss_source && end - off >= CACHE_SOURCE_MIN && !v->bypass_seen && !v->unindexed &&
-        !range_landed_locked(v, off, end)) {
-        rc = source_open_locked(c, o, v, miss, b1, w, fd);
+    if (w) {
+        rc = missource_open_locked(o, v, off, end, miss, b1, w, fd);
         if (rc != -ENOENT) {
             pthread_mutex_unlock(&c->mu);
             return rc;
@@ -953,13 +803,13 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
     if (cache_bit(v->fetching, miss)) {
         /* Joining a fetch whose bytes for this range have all landed (only their sync is
          * pending) costs the reader no wait: that is a hit. */
-        if (range_landed_locked(v, off, end)) {
+        if (fill_range_landed_locked(v, off, end)) {
             if (o->guessed || o->how == CACHE_HIT) {
                 o->how = CACHE_HIT;
                 o->guessed = 0;
             }
         } else {
-            outcome_waiting(o);
+            fill_outcome_waiting(o);
         }
         rc = -EAGAIN;
     } else {
@@ -969,7 +819,7 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
         uint64_t last = S3C_MIN(b1, miss + win);
         rc = fill_ensure_locked(c, v, miss, last);
         if (rc >= 0) {
-            outcome_started(o);
+            fill_outcome_started(o);
             rc = -EAGAIN;
         }
     }
@@ -980,19 +830,6 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
 int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *fd)
 {
     return open_range(o, off, len, NULL, fd);
-}
-
-void cache_obj_delivered(struct cache_obj *o)
-{
-    CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
-    struct cache *c = o->c;
-    pthread_mutex_lock(&c->mu);
-    if (o->v && o->from_source) {
-        uint64_t to = range_end_block(o, o->v);
-        if (to > o->v->src_done_to)
-            o->v->src_done_to = to;
-    }
-    pthread_mutex_unlock(&c->mu);
 }
 
 int cache_obj_open_get(struct cache_obj *o, uint64_t off, uint64_t len, struct cache_waiter *w,
@@ -1039,13 +876,13 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
                 o->next_pos = pos + n;
                 o->waited_data = 0;
                 if (sequential && c->readahead && !v->bypass_seen)
-                    fill_ensure_locked(c, v, b + 1, S3C_MIN(range_end_block(o, v),
+                    fill_ensure_locked(c, v, b + 1, S3C_MIN(fill_range_end_block(o, v),
                                                              b + 1 + ra_blocks(c, v)));
                 rc = (ssize_t)n;
                 goto out;
             }
         } else if (f) {
-            outcome_waiting(o);
+            fill_outcome_waiting(o);
             o->waited_data = 1;
             o->err_gen = v->err_gen;
             cache_arm_locked(o, &v->waiters, w);
@@ -1057,7 +894,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
                 rc = v->last_err ? v->last_err : -EIO;
                 goto out;
             }
-            uint64_t last = S3C_MIN(range_end_block(o, v), b + 1 + ra_blocks(c, v));
+            uint64_t last = S3C_MIN(fill_range_end_block(o, v), b + 1 + ra_blocks(c, v));
             if (last <= b)
                 last = b + 1;
             if (v->bypass_seen)
@@ -1067,7 +904,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
                 rc = r;
                 goto out;
             }
-            outcome_started(o);
+            fill_outcome_started(o);
             o->waited_data = 1;
             o->err_gen = v->err_gen;
             cache_arm_locked(o, &v->waiters, w);
@@ -1078,7 +915,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
     o->waited_data = 0;
     if (sequential && c->readahead && !v->bypass_seen)
         fill_ensure_locked(c, v, b + 1,
-                           S3C_MIN(range_end_block(o, v), b + 1 + ra_blocks(c, v)));
+                           S3C_MIN(fill_range_end_block(o, v), b + 1 + ra_blocks(c, v)));
     if ((rc = cache_ver_fd_locked(c, v, 0, &fd))) {
         cache_ver_broken_locked(c, v);
         rc = -S3E_INTERNAL;

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 
 #include "index.h"
-#include "log.h"
+#include "lib/log.h"
 
 #define INDEX_MAP_SIZE (64ULL << 30)
 #define INDEX_REOPEN_RETRY_NS 1000000000ull /* after a failed reopen */

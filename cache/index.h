@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "backend.h"
+#include "backends/backend.h"
 
 struct index;
 

@@ -1,6 +1,6 @@
 /*
  * prefetch.c: the blocking side of the cache, for warm-up jobs. cache_prefetch() runs on a
- * thread that may block (a warm thread of gateway/warm.c; a worker for cache_open_whole()) and
+ * thread that may block (a warm thread of objects/warm.c; a worker for cache_open_whole()) and
  * makes one object fully cached: it looks the metadata up through the ordinary cache_obj_*
  * path, then starts block fetches itself (fill_ensure_locked, at most one run of
  * CACHE_FETCH_MAX_BLOCKS at a time per object; a warm-up's are marked direct: written around
@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
-#include "log.h"
-#include "s3c.h"
+#include "lib/log.h"
+#include "lib/s3c.h"
 
 #define PREFETCH_POLL_MS 100 /* how often a waiting prefetch looks at its cancel flag */
 

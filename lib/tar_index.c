@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "arr.h"
 #include "tar.h"
 
 #define TAR_INDEX_MAX_MEMBERS (1u << 24)
@@ -111,14 +112,8 @@ int tar_index_builder_add(struct tar_index_builder *b, const struct tar_entry *e
     if (b->n >= TAR_INDEX_MAX_MEMBERS || ent->name_len > UINT16_MAX ||
         ent->name_len > UINT32_MAX - b->names_len)
         return -E2BIG;
-    if (b->n == b->cap) {
-        size_t c = b->cap ? b->cap * 2 : 64;
-        struct bent *nv = realloc(b->v, c * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        b->v = nv;
-        b->cap = c;
-    }
+    if (ARR_GROW(b->v, b->n, 1, b->cap))
+        return -ENOMEM;
     if (grow(&b->names, &b->names_cap, b->names_len + ent->name_len) != 0)
         return -ENOMEM;
     memcpy(b->names + b->names_len, ent->name, ent->name_len);

@@ -1,36 +1,91 @@
 #!/usr/bin/env bash
-# Module confinement and banned functions (STYLE.md 3.1, 3.2). Prints offenders; exit 1 if any.
+# make lint: the layering of the tree, module confinement and banned functions (STYLE.md 3.1,
+# 3.2). Prints one line per offence, naming the file; exits 1 if there is any.
+#
+# Folders are layers. A file of folder F may include a header of folder X ("X/name.h", with
+# -I.) only when rank(X) <= rank(F); a bare "name.h" must be a header of F itself; a private
+# header (*_priv.h, req_mhd.h) only from its own folder; the folders' include graph has no
+# circle (equal ranks are siblings that must not include each other both ways). Every .c/.h
+# outside tests/, bench/, deploy/ and build*/ lives in a ranked folder: a new folder is added
+# to RANKS on purpose.
 set -u
 cd "$(dirname "$0")/.."
 bad=0
+fail() { echo "lint: $*"; bad=1; }
+
+# bottom to top
+RANKS="lib:0 sig:1 backends:2 cache:3 cluster:4 objects:5 acct:6 http:7 s3:8 admin:8 cmd:9"
+declare -A rank
+for r in $RANKS; do rank[${r%%:*}]=${r##*:}; done
+DIRS=$(for r in $RANKS; do echo "${r%%:*}"; done)
+srcs() { for d in $DIRS; do ls "$d"/*.c "$d"/*.h 2>/dev/null; done; }
+
+# --- every source file is in a ranked folder ---------------------------------------------
+while IFS= read -r f; do
+    d=${f%%/*}
+    [[ $f == */* ]] || d=.
+    [[ -n ${rank[$d]+x} ]] || fail "$f is in no ranked folder (tests/lint.sh RANKS: $RANKS)"
+done < <(find . \( -path ./tests -o -path ./bench -o -path ./deploy -o -path './build*' -o \
+                   -path ./.git -o -path ./var -o -name node_modules \) -prune -o \
+              \( -name '*.c' -o -name '*.h' \) -print | sed 's|^\./||' | sort)
+
+# --- includes go down ---------------------------------------------------------------------
+edges=$(mktemp)
+trap 'rm -f "$edges"' EXIT
+for f in $(srcs); do
+    d=${f%%/*}
+    while IFS=: read -r ln inc; do
+        inc=${inc#*\"}
+        inc=${inc%%\"*}
+        if [[ $inc == */* ]]; then
+            x=${inc%%/*}
+            if [[ -z ${rank[$x]+x} ]]; then
+                fail "$f:$ln includes \"$inc\": $x/ is not a ranked folder"
+            elif (( ${rank[$x]} > ${rank[$d]} )); then
+                fail "$f:$ln includes \"$inc\": $x/ (rank ${rank[$x]}) is above $d/ (rank ${rank[$d]})"
+            elif [[ ! -e $inc ]]; then
+                fail "$f:$ln includes \"$inc\", which does not exist"
+            fi
+            [[ $x != "$d" ]] && echo "$d $x" >> "$edges"
+            case ${inc##*/} in
+                *_priv.h | req_mhd.h)
+                    [[ $x == "$d" ]] || fail "$f:$ln includes \"$inc\", a header private to $x/" ;;
+            esac
+        elif [[ ! -e $d/$inc ]]; then
+            fail "$f:$ln includes \"$inc\" bare, but it is no header of $d/ (name the folder: \"X/$inc\")"
+        fi
+    done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f")
+done
+# no circle between folders (tsort names the folders of a loop on stderr)
+if ! loops=$(sort -u "$edges" | tsort 2>&1 >/dev/null); then
+    fail "the folders' includes go round in a circle: $(echo "$loops" | sed -n 's/^tsort: //p' |
+                                                         grep -v 'contains a loop' | tr '\n' ' ')"
+fi
+
+# --- confinement of the libraries ---------------------------------------------------------
 only_in() { # HEADER FILE...
     local hdr=$1; shift
     local allowed=" $* "
-    for f in $(grep -l "#include <$hdr>" gateway/*.c cache/*.c backends/*.c cluster/*.c lib/*.c 2>/dev/null); do
-        case $allowed in *" $f "*) ;; *) echo "lint: $f includes <$hdr> (allowed only in: $*)"; bad=1 ;; esac
+    for f in $(grep -l "#include <$hdr>" $(srcs) 2>/dev/null); do
+        case $allowed in *" $f "*) ;; *) fail "$f includes <$hdr> (allowed only in: $*)" ;; esac
     done
 }
 only_in lmdb.h cache/index.c
-only_in curl/curl.h backends/be_s3.c gateway/range.c gateway/cli.c gateway/sigv2.c
-only_in microhttpd.h gateway/server.c gateway/respond.c
-# the parsers' libraries, each behind one file (named in both places while xml.c/json.c move to lib/)
-only_in expat.h gateway/xml.c lib/xml.c
-only_in jansson.h gateway/json.c lib/json.c
-# gw.h pulls in microhttpd.h for the gateway's own files only
-for f in cache/*.c backends/*.c; do
-    grep -q '"../gateway/\|"gw.h"' "$f" && { echo "lint: $f includes gateway internals"; bad=1; }
+only_in curl/curl.h backends/be_s3.c backends/be_s3_call.c backends/be_s3_parse.c \
+    backends/be_s3_priv.h lib/range.c cmd/cli.c sig/sigv2.c
+only_in microhttpd.h http/server.c http/req.c http/req_mhd.h http/respond.c
+# the parsers' libraries, each behind one file
+only_in expat.h lib/xml.c
+only_in jansson.h lib/json.c
+# cluster/ (the ring and membership) stands alone: libc, pthreads and zlib, its own headers
+for f in cluster/*.c cluster/*.h; do
+    grep -qE '#include "[a-z_]+/' "$f" && fail "$f includes a header of another folder"
 done
-for f in gateway/*.c backends/*.c; do
-    grep -q '"\.\./cache/' "$f" && { echo "lint: $f includes cache internals"; bad=1; }
-done
-# cluster/ (the ring and membership) stands alone: libc, pthreads and zlib only
-for f in cluster/*.c; do
-    grep -qE '#include "(\.\./)?(gateway|cache|backends)/|#include "(gw|cache|backend|s3c|log)\.h"' "$f" &&
-        { echo "lint: $f includes a gateway, cache or backend header"; bad=1; }
-done
+
+# --- banned functions ---------------------------------------------------------------------
 banned='\b(sprintf|strcpy|strcat|strtok|atoi|gets|gmtime|localtime)\s*\('
-if grep -nE "$banned" gateway/*.c cache/*.c backends/*.c cluster/*.c | grep -vE 'snprintf|vsnprintf|strtok_r|gmtime_r|localtime_r'; then
-    echo "lint: banned functions above"; bad=1
+if grep -nE "$banned" $(srcs) | grep -vE 'snprintf|vsnprintf|strtok_r|gmtime_r|localtime_r'; then
+    fail "banned functions above"
 fi
 [ $bad -eq 0 ] && echo "lint: ok"
 exit $bad

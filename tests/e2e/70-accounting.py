@@ -64,9 +64,9 @@ def main():
         E.eq("PUT status", r.status, 200)
         want = {
             A: {"requests": 3, "bytes_out": 2 * sizes["o1"] + sizes["o2"], "bytes_in": 0,
-                "hits": 1, "misses": 2},
+                "hits": 1, "misses": 2, "backend_fill_bytes": sizes["o1"] + sizes["o2"]},
             B: {"requests": 4, "bytes_out": sizes["o1"] + 2 * sizes["o3"], "bytes_in": 100000,
-                "hits": 2, "misses": 1},
+                "hits": 2, "misses": 1, "backend_fill_bytes": sizes["o3"]},
         }
         _, got = wait_rows(want)
         E.eq("per-client rows", got, want)

@@ -2,14 +2,14 @@
  * fuzz_awschunk.c: libFuzzer entry point for the aws-chunked decoder. The first byte picks the
  * mode and the feed size (1..64 bytes, or all at once); the rest is the body. Not built by the
  * Makefile:
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude \
- *     tests/fuzz/fuzz_awschunk.c gateway/awschunk.c gateway/sigv4.c gateway/checksum.c \
- *     gateway/buf.c gateway/s3c.c -lcrypto -lz -o fuzz_awschunk
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. \
+ *     tests/fuzz/fuzz_awschunk.c sig/awschunk.c sig/sigv4.c lib/checksum.c \
+ *     lib/buf.c lib/s3c.c -lcrypto -lz -o fuzz_awschunk
  */
 #include <stdint.h>
 #include <string.h>
 
-#include "awschunk.h"
+#include "sig/awschunk.h"
 
 static volatile uint8_t fuzz_sink;
 

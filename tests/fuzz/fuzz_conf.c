@@ -1,16 +1,16 @@
 /*
  * fuzz_conf.c: libFuzzer entry for the value parsers and conf_load() flag handling.
  * Input: NUL-separated argv words.
- *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude tests/fuzz/fuzz_conf.c \
- *         gateway/conf.c gateway/s3c.c -o build/fuzz_conf
+ *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. tests/fuzz/fuzz_conf.c \
+ *         lib/conf.c lib/s3c.c -o build/fuzz_conf
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "s3c.h"
-#include "conf.h"
+#include "lib/s3c.h"
+#include "lib/conf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

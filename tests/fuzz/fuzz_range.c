@@ -1,15 +1,15 @@
 /*
  * fuzz_range.c: libFuzzer entry for range_parse() and cond_check().
- *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude tests/fuzz/fuzz_range.c \
- *         gateway/range.c gateway/s3c.c -lcurl -o build/fuzz_range
+ *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. tests/fuzz/fuzz_range.c \
+ *         lib/range.c lib/s3c.c -lcurl -o build/fuzz_range
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "s3c.h"
-#include "s3err.h"
-#include "range.h"
+#include "lib/s3c.h"
+#include "lib/s3err.h"
+#include "lib/range.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

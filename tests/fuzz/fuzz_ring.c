@@ -3,7 +3,7 @@
  * peers_parse() (--peers). Checks the shape of every $uri: no longer than the target,
  * starts with '/', no "//", "/./" or "/../" segment left (a decoded '%', '?' or '#' never
  * starts one), not ending in "/." or "/..".
- *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude tests/fuzz/fuzz_ring.c \
+ *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. tests/fuzz/fuzz_ring.c \
  *         cluster/ring.c cluster/peers.c -lz -lpthread -o build/fuzz_ring
  */
 #include <errno.h>
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peers.h"
-#include "ring.h"
+#include "cluster/peers.h"
+#include "cluster/ring.h"
 
 static int has(const char *s, size_t n, const char *pat)
 {

@@ -3,17 +3,17 @@
  * sigv2_verify() and sigv4_uri_encode(). The input is lines: method, path, then "?name=value"
  * query entries and "name:value" headers (an Authorization line among them exercises the
  * header parsers). make fuzz and make fuzz-replay build it; by hand:
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude \
- *     tests/fuzz/fuzz_sigv4.c gateway/sigv4.c gateway/sigv2.c gateway/checksum.c gateway/buf.c \
- *     gateway/s3c.c gateway/s3err.c \
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. \
+ *     tests/fuzz/fuzz_sigv4.c sig/sigv4.c sig/sigv2.c lib/checksum.c lib/buf.c \
+ *     lib/s3c.c lib/s3err.c \
  *     -lcrypto -lcurl -lz -o fuzz_sigv4
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "s3c.h"
-#include "sigv4.h"
+#include "lib/s3c.h"
+#include "sig/sigv4.h"
 
 #define FUZZ_MAX_KV 32
 

@@ -1,16 +1,16 @@
 /*
  * fuzz_xml.c: libFuzzer entry for the XML reader (every document it reads).
- *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude tests/fuzz/fuzz_xml.c \
- *         gateway/xml.c gateway/s3c.c -lexpat -o build/fuzz_xml
+ *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. tests/fuzz/fuzz_xml.c \
+ *         lib/xml.c lib/s3c.c -lexpat -o build/fuzz_xml
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "s3c.h"
-#include "s3err.h"
-#include "xml.h"
+#include "lib/s3c.h"
+#include "lib/s3err.h"
+#include "lib/xml.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peers.h"
-#include "ring.h"
-#include "ring_envoy.h"
+#include "cluster/peers.h"
+#include "cluster/ring.h"
+#include "cluster/ring_envoy.h"
 
 static const char *errname(int rc)
 {

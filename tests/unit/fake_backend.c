@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "fake_backend.h"
-#include "s3err.h"
+#include "lib/s3err.h"
 
 struct fake_obj {
     struct fake_obj *next;

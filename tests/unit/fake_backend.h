@@ -9,7 +9,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
-#include "backend.h"
+#include "backends/backend.h"
 
 #define FAKE_GET_LOG 256
 

@@ -14,9 +14,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "s3c.h"
-#include "s3err.h"
-#include "awschunk.h"
+#include "lib/s3c.h"
+#include "lib/s3err.h"
+#include "sig/awschunk.h"
 
 #define DATE "20130524T000000Z"
 #define SCOPE "20130524/us-east-1/s3/aws4_request"

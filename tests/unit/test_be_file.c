@@ -27,10 +27,10 @@
 
 #include <openssl/evp.h>
 
-#include "backend.h"
-#include "conf.h"
-#include "mpu_slot.h"
-#include "s3err.h"
+#include "backends/backend.h"
+#include "backends/mpu_slot.h"
+#include "lib/conf.h"
+#include "lib/s3err.h"
 
 struct fx {
     char dir[64];
@@ -1531,7 +1531,7 @@ static void list_is(struct backend *be, const char *key, const char *id, const s
     free(v);
 }
 
-/* Attempts of one part number (include/mpu_slot.h): a second attempt while one writes the slot
+/* Attempts of one part number (backends/mpu_slot.h): a second attempt while one writes the slot
  * gets a file of its own and leaves the slot alone; a failed attempt, in place or not, leaves
  * the acknowledged part; an attempt while a Complete holds the data file stays out of it; a
  * Complete that cannot hold the data file copies the parts, and refuses a part in place whose

@@ -23,11 +23,11 @@
 #include <cmocka.h>
 #include <microhttpd.h>
 
-#include "backend.h"
-#include "conf.h"
-#include "s3c.h"
-#include "s3err.h"
-#include "sigv4.h"
+#include "backends/backend.h"
+#include "lib/conf.h"
+#include "lib/s3c.h"
+#include "lib/s3err.h"
+#include "sig/sigv4.h"
 
 #define AK "AKIDEXAMPLE"
 #define SK "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"

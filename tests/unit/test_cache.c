@@ -19,11 +19,11 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "cache.h"
-#include "conf.h"
+#include "cache/cache.h"
+#include "lib/conf.h"
 #include "fake_backend.h"
-#include "s3err.h"
-#include "workq.h"
+#include "lib/s3err.h"
+#include "lib/workq.h"
 
 #define BS (64u << 10)
 

@@ -16,8 +16,9 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
-#include "s3c.h"
-#include "checksum.h"
+#include "lib/s3c.h"
+#include "lib/checksum.h"
+#include "lib/hex.h"
 
 static uint32_t crc32c_ref(uint32_t crc, const uint8_t *p, size_t n)
 {

@@ -14,8 +14,8 @@
 #include <errno.h>
 #include <cmocka.h>
 
-#include "s3c.h"
-#include "conf.h"
+#include "lib/s3c.h"
+#include "lib/conf.h"
 
 static char tmpdir[256];
 
@@ -205,7 +205,7 @@ static void test_conf_defaults(void **state)
     assert_int_equal(cf.cache_size, 10ULL << 30);
     assert_int_equal(cf.dirty_limit, 5ULL << 30);
     assert_null(cf.access_key);
-    assert_string_equal(cf.write_mode, "through");
+    assert_int_equal(cf.write_mode, CONF_WRITE_THROUGH);
     assert_int_equal(cf.block_size, 8ULL << 20);
     assert_int_equal(cf.readahead, 16ULL << 20);
     assert_int_equal(cf.revalidate_after, 60000);
@@ -214,8 +214,8 @@ static void test_conf_defaults(void **state)
     assert_int_equal(cf.client_rate_limit, 0);
     assert_int_equal(cf.max_connections, 4096);
     assert_int_equal(cf.max_object_size, 5ULL << 40);
-    assert_string_equal(cf.log_level, "info");
-    assert_string_equal(cf.log_format, "text");
+    assert_int_equal(cf.log_level, CONF_LOG_INFO);
+    assert_int_equal(cf.log_format, CONF_LOG_TEXT);
     conf_free(&cf);
     assert_null(cf.listen);
     conf_free(&cf); /* twice is harmless */
@@ -251,7 +251,7 @@ static void test_conf_precedence(void **state)
     assert_int_equal(cf.dirty_limit, 512ULL << 20);
     assert_int_equal(cf.listen_port, 9100);
     assert_string_equal(cf.region, "eu-west-1");
-    assert_string_equal(cf.write_mode, "back");
+    assert_int_equal(cf.write_mode, CONF_WRITE_BACK);
     assert_int_equal(cf.block_size, 1ULL << 20);
     assert_int_equal(cf.anonymous, 1);
     assert_null(cf.backend_access_key);
@@ -262,9 +262,9 @@ static void test_conf_precedence(void **state)
     assert_int_equal(load(&cf, &em, envp, 0), 0);
     assert_int_equal(cf.cache_size, 2ULL << 30);
     assert_int_equal(cf.listen_port, 9200);
-    assert_string_equal(cf.log_level, "debug");
+    assert_int_equal(cf.log_level, CONF_LOG_DEBUG);
     assert_int_equal(cf.readahead, 16ULL << 20); /* empty env var: unset */
-    assert_string_equal(cf.write_mode, "back");  /* file still applies */
+    assert_int_equal(cf.write_mode, CONF_WRITE_BACK);  /* file still applies */
     conf_free(&cf);
 
     /* flags over env, both flag forms, bare bool */
@@ -278,7 +278,7 @@ static void test_conf_precedence(void **state)
     assert_int_equal(cf.backend_insecure, 1);
     assert_int_equal(cf.anonymous, 0);
     assert_int_equal(cf.backend_virtual_host, 0);
-    assert_string_equal(cf.log_level, "debug");
+    assert_int_equal(cf.log_level, CONF_LOG_DEBUG);
     assert_string_equal(cf.source, "flag");
     conf_free(&cf);
 
@@ -405,6 +405,37 @@ static void test_conf_errors(void **state)
     /* a NULL errmsg is fine */
     char *av[] = { "--bogus" };
     assert_int_equal(conf_load(&cf, 1, av, envp, NULL), -EINVAL);
+}
+
+/* Every word of an ENUM row is parsed once into the enum constant of the same position. */
+static void test_conf_enums(void **state)
+{
+    static const struct { const char *flag; size_t off; int want; } cases[] = {
+        { "--write-mode=through", offsetof(struct conf, write_mode), CONF_WRITE_THROUGH },
+        { "--write-mode=back", offsetof(struct conf, write_mode), CONF_WRITE_BACK },
+        { "--miss-source=auto", offsetof(struct conf, miss_source), CONF_MISS_AUTO },
+        { "--miss-source=backend", offsetof(struct conf, miss_source), CONF_MISS_BACKEND },
+        { "--miss-source=cache", offsetof(struct conf, miss_source), CONF_MISS_CACHE },
+        { "--log-level=error", offsetof(struct conf, log_level), CONF_LOG_ERROR },
+        { "--log-level=warn", offsetof(struct conf, log_level), CONF_LOG_WARN },
+        { "--log-level=info", offsetof(struct conf, log_level), CONF_LOG_INFO },
+        { "--log-level=debug", offsetof(struct conf, log_level), CONF_LOG_DEBUG },
+        { "--log-format=text", offsetof(struct conf, log_format), CONF_LOG_TEXT },
+        { "--log-format=json", offsetof(struct conf, log_format), CONF_LOG_JSON },
+    };
+    char *envp[] = { NULL };
+    (void)state;
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct conf cf;
+        struct errmsg em = {{0}};
+        char *av[] = { (char *)cases[i].flag };
+        assert_int_equal(conf_load(&cf, 1, av, envp, &em), 0);
+        int got;
+        memcpy(&got, (char *)&cf + cases[i].off, sizeof(got));
+        if (got != cases[i].want)
+            fail_msg("%s: %d, want %d", cases[i].flag, got, cases[i].want);
+        conf_free(&cf);
+    }
 }
 
 static void test_conf_listen(void **state)
@@ -535,7 +566,7 @@ static void test_conf_sample(void **state)
 #define CMP_STR(f)                                                                            \
     if (a.f || b.f)                                                                           \
         assert_string_equal(a.f, b.f);
-#define CMP_ENUM(f) CMP_STR(f)
+#define CMP_ENUM(f) assert_int_equal(a.f, b.f);
 #define CMP_SIZE(f) assert_int_equal(a.f, b.f);
 #define CMP_DUR(f) assert_int_equal(a.f, b.f);
 #define CMP_INT(f) assert_int_equal(a.f, b.f);
@@ -558,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_conf_bools),
         cmocka_unit_test(test_conf_defaults),
         cmocka_unit_test(test_conf_precedence),
+        cmocka_unit_test(test_conf_enums),
         cmocka_unit_test(test_conf_errors),
         cmocka_unit_test(test_conf_listen),
         cmocka_unit_test(test_conf_help),

@@ -1,5 +1,5 @@
 /*
- * test_fair.c: unit tests of gateway/fair.c: the max-min water-filling level (a table), and
+ * test_fair.c: unit tests of acct/fair.c: the max-min water-filling level (a table), and
  * the control loop against a simulated network in which every socket sends
  * min(its pacing rate, what its reader takes) each round: equal shares for a client with four
  * streams and one with one, the spare of a slow client going to the others, a lone client
@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "s3c.h"
-#include "../../gateway/fair.h"
+#include "lib/s3c.h"
+#include "acct/fair.h"
 
 #define MB 1000000.0
 #define TICK_NS (FAIR_TICK_MS * 1000000ull)

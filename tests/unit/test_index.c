@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "../../cache/index.h"
+#include "cache/index.h"
 
 /* ---- the fault: a failing meta page write ---------------------------------------------- */
 

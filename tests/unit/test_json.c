@@ -8,8 +8,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "buf.h"
-#include "json.h"
+#include "lib/buf.h"
+#include "lib/json.h"
 
 static void test_json_values(void **state)
 {

@@ -1,5 +1,5 @@
 /*
- * test_mpu_slot.c: the in-place multipart layout's rules (include/mpu_slot.h): when a
+ * test_mpu_slot.c: the in-place multipart layout's rules (backends/mpu_slot.h): when a
  * Complete may make the data file the object (a table), and what the slot locks exclude
  * between two open files of one data file (two attempts, an attempt and a Complete).
  */
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "mpu_slot.h"
+#include "backends/mpu_slot.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define P 100

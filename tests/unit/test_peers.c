@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "peers.h"
-#include "ring.h"
+#include "cluster/peers.h"
+#include "cluster/ring.h"
 
 #define N_(a) (sizeof(a) / sizeof((a)[0]))
 

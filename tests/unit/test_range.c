@@ -9,9 +9,9 @@
 #include <stdio.h>
 #include <cmocka.h>
 
-#include "s3c.h"
-#include "s3err.h"
-#include "range.h"
+#include "lib/s3c.h"
+#include "lib/s3err.h"
+#include "lib/range.h"
 
 #define R416 (-S3E_INVALID_RANGE)
 

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "ring.h"
+#include "cluster/ring.h"
 
 #define N_(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "ring_envoy.h"
+#include "cluster/ring_envoy.h"
 
 #define N_(a) (sizeof(a) / sizeof((a)[0]))
 

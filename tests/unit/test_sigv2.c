@@ -19,9 +19,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "s3c.h"
-#include "s3err.h"
-#include "sigv4.h"
+#include "lib/s3c.h"
+#include "lib/s3err.h"
+#include "sig/sigv4.h"
 
 #define DOC_AK "AKIAIOSFODNN7EXAMPLE"
 #define DOC_SK "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

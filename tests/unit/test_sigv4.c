@@ -15,9 +15,9 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "s3c.h"
-#include "s3err.h"
-#include "sigv4.h"
+#include "lib/s3c.h"
+#include "lib/s3err.h"
+#include "sig/sigv4.h"
 
 #define EMPTY_SHA "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define SUITE_AK "AKIDEXAMPLE"

@@ -1,5 +1,5 @@
 /*
- * test_stats.c: unit tests of gateway/stats.c: exact per-client and per-bucket counters,
+ * test_stats.c: unit tests of acct/stats.c: exact per-client and per-bucket counters,
  * the /_/stats JSON (parsed by python3's json module), 10 s rates under an injected clock,
  * aging into "other" and the client cap, the Prometheus text checked by a strict parser
  * below (and by promtool when installed), label escaping, and concurrent charging.
@@ -21,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "s3c.h"
-#include "stats.h"
-#include "../../gateway/fair.h" /* struct fair_stats */
+#include "lib/s3c.h"
+#include "acct/stats.h"
+#include "acct/fair.h" /* struct fair_stats */
 
 #define SEC 1000000000ull
 #define OUT_MAX (16u << 20)

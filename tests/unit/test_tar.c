@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "s3c.h"
-#include "tar.h"
+#include "lib/s3c.h"
+#include "lib/tar.h"
 
 static char fixdir[] = "/tmp/test_tar.XXXXXX";
 static int fixtures_ok;

@@ -13,10 +13,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "s3c.h"
-#include "s3err.h"
-#include "buf.h"
-#include "xml.h"
+#include "lib/s3c.h"
+#include "lib/s3err.h"
+#include "lib/buf.h"
+#include "lib/xml.h"
 
 #define E1 "0cc175b9c0f1b6a831c399e269772661"
 #define E2 "92eb5ffee6ae2fec3ad71c777531578f"

@@ -1,0 +1,222 @@
+/*
+ * cache.h: the SSD cache between the S3 front end and the backend. The
+ * gateway's only way to read objects: hits come from local files (sendfile),
+ * misses are fetched once per block by worker threads and streamed to every
+ * waiting reader as the bytes land. cache/ never includes <microhttpd.h>: a
+ * wait is expressed through struct cache_waiter callbacks.
+ *
+ * Lifecycle of a read (one HTTP request):
+ *   cache_obj_get() -> cache_obj_meta() [-EAGAIN: suspended, call again after resume]
+ *   -> cache_obj_open_range() (all present: fd for sendfile)  or
+ *      cache_obj_read() loop (streaming; -EAGAIN: suspended, call again after resume)
+ *   -> cache_obj_release()
+ */
+#ifndef S3C_CACHE_H
+#define S3C_CACHE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "backends/backend.h"
+
+struct conf;
+struct workq;
+struct cache;
+struct cache_obj;
+
+/* The gateway's side of a wait. Rule against lost wake-ups: cache/ calls suspend() under the
+ * lock that guards the awaited state, right before returning -EAGAIN, and calls resume() under
+ * that same lock, only for an armed waiter, exactly once per suspend(). */
+struct cache_waiter {
+    void (*suspend)(void *cls);
+    void (*resume)(void *cls);
+    void *cls;
+    /* private to cache/ */
+    struct cache_waiter *next;
+    int armed;
+};
+
+enum cache_outcome {
+    CACHE_HIT = 0,   /* metadata and bytes from the SSD; the backend was not asked */
+    CACHE_MISS,      /* this request started the backend fetch */
+    CACHE_COALESCED, /* joined a fetch another request started */
+    CACHE_BYPASS,    /* served from the backend without caching (nothing evictable, too big) */
+};
+const char *cache_outcome_name(enum cache_outcome how); /* "hit" "miss" "coalesced" "bypass" */
+
+struct cache_stats {
+    uint64_t capacity_bytes, used_bytes, objects, pinned_objects, pinned_bytes;
+    uint64_t hits, misses, coalesced, bypassed, evictions, revalidations, stale_served;
+    uint64_t fill_bytes; /* bytes written into the cache from the backend */
+    uint64_t source_sends; /* GETs sent from the backend's file while the cache filled */
+    uint64_t dirty_objects, dirty_bytes;
+    /* write-back drain (drain.c) */
+    uint64_t dirty_limit_bytes, dirty_staged_bytes; /* staged: admitted writes in progress */
+    uint64_t drain_uploaded_objects, drain_uploaded_bytes, drain_errors, drain_inflight;
+    uint64_t drain_cancelled; /* uploads stopped because a newer write superseded them */
+    uint64_t drain_rate_bps;
+    double drain_oldest_dirty_age_s;
+};
+
+/* Opens (creating) the cache under cf->cache_dir: reclaims orphaned temp files, opens the LMDB
+ * index; does not scan the object files. @be and @wq are borrowed and outlive the cache. */
+int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, struct cache **out,
+               struct errmsg *em);
+/* Fails every fill in flight (waking its waiters with an error), waits for workers' cache
+ * jobs to end, closes the index. */
+void cache_close(struct cache *c);
+
+/* A new reference to the in-memory object for (@bucket, @key); all concurrent requests for one
+ * key share it (that is how misses coalesce). Never blocks, never fails but for -ENOMEM. */
+int cache_obj_get(struct cache *c, const char *bucket, const char *key, struct cache_obj **out);
+/* The object's metadata, known from the index (fresh: hit) or fetched from the backend (HEAD, or
+ * revalidation when older than --revalidate-after; stale-if-error when the backend is down).
+ * 0 with *@meta (valid until release) and *@how; -EAGAIN after @w->suspend(); or the backend's
+ * error (-S3E_NO_SUCH_KEY, -S3E_NO_SUCH_BUCKET, -S3E_SERVICE_UNAVAILABLE, ...). */
+int cache_obj_meta(struct cache_obj *o, struct cache_waiter *w, const struct be_meta **meta,
+                   enum cache_outcome *how);
+/* When every byte of [@off, @off+@len) is on the SSD: 0 and a new O_RDONLY fd (caller owns it;
+ * the bytes stay valid while it is open, even if evicted) positioned nowhere in particular: read
+ * the object at file offset @off. Otherwise -EAGAIN (not suspended) after making sure the missing
+ * blocks are being fetched; the caller then streams with cache_obj_read(). */
+int cache_obj_open_range(struct cache_obj *o, uint64_t off, uint64_t len, int *fd);
+/* cache_obj_open_range() for a GET: with --miss-source, a range not all present may also come
+ * back 1 with *@fd open on the backend's own file (a local backend: the file the cache fills
+ * from, checked against the version; object offset = file offset), or -EINPROGRESS after
+ * @w->suspend() while the fill is still opening it (call again once resumed). */
+int cache_obj_open_get(struct cache_obj *o, uint64_t off, uint64_t len, struct cache_waiter *w,
+                       int *fd);
+/* Copies up to @max bytes of the object at @pos into @buf. Returns >0, 0 at the end of the object,
+ * -EAGAIN after @w->suspend() (bytes not there yet; fetch started, read-ahead too), or an error of
+ * the fill (the response must then be cut short). Non-blocking. */
+ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
+                       struct cache_waiter *w);
+/* Disarms @w if it is still armed on @o (a client went away). Must be called before the waiter's
+ * memory is freed. */
+void cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w);
+void cache_obj_release(struct cache_obj *o);
+/* @o's request was answered without reading a byte (HEAD, 304, 412, an empty range): if its
+ * lookup made the version, the next request to fetch is the miss, not coalesced with it. What
+ * cache_obj_release() does too, said early: the client may send its next request first. */
+void cache_obj_fetch_none(struct cache_obj *o);
+/* The response of @o went out whole: if it was read from the backend's file, the cache keeps
+ * filling its range after @o is released (a client gone early stops the fill instead). */
+void cache_obj_delivered(struct cache_obj *o);
+/* The outcome so far, refined after cache_obj_meta(): cache_obj_open_range() finding every
+ * byte present makes a guessed miss a hit; starting or joining a block fetch makes it a miss
+ * or coalesced; bytes served from memory without caching make it a bypass. Counted in the
+ * stats at release. */
+enum cache_outcome cache_obj_outcome(struct cache_obj *o);
+/* Pins (@on) or unpins the cached version of (@bucket, @key): a pinned entry is never evicted.
+ * -ENOENT when nothing is cached for the key (warm: cache_obj_meta() first, then pin, then
+ * read). May block briefly on one index write: call it from a worker. */
+int cache_pin(struct cache *c, const char *bucket, const char *key, int on);
+
+/* Uploads: a temp file inside the cache directory (same file system as the store, so a finished
+ * upload can be adopted by rename). Creates it O_RDWR|O_CLOEXEC; *@fd and @path are the caller's
+ * until cache_adopt() or unlink. */
+int cache_stage_open(struct cache *c, int *fd, char path[4096]);
+/* After the backend stored (@bucket, @key) with @meta: takes @path (a staged file of exactly
+ * meta->size bytes, fsync'd by the caller) and makes it the cached version, replacing any older
+ * one atomically for new readers (readers already streaming keep theirs). If it cannot be held
+ * (capacity), the file is unlinked and the key only invalidated. Always consumes @path. */
+int cache_adopt(struct cache *c, const char *bucket, const char *key, const char *path,
+                const struct be_meta *meta);
+/* Forget (@bucket, @key) (a write that did not go through cache_adopt, an admin
+ * invalidation). A dirty entry (write-back, not yet on the backend) is kept: -EBUSY. */
+int cache_invalidate(struct cache *c, const char *bucket, const char *key);
+/* Forget (@bucket, @key) even when dirty (DELETE, once the backend deleted it). */
+int cache_forget(struct cache *c, const char *bucket, const char *key);
+/* Forget every key of @bucket starting with @prefix (dirty ones are kept); *@n the number
+ * looked at. */
+int cache_invalidate_prefix(struct cache *c, const char *bucket, const char *prefix, uint64_t *n);
+
+/* --- write-back (cache/drain.c) ------------------------------------------------------------
+ * An object written in --write-mode back is adopted dirty: durable in the cache (data fsync'd,
+ * the index row and its journal row committed in one LMDB transaction), served to readers at
+ * once, never evicted nor revalidated, and uploaded by the drainer threads (oldest first,
+ * bounded parallelism, retried with backoff while the backend fails) until the backend
+ * confirms; only then is it clean. Dirty entries found at start are drained. */
+
+/* cache_adopt() for write-back: @path (fsync'd by the caller) becomes the dirty version. 0,
+ * -S3E_SLOW_DOWN when the capacity is all dirty or pinned, or an index/disk error. Always
+ * consumes @path. */
+int cache_adopt_dirty(struct cache *c, const char *bucket, const char *key, const char *path,
+                      const struct be_meta *meta);
+/* Reserves @bytes of the dirty limit for a write in progress: 0, -S3E_SLOW_DOWN (limit
+ * reached: the client backs off and retries), -S3E_ENTITY_TOO_LARGE (more than the limit).
+ * cache_dirty_unadmit() returns the reservation when the write ended either way. */
+int cache_dirty_admit(struct cache *c, uint64_t bytes);
+void cache_dirty_unadmit(struct cache *c, uint64_t bytes);
+/* Counts @bytes held outside the index (staged multipart parts) against the dirty limit
+ * unconditionally; cache_dirty_unadmit() releases them. */
+void cache_dirty_hold(struct cache *c, uint64_t bytes);
+/* Excludes (@bucket, @key) from draining while a gateway write of it runs (DELETE, a
+ * write-through PUT over a dirty key): waits for an upload of it in flight to end. Blocking
+ * (workers only); pair with cache_write_end(). */
+int cache_write_begin(struct cache *c, const char *bucket, const char *key);
+void cache_write_end(struct cache *c, const char *bucket, const char *key);
+
+struct cache_flush_result {
+    uint64_t remaining_objects, remaining_bytes; /* of those written before the call */
+    uint64_t uploaded_objects, uploaded_bytes;   /* uploads that ended during the call */
+    double seconds;
+};
+/* A flush's answer: @rc 0 once everything written before it (in its bucket, under its
+ * prefix) is on the backend, -ETIMEDOUT after its timeout, -S3E_SERVICE_UNAVAILABLE when the
+ * server stops. Called once, from the drain's flush thread, with no cache lock held. */
+typedef void (*cache_flush_cb)(void *arg, int rc, const struct cache_flush_result *res);
+/* Starts a flush of what was written before the call (in @bucket, under @prefix; NULL/"" =
+ * all) and returns at once: @cb(@arg, ...) answers it later, never from within this call.
+ * @timeout_ms < 0: no limit. Objects in backoff are retried at once. A waiting flush holds no
+ * thread (many ranks of a job may flush at its end). 0, or an error and @cb is never called. */
+int cache_flush_start(struct cache *c, const char *bucket, const char *prefix,
+                      int64_t timeout_ms, cache_flush_cb cb, void *arg);
+/* cache_flush_start() waited for on the calling thread: returns its @rc, fills @out. */
+int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t timeout_ms,
+                struct cache_flush_result *out);
+/* The server is stopping: every flush waiting, and every later one, is answered
+ * -S3E_SERVICE_UNAVAILABLE at once (what was written stays journaled and drains after the
+ * restart), so no request is left suspended when the HTTP daemon stops. */
+void cache_flush_abort(struct cache *c);
+/* Not-yet-drained keys of @bucket under @prefix, sorted by key (size, ETag, Last-Modified
+ * filled): for listings to merge. The caller frees every key, then the array. */
+int cache_dirty_keys(struct cache *c, const char *bucket, const char *prefix,
+                     struct be_list_entry **out, size_t *n);
+
+struct cache_drain_stats {
+    uint64_t dirty_objects, dirty_bytes, staged_bytes, limit_bytes, inflight;
+    uint64_t uploaded_objects, uploaded_bytes, errors, rate_bps;
+    uint64_t cancelled;
+    double oldest_dirty_age_s;
+};
+void cache_drain_stats(struct cache *c, struct cache_drain_stats *out);
+
+void cache_get_stats(struct cache *c, struct cache_stats *out);
+/* Cache jobs queued or running on the workq (fills, lookups, background flushes): 0 when the
+ * cache is idle. For tests and shutdown diagnostics. */
+unsigned cache_busy(struct cache *c);
+
+/* --- warm-up (cache/prefetch.c) ------------------------------------------------------------ */
+/* Pinned entries may hold at most 1/CACHE_PIN_SHARE_DIV of the capacity. */
+#define CACHE_PIN_SHARE_DIV 2
+/* Blocking (worker threads only; the pool needs a free WORKQ_HIGH thread for the fills it waits
+ * on): makes (@bucket, @key) fully cached, synced and indexed, without copying its bytes. *@how:
+ * CACHE_HIT when it already was whole, CACHE_MISS when this call fetched some of it; *@bytes
+ * its size. With @pin, pins it afterwards unless the pin share would be exceeded
+ * (-S3E_INSUFFICIENT_STORAGE: cached but not pinned). When *@cancel becomes non-zero it returns
+ * -ECANCELED within ~100 ms once the fetch run in flight (at most CACHE_FETCH_MAX_BLOCKS blocks)
+ * has ended. Errors: the backend's (-S3E_NO_SUCH_KEY, -S3E_SERVICE_UNAVAILABLE, ...),
+ * -S3E_INSUFFICIENT_STORAGE when nothing can be evicted to hold it. */
+int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin,
+                   enum cache_outcome *how, uint64_t *bytes, volatile int *cancel);
+
+/* Blocking (workers only): the metadata of (@bucket, @key) as a HEAD through the cache sees it
+ * (a dirty object included). 0 or the backend's error. */
+int cache_head(struct cache *c, const char *bucket, const char *key, struct be_meta *meta);
+/* Blocking (workers only), as cache_prefetch(): makes (@bucket, @key) whole in the cache and
+ * opens it. 0 with *@fd (the caller's; -1 for an empty object, read it at offset 0..size) and
+ * *@meta, or the backend's error. The write-back path's CopyObject/UploadPartCopy source. */
+int cache_open_whole(struct cache *c, const char *bucket, const char *key, int *fd,
+                     struct be_meta *meta);
+
+#endif

@@ -1,0 +1,511 @@
+/*
+ * cli.c: the client subcommands that talk to a running gateway's admin
+ * endpoints over libcurl: `stats` (a table, optionally refreshed in place),
+ * `warm` (start a job, show progress, exit status says whether all was warmed)
+ * and `flush` (wait until written data is on the backend).
+ * Admin auth: --admin-token (or S3CACHED_ADMIN_TOKEN), else SigV4 with
+ * --access-key/--secret-key (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY).
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/buf.h"
+#include "cli.h"
+#include "lib/conf.h"
+#include "lib/json.h"
+
+struct cli_opts {
+    const char *endpoint;
+    const char *token;
+    const char *access_key, *secret_key, *region;
+    int watch;
+    double interval_s;
+    const char *keys_file;
+    const char *manifest;
+    const char *target; /* s3://BUCKET/PREFIX */
+    int pin;
+    int fit;
+    const char *timeout; /* flush: a duration (conf syntax), NULL = wait as long as it takes */
+};
+
+static size_t cli_write(char *p, size_t sz, size_t n, void *cls)
+{
+    return buf_append(cls, p, sz * n) ? 0 : sz * n;
+}
+
+/* One admin request. Returns the HTTP status (or -1 with a message on stderr); body in @out. */
+static long cli_request(const struct cli_opts *o, const char *method, const char *path,
+                        const char *body, struct buf *out)
+{
+    char url[4096], auth[1200], sigv4[128], userpwd[600];
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    long status = -1;
+    if (!c)
+        return -1;
+    snprintf(url, sizeof(url), "%s%s", o->endpoint, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, cli_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_PROXY, "");
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        h = curl_slist_append(h, "Content-Type: application/json");
+    }
+    if (o->token) {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", o->token);
+        h = curl_slist_append(h, auth);
+    } else if (o->access_key && o->secret_key) {
+        snprintf(sigv4, sizeof(sigv4), "aws:amz:%s:s3", o->region ? o->region : "us-east-1");
+        snprintf(userpwd, sizeof(userpwd), "%s:%s", o->access_key, o->secret_key);
+        curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4);
+        curl_easy_setopt(c, CURLOPT_USERPWD, userpwd);
+        h = curl_slist_append(h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    CURLcode cc = curl_easy_perform(c);
+    if (cc != CURLE_OK)
+        fprintf(stderr, "s3cached: %s %s: %s\n", method, url, curl_easy_strerror(cc));
+    else
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+static void human_bytes(double v, char *out, size_t cap)
+{
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int i = 0;
+    while (v >= 1024 && i < 5) {
+        v /= 1024;
+        i++;
+    }
+    snprintf(out, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+}
+
+/* Prints @msg of a failed admin call: the S3 <Message>, or the body. */
+static void cli_fail(const char *what, long status, const struct buf *b)
+{
+    const char *m = b->p ? strstr(b->p, "<Message>") : NULL;
+    if (m) {
+        const char *e = strstr(m, "</Message>");
+        fprintf(stderr, "s3cached: %s: HTTP %ld: %.*s\n", what, status,
+                e ? (int)(e - m - 9) : 200, m + 9);
+    } else {
+        fprintf(stderr, "s3cached: %s: HTTP %ld%s%.300s\n", what, status, b->len ? ": " : "",
+                b->p ? b->p : "");
+    }
+}
+
+/* ------------------------------------------------------------------ stats */
+
+struct row {
+    const struct json *j;
+    double rate;
+};
+
+static int row_cmp(const void *a, const void *b)
+{
+    double ra = ((const struct row *)a)->rate, rb = ((const struct row *)b)->rate;
+    return ra < rb ? 1 : ra > rb ? -1 : 0;
+}
+
+static void stats_table(const struct json *st, FILE *f)
+{
+    const struct json *cache = json_get(st, "cache"), *be = json_get(st, "backend");
+    const struct json *clients = json_get(st, "clients");
+    char a[32], b[32], c[32], d[32];
+    double hits = json_get_num(cache, "hits", 0), misses = json_get_num(cache, "misses", 0);
+    double coal = json_get_num(cache, "coalesced", 0);
+    human_bytes(json_get_num(cache, "used_bytes", 0), a, sizeof(a));
+    human_bytes(json_get_num(cache, "capacity_bytes", 0), b, sizeof(b));
+    human_bytes(json_get_num(be, "bytes_read", 0), c, sizeof(c));
+    human_bytes(json_get_num(cache, "dirty_bytes", 0), d, sizeof(d));
+    fprintf(f, "uptime %.0fs  cache %s / %s, %.0f objects, hit ratio %.1f%%  backend read %s, "
+               "%.0f requests, %.0f errors  dirty %s",
+            json_get_num(st, "uptime_s", 0), a, b, json_get_num(cache, "objects", 0),
+            hits + misses + coal > 0 ? 100.0 * hits / (hits + misses + coal) : 0.0, c,
+            json_get_num(be, "requests", 0), json_get_num(be, "errors", 0), d);
+    const struct json *fair = json_get(st, "fair");
+    if (json_get_num(fair, "capacity_bps", 0) > 0) { /* --max-bandwidth: the fair share */
+        const struct json *sat = json_get(fair, "saturated");
+        human_bytes(json_get_num(fair, "level_bps", 0), a, sizeof(a));
+        human_bytes(json_get_num(fair, "capacity_bps", 0), b, sizeof(b));
+        fprintf(f, "  fair share %s/s of %s/s, %.0f active clients%s", a, b,
+                json_get_num(fair, "active_clients", 0),
+                sat && sat->type == JSON_BOOL && sat->b ? ", saturated" : "");
+    }
+    fputs("\n\n", f);
+    fprintf(f, "%-24s %-16s %9s %12s %12s %12s %12s %8s %8s\n", "CLIENT", "ADDR", "REQUESTS",
+            "SENT", "RECEIVED", "OUT/s", "IN/s", "HITS", "MISSES");
+    size_t n = clients && clients->type == JSON_ARR ? clients->n : 0;
+    struct row *rows = calloc(n ? n : 1, sizeof(*rows));
+    if (!rows)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        rows[i].j = &clients->items[i];
+        rows[i].rate = json_get_num(rows[i].j, "rate_out_bps", 0) +
+                       json_get_num(rows[i].j, "rate_in_bps", 0);
+    }
+    qsort(rows, n, sizeof(*rows), row_cmp);
+    for (size_t i = 0; i < n; i++) {
+        const struct json *r = rows[i].j;
+        char s1[32], s2[32], s3[32], s4[32];
+        human_bytes(json_get_num(r, "bytes_out", 0), s1, sizeof(s1));
+        human_bytes(json_get_num(r, "bytes_in", 0), s2, sizeof(s2));
+        human_bytes(json_get_num(r, "rate_out_bps", 0), s3, sizeof(s3));
+        human_bytes(json_get_num(r, "rate_in_bps", 0), s4, sizeof(s4));
+        const char *name = json_get_str(r, "client"), *addr = json_get_str(r, "addr");
+        fprintf(f, "%-24.24s %-16.16s %9.0f %12s %12s %10s/s %10s/s %8.0f %8.0f\n",
+                name ? name : "-", addr ? addr : "-", json_get_num(r, "requests", 0), s1, s2, s3,
+                s4, json_get_num(r, "hits", 0), json_get_num(r, "misses", 0));
+    }
+    free(rows);
+}
+
+static int cmd_stats(const struct cli_opts *o)
+{
+    int tty = isatty(1);
+    for (;;) {
+        struct buf b;
+        struct json *st = NULL;
+        struct errmsg em = {{0}};
+        buf_init(&b, 64u << 20);
+        long status = cli_request(o, "GET", "/_/stats", NULL, &b);
+        if (status != 200) {
+            if (status > 0)
+                cli_fail("GET /_/stats", status, &b);
+            buf_free(&b);
+            return 1;
+        }
+        if (json_parse(b.p, b.len, &st, &em)) {
+            fprintf(stderr, "s3cached: /_/stats: %s\n", em.buf);
+            buf_free(&b);
+            return 1;
+        }
+        if (o->watch && tty)
+            fputs("\033[H\033[2J", stdout);
+        stats_table(st, stdout);
+        fflush(stdout);
+        json_free(st);
+        buf_free(&b);
+        if (!o->watch)
+            return 0;
+        if (!tty)
+            putchar('\n');
+        usleep((useconds_t)(o->interval_s * 1e6));
+    }
+}
+
+/* ------------------------------------------------------------------ warm */
+
+/* s3://BUCKET/PREFIX -> bucket, prefix (new strings). */
+static int parse_s3_url(const char *url, char **bucket, char **prefix)
+{
+    if (strncmp(url, "s3://", 5) || !url[5])
+        return -EINVAL;
+    const char *p = url + 5;
+    size_t bl = strcspn(p, "/");
+    *bucket = strndup(p, bl);
+    *prefix = strdup(p[bl] ? p + bl + 1 : "");
+    return *bucket && *prefix ? 0 : -ENOMEM;
+}
+
+static int warm_body(const struct cli_opts *o, struct buf *b)
+{
+    char *bucket = NULL, *prefix = NULL;
+    int rc = 0;
+    buf_puts(b, "{");
+    if (o->manifest) {
+        if (parse_s3_url(o->manifest, &bucket, &prefix) || !*prefix) {
+            fprintf(stderr, "s3cached warm: --manifest wants s3://BUCKET/KEY\n");
+            rc = -EINVAL;
+            goto out;
+        }
+        buf_puts(b, "\"bucket\":");
+        buf_json_str(b, bucket);
+        buf_puts(b, ",\"manifest\":");
+        buf_json_str(b, prefix);
+    } else if (o->keys_file) {
+        if (!o->target || parse_s3_url(o->target, &bucket, &prefix)) {
+            fprintf(stderr, "s3cached warm: --keys FILE needs the bucket as s3://BUCKET\n");
+            rc = -EINVAL;
+            goto out;
+        }
+        FILE *f = fopen(o->keys_file, "r");
+        if (!f) {
+            fprintf(stderr, "s3cached warm: --keys \"%s\": %s\n", o->keys_file, strerror(errno));
+            rc = -errno;
+            goto out;
+        }
+        buf_puts(b, "\"bucket\":");
+        buf_json_str(b, bucket);
+        buf_puts(b, ",\"keys\":[");
+        char line[2048];
+        int first = 1;
+        while (fgets(line, sizeof(line), f)) {
+            line[strcspn(line, "\r\n")] = '\0';
+            if (!line[0])
+                continue;
+            if (!first)
+                buf_puts(b, ",");
+            buf_json_str(b, line);
+            first = 0;
+        }
+        fclose(f);
+        buf_puts(b, "]");
+    } else {
+        if (!o->target || parse_s3_url(o->target, &bucket, &prefix)) {
+            fprintf(stderr, "s3cached warm: give s3://BUCKET/PREFIX, --keys FILE or --manifest\n");
+            rc = -EINVAL;
+            goto out;
+        }
+        buf_puts(b, "\"bucket\":");
+        buf_json_str(b, bucket);
+        buf_puts(b, ",\"prefix\":");
+        buf_json_str(b, prefix);
+    }
+    if (o->pin)
+        buf_puts(b, ",\"pin\":true");
+    if (o->fit)
+        buf_puts(b, ",\"fit\":true");
+    buf_puts(b, "}");
+out:
+    free(bucket);
+    free(prefix);
+    return rc;
+}
+
+static void warm_progress(const struct json *j, int tty, double elapsed)
+{
+    double od = json_get_num(j, "objects_done", 0), ot = json_get_num(j, "objects_total", 0);
+    double bd = json_get_num(j, "bytes_done", 0), bt = json_get_num(j, "bytes_total", 0);
+    double rate = elapsed > 0 ? bd / elapsed : 0;
+    char sb[32], st[32], sr[32], eta[32] = "-";
+    human_bytes(bd, sb, sizeof(sb));
+    human_bytes(bt, st, sizeof(st));
+    human_bytes(rate, sr, sizeof(sr));
+    if (rate > 0 && bt > bd)
+        snprintf(eta, sizeof(eta), "%.0fs", (bt - bd) / rate);
+    const char *state = json_get_str(j, "state");
+    if (tty) {
+        int width = 30, fill = bt > 0 ? (int)(width * bd / bt) : (ot > 0 ? (int)(width * od / ot) : 0);
+        char bar[64];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[width] = '\0';
+        printf("\r[%s] %.0f/%.0f objects  %s/%s  %s/s  ETA %s  %-9s", bar, od, ot, sb, st, sr,
+               eta, state ? state : "");
+    } else {
+        printf("%s objects %.0f/%.0f bytes %.0f/%.0f rate %.0f B/s eta %s\n",
+               state ? state : "-", od, ot, bd, bt, rate, eta);
+    }
+    fflush(stdout);
+}
+
+static int cmd_warm(const struct cli_opts *o)
+{
+    struct buf body, b;
+    struct json *j = NULL;
+    struct errmsg em = {{0}};
+    char path[256];
+    buf_init(&body, 64u << 20);
+    buf_init(&b, 16u << 20);
+    if (warm_body(o, &body)) {
+        buf_free(&body);
+        return 2;
+    }
+    long status = cli_request(o, "POST", "/_/warm", body.p, &b);
+    buf_free(&body);
+    if (status != 202 && status != 200) {
+        if (status > 0)
+            cli_fail("POST /_/warm", status, &b);
+        buf_free(&b);
+        return 1;
+    }
+    if (json_parse(b.p, b.len, &j, &em) || !json_get_str(j, "job")) {
+        fprintf(stderr, "s3cached warm: unexpected answer: %.200s\n", b.p ? b.p : "");
+        json_free(j);
+        buf_free(&b);
+        return 1;
+    }
+    snprintf(path, sizeof(path), "/_/warm/%s", json_get_str(j, "job"));
+    json_free(j);
+    int tty = isatty(1), rc = 1;
+    struct timespec t0, t1;
+    double shown = -1; /* when progress was last printed */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        buf_reset(&b);
+        j = NULL;
+        status = cli_request(o, "GET", path, NULL, &b);
+        if (status != 200 || json_parse(b.p, b.len, &j, &em)) {
+            if (status > 0)
+                cli_fail("GET warm job", status, &b);
+            break;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double el = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        const char *state = json_get_str(j, "state");
+        int over = state && strcmp(state, "queued") && strcmp(state, "running");
+        /* A bar 5 times a second on a terminal, else a line a second; always the last state. */
+        if (over || shown < 0 || el - shown >= (tty ? 0.2 : 1.0)) {
+            warm_progress(j, tty, el);
+            shown = el;
+        }
+        if (over) {
+            const struct json *errs = json_get(j, "errors");
+            size_t ne = errs && errs->type == JSON_ARR ? errs->n : 0;
+            if (tty)
+                putchar('\n');
+            for (size_t i = 0; i < ne && i < 20; i++) {
+                const struct json *e = &errs->items[i];
+                const char *k = e->type == JSON_STR ? e->str : json_get_str(e, "key");
+                const char *m = e->type == JSON_OBJ ? json_get_str(e, "error") : NULL;
+                fprintf(stderr, "failed: %s%s%s\n", k ? k : "?", m ? ": " : "", m ? m : "");
+            }
+            if (ne > 20)
+                fprintf(stderr, "... and %zu more failures\n", ne - 20);
+            if (json_get_str(j, "message"))
+                fprintf(stderr, "s3cached warm: %s\n", json_get_str(j, "message"));
+            rc = !strcmp(state, "done") && ne == 0 ? 0 : 1;
+            json_free(j);
+            break;
+        }
+        json_free(j);
+        /* Poll in proportion to the time the job has taken (2%, 10 ms to 1 s): a short job is
+         * seen done within a few ms, a long one costs a request a second. */
+        double wait = S3C_MAX(0.01, S3C_MIN(el / 50, tty ? 0.2 : 1.0));
+        usleep((useconds_t)(wait * 1e6));
+    }
+    buf_free(&b);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ flush */
+
+static int cmd_flush(const struct cli_opts *o)
+{
+    struct buf body, b;
+    char *bucket = NULL, *prefix = NULL;
+    int64_t timeout_ms = -1;
+    if (o->timeout) {
+        const char *err = conf_parse_duration_ms(o->timeout, &timeout_ms);
+        if (err) {
+            fprintf(stderr, "s3cached flush: --timeout %s: %s\n", o->timeout, err);
+            return 2;
+        }
+    }
+    buf_init(&body, 4096);
+    buf_init(&b, 1u << 20);
+    buf_puts(&body, "{");
+    if (o->target) {
+        if (parse_s3_url(o->target, &bucket, &prefix)) {
+            fprintf(stderr, "s3cached flush: expected s3://BUCKET[/PREFIX]\n");
+            buf_free(&body);
+            buf_free(&b);
+            return 2;
+        }
+        buf_puts(&body, "\"bucket\":");
+        buf_json_str(&body, bucket);
+        buf_puts(&body, ",\"prefix\":");
+        buf_json_str(&body, prefix);
+    }
+    if (timeout_ms >= 0)
+        buf_printf(&body, "%s\"timeout_s\":%.3f", o->target ? "," : "", (double)timeout_ms / 1e3);
+    buf_puts(&body, "}");
+    long status = cli_request(o, "POST", "/_/flush", body.p, &b);
+    int rc = status == 200 ? 0 : 1;
+    if (status == 200)
+        printf("%s", b.p ? b.p : "");
+    else if (status == 504)
+        fprintf(stderr, "s3cached flush: not everything is on the backend yet: %s",
+                b.p ? b.p : "\n");
+    else if (status > 0)
+        cli_fail("POST /_/flush", status, &b);
+    free(bucket);
+    free(prefix);
+    buf_free(&body);
+    buf_free(&b);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+int cli_main(const char *cmd, int argc, char **argv)
+{
+    struct cli_opts o = {
+        .endpoint = getenv("S3CACHED_ENDPOINT"),
+        .token = getenv("S3CACHED_ADMIN_TOKEN"),
+        .access_key = getenv("AWS_ACCESS_KEY_ID"),
+        .secret_key = getenv("AWS_SECRET_ACCESS_KEY"),
+        .region = "us-east-1",
+        .interval_s = 1.0,
+    };
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKE(flag, field)                                                                      \
+    if (!strcmp(a, flag)) {                                                                    \
+        if (!v) {                                                                              \
+            fprintf(stderr, "s3cached %s: %s needs a value\n", cmd, flag);                     \
+            return 2;                                                                          \
+        }                                                                                      \
+        o.field = v;                                                                           \
+        i++;                                                                                   \
+        continue;                                                                              \
+    }
+        TAKE("--endpoint", endpoint);
+        TAKE("--admin-token", token);
+        TAKE("--access-key", access_key);
+        TAKE("--secret-key", secret_key);
+        TAKE("--region", region);
+        TAKE("--keys", keys_file);
+        TAKE("--manifest", manifest);
+#undef TAKE
+        if (!strcmp(a, "--watch")) {
+            o.watch = 1;
+        } else if (!strcmp(a, "--pin")) {
+            o.pin = 1;
+        } else if (!strcmp(a, "--fit")) {
+            o.fit = 1;
+        } else if (!strcmp(a, "--timeout") && v) {
+            o.timeout = v;
+            i++;
+        } else if (!strcmp(a, "--interval") && v) {
+            o.interval_s = atof(v);
+            if (o.interval_s < 0.1)
+                o.interval_s = 0.1;
+            i++;
+        } else if (!strncmp(a, "s3://", 5) && !o.target) {
+            o.target = a;
+        } else {
+            fprintf(stderr, "s3cached %s: unknown argument \"%s\" (try: s3cached help)\n", cmd, a);
+            return 2;
+        }
+    }
+    if (!o.endpoint) {
+        fprintf(stderr, "s3cached %s: --endpoint URL is required (e.g. http://127.0.0.1:9000)\n",
+                cmd);
+        return 2;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc;
+    if (!strcmp(cmd, "stats"))
+        rc = cmd_stats(&o);
+    else if (!strcmp(cmd, "warm"))
+        rc = cmd_warm(&o);
+    else
+        rc = cmd_flush(&o);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,398 @@
+/*
+ * respond.c: the only code that builds libmicrohttpd responses: S3 error XML,
+ * XML documents, empty answers, and object bodies (zero-copy from a cache
+ * file, or streamed from a fill with suspend/resume).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "acct/stats.h"
+#include "lib/checksum.h"
+#include "lib/log.h"
+#include "lib/s3err.h"
+#include "respond.h"
+#include "sig/sigv4.h"
+
+#define STREAM_BLOCK (256 * 1024)
+
+_Static_assert((int)REQ_OK == (int)MHD_YES && (int)REQ_CLOSE == (int)MHD_NO, "REQ_OK/REQ_CLOSE are MHD's values");
+
+static void respond_object_headers(struct req *rq, struct MHD_Response *r,
+                                   const struct be_meta *m);
+
+static void respond_common(struct req *rq, struct MHD_Response *r)
+{
+    MHD_add_response_header(r, "x-amz-request-id", rq->id);
+    MHD_add_response_header(r, "x-amz-id-2", rq->id);
+    MHD_add_response_header(r, "Server", "s3cached");
+}
+
+static int respond_queue(struct req *rq, int status, struct MHD_Response *r)
+{
+    respond_common(rq, r);
+    rq->status = status;
+    rq->answered = 1;
+    enum MHD_Result ret = MHD_queue_response(rq->conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret == MHD_YES ? REQ_OK : REQ_CLOSE;
+}
+
+void respond_xml_start(struct buf *b, const char *root)
+{
+    buf_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<%s xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">",
+               root);
+}
+
+/* The S3 error document of @rc; @extra (NULL: none) is more XML after <Message>, and
+ * @content_range (NULL: none) a Content-Range header. */
+static int respond_error_doc(struct req *rq, int rc, const char *message, const char *extra,
+                             const char *content_range)
+{
+    int is_bucket = rq->key == NULL;
+    const struct s3err_info *e = s3err_lookup(rc, is_bucket);
+    if (e->status == 304) {
+        /* Not an error document: 304 has no body. */
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+        if (!r)
+            return REQ_CLOSE;
+        if (rq->meta)
+            respond_object_headers(rq, r, rq->meta);
+        return respond_queue(rq, 304, r);
+    }
+    if (e->status >= 500 && rc != -S3E_SLOW_DOWN)
+        log_warn("%s %s %s: %s%s%s", rq->id, rq->method, rq->path ? rq->path : "-",
+                 s3c_strerror(rc), message ? ": " : "", message ? message : "");
+    /* The detail latched with rq->rc (auth failures answered at the end of a body). */
+    int latched = rc && rc == rq->rc;
+    if ((!message || !*message) && latched && rq->err_msg[0])
+        message = rq->err_msg;
+    struct buf b;
+    buf_init(&b, 16384);
+    buf_puts(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>");
+    buf_xml_elem(&b, "Code", e->code);
+    buf_xml_elem(&b, "Message", message && *message ? message : e->message);
+    if (extra)
+        buf_puts(&b, extra);
+    if (latched && rq->err_elem)
+        buf_xml_elem(&b, rq->err_elem, rq->err_elem_value);
+    if (rq->key)
+        buf_xml_elem(&b, "Key", rq->key);
+    if (rq->bucket)
+        buf_xml_elem(&b, "BucketName", rq->bucket);
+    if (rq->path)
+        buf_xml_elem(&b, "Resource", rq->path);
+    buf_xml_elem(&b, "RequestId", rq->id);
+    buf_xml_elem(&b, "HostId", rq->id);
+    buf_puts(&b, "</Error>");
+    size_t len = b.len;
+    char *body = buf_take(&b);
+    int is_head = !strcmp(rq->method, "HEAD");
+    if (is_head) { /* the status and headers say it all; HEAD has no body */
+        free(body);
+        body = NULL;
+        len = 0;
+    }
+    struct MHD_Response *r =
+        is_head ? MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT)
+                : MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return REQ_CLOSE;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/xml");
+    if (rc == -S3E_SLOW_DOWN || e->status == 503)
+        MHD_add_response_header(r, "Retry-After", "1");
+    if (content_range)
+        MHD_add_response_header(r, "Content-Range", content_range);
+    rq->bytes_out = is_head ? 0 : len;
+    return respond_queue(rq, e->status, r);
+}
+
+int respond_error_msg(struct req *rq, int rc, const char *message)
+{
+    return respond_error_doc(rq, rc, message, NULL, NULL);
+}
+
+int respond_error(struct req *rq, int rc)
+{
+    return respond_error_msg(rq, rc, NULL);
+}
+
+int respond_invalid_range(struct req *rq, const char *range, uint64_t size)
+{
+    struct buf x;
+    char cr[48];
+    buf_init(&x, 16384);
+    buf_xml_elem(&x, "RangeRequested", range ? range : "");
+    buf_printf(&x, "<ActualObjectSize>%llu</ActualObjectSize>", (unsigned long long)size);
+    snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
+    /* without memory for the extra elements, the plain 416 still goes out */
+    int ret = respond_error_doc(rq, -S3E_INVALID_RANGE, NULL, x.p, cr);
+    buf_free(&x);
+    return ret;
+}
+
+void respond_xml_value(struct buf *b, const char *name, const char *v, int url)
+{
+    if (!url) {
+        buf_xml_elem(b, name, v);
+        return;
+    }
+    size_t cap = strlen(v) * 3 + 1;
+    char *enc = malloc(cap);
+    if (enc && sigv4_uri_encode(v, strlen(v), 1, enc, cap) >= 0)
+        buf_xml_elem(b, name, enc);
+    else
+        buf_xml_elem(b, name, v);
+    free(enc);
+}
+
+int respond_xml(struct req *rq, int status, struct buf *xml)
+{
+    return respond_xml_headers(rq, status, xml, NULL, NULL);
+}
+
+int respond_xml_headers(struct req *rq, int status, struct buf *xml, const char *name,
+                        const char *value)
+{
+    size_t len = xml->len;
+    char *body = buf_take(xml);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return REQ_CLOSE;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/xml");
+    if (name && value)
+        MHD_add_response_header(r, name, value);
+    rq->bytes_out = len;
+    return respond_queue(rq, status, r);
+}
+
+int respond_text(struct req *rq, int status, const char *ctype, const char *body, size_t len)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return REQ_CLOSE;
+    if (ctype)
+        MHD_add_response_header(r, "Content-Type", ctype);
+    rq->bytes_out = len;
+    return respond_queue(rq, status, r);
+}
+
+int respond_empty(struct req *rq, int status)
+{
+    return respond_empty_header(rq, status, NULL, NULL);
+}
+
+int respond_empty_header(struct req *rq, int status, const char *name, const char *value)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return REQ_CLOSE;
+    if (name && value)
+        MHD_add_response_header(r, name, value);
+    return respond_queue(rq, status, r);
+}
+
+/* x-amz-checksum-<algo>: @value for the algorithm named @algo ("CRC32", ...), if known. */
+static void respond_checksum_header(struct MHD_Response *r, const char *algo, const char *value)
+{
+    const char *name = cksum_algo_header(cksum_algo_parse(algo));
+    if (name && *name && value && *value)
+        MHD_add_response_header(r, name, value);
+}
+
+int respond_stored(struct req *rq, const char *etag, const char *checksum_algo,
+                   const char *checksum)
+{
+    char quoted[BE_ETAG_MAX + 2];
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return REQ_CLOSE;
+    snprintf(quoted, sizeof(quoted), "\"%s\"", etag);
+    MHD_add_response_header(r, "ETag", quoted);
+    if (checksum_algo[0] && checksum[0])
+        respond_checksum_header(r, checksum_algo, checksum);
+    return respond_queue(rq, 200, r);
+}
+
+static void add_if(struct MHD_Response *r, const char *name, const char *value)
+{
+    if (value && *value)
+        MHD_add_response_header(r, name, value);
+}
+
+static const char *override(struct req *rq, const char *param, const char *stored)
+{
+    const char *v = req_query(rq, param);
+    return v && *v ? v : stored;
+}
+
+static void respond_object_headers(struct req *rq, struct MHD_Response *r,
+                                   const struct be_meta *m)
+{
+    char etag[BE_ETAG_MAX + 2], date[32];
+    snprintf(etag, sizeof(etag), "\"%s\"", m->etag);
+    MHD_add_response_header(r, "ETag", etag);
+    s3c_http_date(m->mtime_ns / 1000000000ll, date);
+    MHD_add_response_header(r, "Last-Modified", date);
+    MHD_add_response_header(r, "Accept-Ranges", "bytes");
+    const char *ct = override(rq, "response-content-type", m->content_type);
+    MHD_add_response_header(r, "Content-Type", ct && *ct ? ct : "binary/octet-stream");
+    add_if(r, "Cache-Control", override(rq, "response-cache-control", m->cache_control));
+    add_if(r, "Content-Disposition",
+           override(rq, "response-content-disposition", m->content_disposition));
+    add_if(r, "Content-Encoding", override(rq, "response-content-encoding", m->content_encoding));
+    add_if(r, "Content-Language", override(rq, "response-content-language", m->content_language));
+    add_if(r, "Expires", override(rq, "response-expires", m->expires));
+    if (m->parts_count) {
+        char n[16];
+        snprintf(n, sizeof(n), "%u", m->parts_count);
+        MHD_add_response_header(r, "x-amz-mp-parts-count", n);
+    }
+    if (m->checksum_algo[0] && m->checksum[0] && !rq->partial) {
+        respond_checksum_header(r, m->checksum_algo, m->checksum);
+    }
+    /* x-amz-meta-*: "name:value\n" lines */
+    const char *p = m->usermeta;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t ll = nl ? (size_t)(nl - p) : strlen(p);
+        const char *colon = memchr(p, ':', ll);
+        if (colon) {
+            char name[300], value[BE_USERMETA_MAX];
+            snprintf(name, sizeof(name), "x-amz-meta-%.*s", (int)(colon - p), p);
+            snprintf(value, sizeof(value), "%.*s", (int)(ll - (size_t)(colon - p) - 1), colon + 1);
+            /* libmicrohttpd 0.9.75 drops a header whose value is empty: a lone space goes out
+             * instead, which every HTTP parser reads as the empty value (RFC 9110 5.5: no
+             * leading or trailing whitespace belongs to a field value). */
+            MHD_add_response_header(r, name, value[0] ? value : " ");
+        }
+        p += ll + (nl ? 1 : 0);
+    }
+    if (rq->cache_how >= 0)
+        MHD_add_response_header(r, "x-cache", cache_outcome_name(rq->cache_how));
+}
+
+/* ---------------------------------------------------------------- streaming */
+
+struct stream {
+    unsigned magic;
+#define STREAM_MAGIC 0x5e7a11f3
+    struct req *rq;
+    uint64_t off; /* object offset of response byte 0 */
+    uint64_t len;
+    int fd;       /* >= 0: a file read with pread (rate-limited hits, the backend's file), else
+                   * the fill */
+};
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct stream *st;
+    CAST_OBJ_NOTNULL(st, cls, STREAM_MAGIC);
+    struct req *rq = st->rq;
+    if (pos >= st->len)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (max > st->len - pos)
+        max = (size_t)(st->len - pos);
+    size_t granted = max;
+    if (req_throttle(rq, &granted) == -EAGAIN)
+        return 0; /* suspended; the rate limiter's timer resumes us */
+    ssize_t n;
+    if (st->fd >= 0) {
+        n = pread(st->fd, buf, granted, (off_t)(st->off + pos));
+        if (n < 0)
+            n = -errno;
+    } else {
+        n = cache_obj_read(rq->obj, st->off + pos, buf, granted, &rq->waiter);
+    }
+    if (rq->rlb)
+        rl_refund(rq->rlb, n > 0 ? granted - (size_t)n : granted);
+    if (n > 0) {
+        rq->bytes_out_streamed += (uint64_t)n;
+        if (rq->sc)
+            stats_client_sent(rq->sc, (uint64_t)n);
+        return n;
+    }
+    if (n == -EAGAIN)
+        return 0; /* cache_obj_read suspended the connection; the fill resumes it */
+    if (n == 0)
+        log_warn("%s: %s/%s ended at %llu of %llu bytes", rq->id, rq->bucket, rq->key,
+                 (unsigned long long)(st->off + pos), (unsigned long long)(st->off + st->len));
+    else
+        log_warn("%s: %s/%s: fill failed at byte %llu: %s", rq->id, rq->bucket, rq->key,
+                 (unsigned long long)(st->off + pos), s3c_strerror((int)n));
+    return MHD_CONTENT_READER_END_WITH_ERROR; /* short body: the client sees an error */
+}
+
+static void stream_free(void *cls)
+{
+    struct stream *st;
+    CAST_OBJ_NOTNULL(st, cls, STREAM_MAGIC);
+    if (st->fd >= 0)
+        close(st->fd);
+    st->magic = 0;
+    free(st);
+}
+
+int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, uint64_t off,
+                   uint64_t len)
+{
+    struct MHD_Response *r;
+    int is_head = !strcmp(rq->method, "HEAD");
+    /* sendfile for cache files. Not for a backend's file (from_source): another tool may
+     * truncate it while it is sent, and libmicrohttpd's sendfile then stalls the connection
+     * until the idle timeout, where pread ends the response at once. */
+    if (fd >= 0 && !is_head && !rq->rlb && !rq->from_source) {
+        r = MHD_create_response_from_fd_at_offset64(len, fd, off);
+        if (!r) {
+            close(fd);
+            return respond_error(rq, -ENOMEM);
+        }
+        fd = -1; /* MHD owns it now */
+    } else {
+        /* Streamed: from the fill, or from a file with pread (rate-limited hits, a backend's). */
+        if (fd >= 0 && is_head) {
+            close(fd);
+            fd = -1;
+        }
+        struct stream *st = calloc(1, sizeof(*st));
+        if (!st) {
+            if (fd >= 0)
+                close(fd);
+            return respond_error(rq, -ENOMEM);
+        }
+        st->magic = STREAM_MAGIC;
+        st->rq = rq;
+        st->off = off;
+        st->len = len;
+        st->fd = fd;
+        fd = -1;
+        r = MHD_create_response_from_callback(len, STREAM_BLOCK, stream_read, st, stream_free);
+        if (!r) {
+            free(st);
+            return respond_error(rq, -ENOMEM);
+        }
+    }
+    respond_object_headers(rq, r, m);
+    if (status == 206) {
+        char cr[96];
+        snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)off,
+                 (unsigned long long)(off + len - 1), (unsigned long long)m->size);
+        MHD_add_response_header(r, "Content-Range", cr);
+    }
+    rq->bytes_out = is_head ? 0 : len;
+    if (!is_head && len)
+        req_fair_start(rq);
+    /* An aborted large download is charged what TCP saw acknowledged since now. */
+    if (!is_head && len >= (1u << 20))
+        rq->tcp_acked_start = req_tcp_bytes_acked(rq) + 1;
+    return respond_queue(rq, status, r);
+}

@@ -1,0 +1,44 @@
+/*
+ * respond.h: answers to a request (respond.c, the only code that builds libmicrohttpd
+ * responses): S3 error documents, XML and text documents, empty answers, and object bodies
+ * (zero-copy from a cache file, or streamed from a fill with suspend/resume). Every respond_*()
+ * returns REQ_OK or REQ_CLOSE for the handler to return, and sets rq->answered, rq->status and
+ * rq->bytes_out.
+ */
+#ifndef S3C_RESPOND_H
+#define S3C_RESPOND_H
+
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "lib/buf.h"
+#include "req.h"
+
+int respond_error(struct req *rq, int rc);
+int respond_error_msg(struct req *rq, int rc, const char *message);
+/* 416 InvalidRange as AWS sends it: <RangeRequested> (@range, the header as sent) and
+ * <ActualObjectSize> in the body, Content-Range: bytes * / @size (what smart_open reads to open
+ * an empty object). */
+int respond_invalid_range(struct req *rq, const char *range, uint64_t size);
+int respond_xml(struct req *rq, int status, struct buf *xml); /* takes xml's memory */
+/* respond_xml() with one more header @name: @value (none when either is NULL). */
+int respond_xml_headers(struct req *rq, int status, struct buf *xml, const char *name,
+                        const char *value);
+/* An empty answer; respond_empty_header() adds the header @name: @value. */
+int respond_empty(struct req *rq, int status);
+int respond_empty_header(struct req *rq, int status, const char *name, const char *value);
+/* 200 to a PUT or UploadPart: ETag "@etag", and x-amz-checksum-<@checksum_algo>: @checksum
+ * when both are set. */
+int respond_stored(struct req *rq, const char *etag, const char *checksum_algo,
+                   const char *checksum);
+int respond_text(struct req *rq, int status, const char *ctype, const char *body, size_t len);
+/* Object responses: headers from @m; body from @fd (owned; closed even on failure) at
+ * [off, off+len), or streamed from rq->obj when fd < 0. */
+int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, uint64_t off,
+                   uint64_t len);
+/* XML document prolog into @b. */
+void respond_xml_start(struct buf *b, const char *root);
+/* <name>@v</name> into @b, @v URL-encoded ('/' kept) when @url (encoding-type=url was asked). */
+void respond_xml_value(struct buf *b, const char *name, const char *v, int url);
+
+#endif

@@ -1,0 +1,43 @@
+/*
+ * upload.h: request bodies that become objects or parts (upload.c): aws-chunked decoding,
+ * digests in one pass, checked before anything is stored, into a staged cache file or a file
+ * the object layer names.
+ */
+#ifndef S3C_UPLOAD_H
+#define S3C_UPLOAD_H
+
+#include <stdint.h>
+
+#include "backends/backend.h"
+
+struct req;
+
+/* Prepares to receive a PUT/UploadPart body into a staged cache file: payload mode from
+ * rq->auth, Content-Length / x-amz-decoded-content-length limits, Content-MD5 and
+ * x-amz-checksum-* expectations. 0 or -S3E_*. */
+int upload_begin(struct req *rq, uint64_t max_size);
+/* upload_begin() in two steps, for a caller that picks the destination from the declared
+ * length: upload_prepare(), then upload_target_stage() (a staged file, as upload_begin()) or
+ * upload_target_fd() (@fd, taken over and closed by upload_free(), written from byte @off on;
+ * no staged path). */
+int upload_prepare(struct req *rq, uint64_t max_size);
+int upload_target_stage(struct req *rq);
+int upload_target_fd(struct req *rq, int fd, uint64_t off);
+/* The body's declared (decoded) length, UINT64_MAX when unknown. After a begin. */
+uint64_t upload_declared(struct req *rq);
+int upload_write(struct req *rq, const char *data, size_t len);
+/* Checks lengths and digests; on success fills @meta's size/etag/checksum fields. */
+int upload_finish(struct req *rq, struct be_meta *meta);
+int upload_fd(struct req *rq);
+const char *upload_path(struct req *rq);
+/* Hands the staged path over (the caller must adopt or unlink it). */
+void upload_release_path(struct req *rq);
+void upload_free(struct req *rq);
+/* Reserves the declared body size against what the object layer admits (write-back: the dirty
+ * limit; write-through: nothing), returned by upload_free(). 0, -S3E_SLOW_DOWN or
+ * -S3E_ENTITY_TOO_LARGE. After upload_begin() or upload_prepare(). */
+int upload_admit(struct req *rq);
+/* Request headers -> the stored metadata fields (content-type etc, x-amz-meta-*). */
+int upload_meta_from_headers(struct req *rq, struct be_meta *m);
+
+#endif

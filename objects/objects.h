@@ -1,0 +1,46 @@
+/*
+ * objects.h: the object layer's context (objects.c). S3 object semantics over the cache and
+ * the backend live in this folder: reads go through the cache; writes (object.c: put, copy,
+ * delete; multipart.c; bucket.c) and listings (listing.c, which merges keys written back but
+ * not drained) decide here, once, between write-through (the backend first, then the cache)
+ * and write-back (durable in the cache, drained later). The handlers above parse requests and
+ * answer; they never ask which mode is on.
+ */
+#ifndef S3C_OBJECTS_H
+#define S3C_OBJECTS_H
+
+#include <stdint.h>
+
+#include "lib/conf.h"
+
+struct backend;
+struct cache;
+struct warm;
+
+struct objects {
+    unsigned magic;
+#define OBJECTS_MAGIC 0x0b1ec75a
+    const struct conf *cf;
+    struct backend *be;
+    struct cache *cache;
+    struct warm *warm;         /* fetches written objects back into the cache (write-through) */
+    enum conf_write_mode mode; /* --write-mode, parsed once */
+};
+
+/* The object layer over @be and @c (borrowed: they outlive it); @warm (borrowed, NULL: none)
+ * fetches objects made on the backend back into the cache. Parts staged by a past run in
+ * write-back count against the dirty limit from now on. 0 or -ENOMEM. */
+int objects_new(const struct conf *cf, struct backend *be, struct cache *c, struct warm *warm,
+                struct objects **out);
+void objects_free(struct objects *o);
+/* Whether writes are written back (durable in the cache, drained later). Non-blocking. */
+int objects_write_back(const struct objects *o);
+
+/* A body of @bytes is about to be received for a write: write-back reserves it against the
+ * dirty limit (*@admitted = @bytes; give it back with objects_unadmit() once the write ended
+ * either way), write-through reserves nothing (*@admitted = 0). 0, -S3E_SLOW_DOWN (limit
+ * reached: the client retries), -S3E_ENTITY_TOO_LARGE (more than the limit). Non-blocking. */
+int objects_admit(struct objects *o, uint64_t bytes, uint64_t *admitted);
+void objects_unadmit(struct objects *o, uint64_t admitted);
+
+#endif
