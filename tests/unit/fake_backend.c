@@ -131,6 +131,7 @@ static int fake_get(struct backend *be, const char *bucket, const char *key, uin
     if (nr <= FAKE_GET_LOG) {
         fb->get_log[nr - 1].off = off;
         fb->get_log[nr - 1].len = len;
+        snprintf(fb->get_log[nr - 1].key, sizeof(fb->get_log[nr - 1].key), "%s", key);
     }
     unsigned delay = fb->meta_delay_ms;
     int fail = fb->fail_all;

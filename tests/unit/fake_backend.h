@@ -26,7 +26,7 @@ struct fake_be {
     /* counters */
     unsigned n_head, n_get, n_put, n_del;
     uint64_t bytes_sent;
-    struct { uint64_t off, len; } get_log[FAKE_GET_LOG];
+    struct { uint64_t off, len; char key[64]; } get_log[FAKE_GET_LOG];
     /* knobs */
     unsigned fail_get_at;  /* the get with this number (1-based) fails with -EIO midway */
     int fail_all;          /* every head/get returns this (e.g. -ECONNREFUSED) when non-zero */
