@@ -1,7 +1,8 @@
 /*
  * ratelimit.c: token buckets per access key and one timer thread
  * (acct/ratelimit.h). Buckets live in a small list keyed by access key and
- * are freed with their last reference. Timers are kept sorted by due time.
+ * are freed with their last reference; the token arithmetic (rl_tb_*) is pure,
+ * given the clock. Timers are kept sorted by due time.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,10 +19,7 @@ struct rl_bucket {
     unsigned refs;
     char key[129];
     pthread_mutex_t mu;
-    uint64_t rate_bps;
-    double tokens;      /* may go negative: debt to pay back before the next grant */
-    double burst;
-    uint64_t last_ns;
+    struct rl_tb tb;    /* under mu */
 };
 
 struct rl {
@@ -127,20 +125,15 @@ struct rl_bucket *rl_bucket_ref(struct rl *rl, const char *key, uint64_t rate_bp
     if (!b && (b = calloc(1, sizeof(*b)))) {
         snprintf(b->key, sizeof(b->key), "%s", key);
         pthread_mutex_init(&b->mu, NULL);
-        b->last_ns = s3c_mono_ns();
+        b->tb.last_ns = s3c_mono_ns();
         b->next = rl->buckets;
         rl->buckets = b;
     }
     if (b) {
         b->refs++;
         pthread_mutex_lock(&b->mu);
-        if (b->rate_bps != rate_bps) {
-            b->rate_bps = rate_bps;
-            /* 50 ms of rate, at least 16 KiB: smooth, and small against any 1 s window */
-            b->burst = S3C_MAX((double)rate_bps / 20.0, 16384.0);
-            if (b->tokens > b->burst)
-                b->tokens = b->burst;
-        }
+        if (b->tb.rate_bps != rate_bps)
+            rl_tb_set_rate(&b->tb, rate_bps);
         pthread_mutex_unlock(&b->mu);
     }
     pthread_mutex_unlock(&rl->mu);
@@ -163,22 +156,36 @@ void rl_bucket_release(struct rl *rl, struct rl_bucket *b)
     pthread_mutex_unlock(&rl->mu);
 }
 
+void rl_tb_set_rate(struct rl_tb *tb, uint64_t rate_bps)
+{
+    tb->rate_bps = rate_bps;
+    /* 50 ms of rate, at least 16 KiB: smooth, and small against any 1 s window */
+    tb->burst = S3C_MAX((double)rate_bps / 20.0, 16384.0);
+    if (tb->tokens > tb->burst)
+        tb->tokens = tb->burst;
+}
+
+size_t rl_tb_take(struct rl_tb *tb, size_t want, uint64_t now_ns, uint64_t *wait_ns)
+{
+    tb->tokens += (double)(now_ns - tb->last_ns) * (double)tb->rate_bps / 1e9;
+    if (tb->tokens > tb->burst)
+        tb->tokens = tb->burst;
+    tb->last_ns = now_ns;
+    size_t granted = 0;
+    if (tb->tokens > 0) {
+        granted = want;
+        tb->tokens -= (double)want;
+    } else {
+        double secs = (-tb->tokens + 1.0) / (double)tb->rate_bps;
+        *wait_ns = (uint64_t)(secs * 1e9) + 1000000; /* +1 ms: no busy wake-ups */
+    }
+    return granted;
+}
+
 size_t rl_take(struct rl_bucket *b, size_t want, uint64_t *wait_ns)
 {
     pthread_mutex_lock(&b->mu);
-    uint64_t now = s3c_mono_ns();
-    b->tokens += (double)(now - b->last_ns) * (double)b->rate_bps / 1e9;
-    if (b->tokens > b->burst)
-        b->tokens = b->burst;
-    b->last_ns = now;
-    size_t granted = 0;
-    if (b->tokens > 0) {
-        granted = want;
-        b->tokens -= (double)want;
-    } else {
-        double secs = (-b->tokens + 1.0) / (double)b->rate_bps;
-        *wait_ns = (uint64_t)(secs * 1e9) + 1000000; /* +1 ms: no busy wake-ups */
-    }
+    size_t granted = rl_tb_take(&b->tb, want, s3c_mono_ns(), wait_ns);
     pthread_mutex_unlock(&b->mu);
     return granted;
 }
@@ -188,7 +195,7 @@ void rl_refund(struct rl_bucket *b, size_t n)
     if (!b || !n)
         return;
     pthread_mutex_lock(&b->mu);
-    b->tokens += (double)n;
+    b->tb.tokens += (double)n;
     pthread_mutex_unlock(&b->mu);
 }
 

@@ -12,6 +12,21 @@
 struct rl;
 struct rl_bucket;
 
+/* A token bucket as a pure calculation: the caller passes the clock (rl_bucket holds one under
+ * its lock and passes s3c_mono_ns()). Starts empty at @last_ns; refills at @rate_bps up to
+ * @burst; a grant may overdraw it (debt), paid back before the next grant. */
+struct rl_tb {
+    uint64_t rate_bps;
+    double tokens;    /* may go negative: debt to pay back before the next grant */
+    double burst;
+    uint64_t last_ns; /* when tokens was last brought up to date */
+};
+/* Sets the rate (and the burst with it: 50 ms of rate, at least 16 KiB), capping what is saved
+ * at the new burst. */
+void rl_tb_set_rate(struct rl_tb *tb, uint64_t rate_bps);
+/* rl_take() at @now_ns (never before tb->last_ns). */
+size_t rl_tb_take(struct rl_tb *tb, size_t want, uint64_t now_ns, uint64_t *wait_ns);
+
 /* A one-shot timer owned by its user (embedded in struct req). */
 struct rl_timer {
     struct rl_timer *next;

@@ -1,9 +1,10 @@
 /*
  * req.c: one request from the first call of libmicrohttpd's access handler to its completion:
- * the state (struct req) and its accessors, routing, authentication and the handler's begin,
- * body and end calls, jobs on the work queue with suspend/resume, the rate limit and fair
- * share of its response, and at completion what went out: accounting, the access line, and a
- * re-read of a cache file a response could not send whole.
+ * the state (struct req; its header and query accessors are in req_kv.c), routing,
+ * authentication and the handler's begin, body and end calls, jobs on the work queue with
+ * suspend/resume, the rate limit and fair share of its response, and at completion what went
+ * out: accounting, the access line, and a re-read of a cache file a response could not send
+ * whole.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -203,27 +204,6 @@ int req_run_job(struct req *rq, void (*fn)(struct req *rq))
         MHD_resume_connection(rq->conn);
     }
     return rc;
-}
-
-const char *req_header(struct req *rq, const char *name)
-{
-    for (size_t i = 0; i < rq->n_headers; i++) /* MHD's order: the first one sent wins */
-        if (!strcasecmp(rq->headers[i].name, name))
-            return rq->headers[i].value;
-    return NULL;
-}
-
-const char *req_query(struct req *rq, const char *name)
-{
-    for (size_t i = 0; i < rq->n_query; i++)
-        if (!strcmp(rq->query[i].name, name))
-            return rq->query[i].value ? rq->query[i].value : "";
-    return NULL;
-}
-
-int req_has_query(struct req *rq, const char *name)
-{
-    return req_query(rq, name) != NULL;
 }
 
 static enum MHD_Result req_collect_header(void *cls, enum MHD_ValueKind kind, const char *key,

@@ -118,6 +118,7 @@ int req_throttle(struct req *rq, size_t *max);
 void req_fair_start(struct req *rq);
 /* Bytes the peer has acknowledged on the request's socket so far (TCP_INFO), 0 if unknown. */
 uint64_t req_tcp_bytes_acked(struct req *rq);
+/* The request's headers and query parameters (req_kv.c: no libmicrohttpd). */
 const char *req_header(struct req *rq, const char *name);   /* case-insensitive; NULL */
 const char *req_query(struct req *rq, const char *name);    /* decoded; "" for "?name" */
 int req_has_query(struct req *rq, const char *name);

@@ -63,10 +63,11 @@ int multipart_put_part(struct objects *o, const char *bucket, const char *key,
     return rc;
 }
 
-/* The copy source's x-amz-copy-source-if-* conditions: "not modified" fails them. */
+/* The copy source's x-amz-copy-source-if-* conditions, judged as for a GET (so that an
+ * if-modified-since is judged at all), a "not modified" being a failed precondition here. */
 static int multipart_copy_conditions(const struct cond_hdrs *cond, const struct be_meta *src)
 {
-    int rc = cond_check(cond, src->etag, src->mtime_ns / 1000000000ll, 0);
+    int rc = cond_check(cond, src->etag, src->mtime_ns / 1000000000ll, 1);
     return rc == -S3E_NOT_MODIFIED ? -S3E_PRECONDITION_FAILED : rc;
 }
 

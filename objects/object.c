@@ -52,11 +52,11 @@ int object_put(struct objects *o, const char *bucket, const char *key, int fd,
     return 0;
 }
 
-/* The copy source's x-amz-copy-source-if-* conditions: a "not modified" is a failed
- * precondition here. */
+/* The copy source's x-amz-copy-source-if-* conditions, judged as for a GET (so that an
+ * if-modified-since is judged at all), a "not modified" being a failed precondition here. */
 static int object_copy_conditions(const struct cond_hdrs *cond, const struct be_meta *src)
 {
-    int rc = cond_check(cond, src->etag, src->mtime_ns / 1000000000ll, 0);
+    int rc = cond_check(cond, src->etag, src->mtime_ns / 1000000000ll, 1);
     return rc == -S3E_NOT_MODIFIED ? -S3E_PRECONDITION_FAILED : rc;
 }
 

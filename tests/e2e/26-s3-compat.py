@@ -11,7 +11,8 @@ RangeRequested / ActualObjectSize / Content-Range (smart_open reads an empty obj
 ListMultipartUploads with a delimiter in both write modes (boto3 and the MinIO JS client's
 non-recursive listIncompleteUploads); empty user-metadata values (also through the S3
 backend); presigned URLs expired or with X-Amz-Expires out of range (403); OPTIONS without
-Origin (400, signed or not); encoding-type on every listing (only when asked, and said)."""
+Origin (400, signed or not); encoding-type on every listing (only when asked, and said);
+x-amz-copy-source-if-* on CopyObject and UploadPartCopy (412 when one fails)."""
 import base64
 import hashlib
 import json
@@ -564,6 +565,45 @@ def main():
         objs["meta/copy"] = b"m"
 
     t.check("empty x-amz-meta-* values are kept and returned (PUT, GET, HEAD, copy)", empty_metadata)
+
+    # --- x-amz-copy-source-if-*: all four, CopyObject and UploadPartCopy --------------------
+
+    def copy_source_conditions():
+        import datetime
+        s3.put_object(Bucket=B, Key="cond/src", Body=b"conditional")
+        etag = s3.head_object(Bucket=B, Key="cond/src")["ETag"]
+        past = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+        future = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)
+        src = {"Bucket": B, "Key": "cond/src"}
+        failing = [("IfMatch", {"CopySourceIfMatch": '"0123"'}),
+                   ("IfNoneMatch", {"CopySourceIfNoneMatch": etag}),
+                   ("IfModifiedSince", {"CopySourceIfModifiedSince": future}),
+                   ("IfUnmodifiedSince", {"CopySourceIfUnmodifiedSince": past})]
+        for name, kw in failing:
+            E.expect_client_error("CopyObject CopySource%s" % name, s3.copy_object, 412,
+                                  "PreconditionFailed", Bucket=B, Key="cond/dst", CopySource=src,
+                                  **kw)
+        E.expect_client_error("CopyObject still absent", s3.head_object, 404, "404", Bucket=B,
+                              Key="cond/dst")
+        for kw in ({"CopySourceIfMatch": etag}, {"CopySourceIfNoneMatch": '"0123"'},
+                   {"CopySourceIfModifiedSince": past}, {"CopySourceIfUnmodifiedSince": future}):
+            s3.copy_object(Bucket=B, Key="cond/dst", CopySource=src, **kw)
+        E.same_bytes("copied", s3.get_object(Bucket=B, Key="cond/dst")["Body"].read(),
+                     b"conditional")
+        u = s3.create_multipart_upload(Bucket=B, Key="cond/mp")["UploadId"]
+        try:
+            E.expect_client_error("UploadPartCopy CopySourceIfModifiedSince", s3.upload_part_copy,
+                                  412, "PreconditionFailed", Bucket=B, Key="cond/mp", UploadId=u,
+                                  PartNumber=1, CopySource=src, CopySourceIfModifiedSince=future)
+            s3.upload_part_copy(Bucket=B, Key="cond/mp", UploadId=u, PartNumber=1,
+                                CopySource=src, CopySourceIfModifiedSince=past)
+        finally:
+            s3.abort_multipart_upload(Bucket=B, Key="cond/mp", UploadId=u)
+        objs["cond/src"] = b"conditional"
+        objs["cond/dst"] = b"conditional"
+
+    t.check("x-amz-copy-source-if-* (all four) on CopyObject and UploadPartCopy: 412 when one fails",
+            copy_source_conditions)
 
     # --- presigned expiry, OPTIONS -----------------------------------------------------------
 
