@@ -208,9 +208,27 @@ class Client(threading.Thread):
         self.ops["put-cut"] += 1
 
 
+def fd_targets():
+    d = "/proc/%d/fd" % srv.proc.pid
+    out = []
+    for fd in os.listdir(d):
+        try:
+            out.append(os.readlink(os.path.join(d, fd)))
+        except OSError:
+            pass
+    return out
+
+
+def cached_files(targets):
+    """Descriptors on live cache data files: the in-memory versions of cached objects hold them
+    (one each at most), so they come and go with what is cached, not with time."""
+    return sum(1 for t in targets if "/cache/data/" in t and not t.endswith("(deleted)"))
+
+
 def proc_sample():
     pid = srv.proc.pid
-    fds = len(os.listdir("/proc/%d/fd" % pid))
+    targets = fd_targets()
+    fds = len(targets) - cached_files(targets)
     rss = 0
     with open("/proc/%d/status" % pid) as f:
         for ln in f:
@@ -323,14 +341,21 @@ def flat():
     warm = samples[min(len(samples) - 1, max(1, len(samples) // 4))]  # after the caches filled
     first, last = samples[0], samples[-1]
     peak_rss = max(s[2] for s in samples)
-    print("       | descriptors: first %d, after warm-up %d, last %d (idle); RSS: first %.1f MiB, "
+    print("       | descriptors but those on cache data files: first %d, after warm-up %d, last %d (idle); RSS: first %.1f MiB, "
           "after warm-up %.1f MiB, peak %.1f MiB, last %.1f MiB"
           % (first[1], warm[1], last[1], first[2] / MIB, warm[2] / MIB, peak_rss / MIB, last[2] / MIB))
     cs = srv.stats()["cache"]
     print("       | cache: %s" % {k: cs[k] for k in ("hits", "misses", "coalesced", "bypassed",
-                                                     "evictions", "revalidations", "used_bytes")})
+                                                     "evictions", "revalidations", "used_bytes",
+                                                     "objects")})
     if last[1] > warm[1] + 16:
         raise E.Fail("descriptors grew from %d to %d" % (warm[1], last[1]))
+    files = cached_files(fd_targets())
+    print("       | descriptors on cache data files at idle: %d (cache.objects %d)"
+          % (files, cs["objects"]))
+    if files > cs["objects"]:
+        raise E.Fail("%d descriptors on cache data files for %d cached objects"
+                     % (files, cs["objects"]))
     if last[2] > warm[2] * 1.5 + 64 * MIB:
         raise E.Fail("RSS grew from %.1f to %.1f MiB" % (warm[2] / MIB, last[2] / MIB))
     if not idle(held):
