@@ -341,8 +341,8 @@ def flat():
     warm = samples[min(len(samples) - 1, max(1, len(samples) // 4))]  # after the caches filled
     first, last = samples[0], samples[-1]
     peak_rss = max(s[2] for s in samples)
-    print("       | descriptors but those on cache data files: first %d, after warm-up %d, last %d (idle); RSS: first %.1f MiB, "
-          "after warm-up %.1f MiB, peak %.1f MiB, last %.1f MiB"
+    print("       | descriptors (but those on cache data files): first %d, after warm-up %d, "
+          "last %d (idle); RSS: first %.1f MiB, after warm-up %.1f MiB, peak %.1f MiB, last %.1f MiB"
           % (first[1], warm[1], last[1], first[2] / MIB, warm[2] / MIB, peak_rss / MIB, last[2] / MIB))
     cs = srv.stats()["cache"]
     print("       | cache: %s" % {k: cs[k] for k in ("hits", "misses", "coalesced", "bypassed",
