@@ -25,6 +25,7 @@
 #endif
 #include <expat.h>
 
+#include "arr.h"
 #include "s3c.h"
 #include "s3err.h"
 #include "xml.h"
@@ -363,14 +364,8 @@ static int complete_start(struct xr *x, const char *name)
             return XR_SKIP;
         if (d->n == XML_PARTS_MAX)
             return xr_fail(x, "more than %u parts", XML_PARTS_MAX);
-        if (d->n == d->cap) {
-            size_t ncap = d->cap ? d->cap * 2 : 16;
-            struct xml_part *na = realloc(d->arr, ncap * sizeof(*na));
-            if (!na)
-                return xr_stop(x, -ENOMEM);
-            d->arr = na;
-            d->cap = ncap;
-        }
+        if (ARR_GROW(d->arr, d->n, 1, d->cap))
+            return xr_stop(x, -ENOMEM);
         memset(&d->arr[d->n], 0, sizeof(d->arr[0]));
         d->have_num = d->have_etag = 0;
         return XR_NODE;
@@ -508,14 +503,8 @@ static int delete_start(struct xr *x, const char *name)
             return XR_SKIP;
         if (d->n == XML_OBJECTS_MAX)
             return xr_fail(x, "more than %d objects", XML_OBJECTS_MAX);
-        if (d->n == d->cap) {
-            size_t ncap = d->cap ? d->cap * 2 : 16;
-            struct xml_delete_obj *na = realloc(d->arr, ncap * sizeof(*na));
-            if (!na)
-                return xr_stop(x, -ENOMEM);
-            d->arr = na;
-            d->cap = ncap;
-        }
+        if (ARR_GROW(d->arr, d->n, 1, d->cap))
+            return xr_stop(x, -ENOMEM);
         return XR_NODE;
     }
     if (!strcmp(name, "Key")) /* depth 3: a child of <Object> */
