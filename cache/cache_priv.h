@@ -270,6 +270,18 @@ void missource_run_end_locked(struct fetch *f);
 int missource_open_locked(struct cache_obj *o, struct cver *v, uint64_t off, uint64_t end,
                           uint64_t b0, uint64_t b1, struct cache_waiter *w, int *fd);
 
+/* prefetch.c: a waiter for threads that may block (workers): resume() signals a condition
+ * variable that cache_pwait_wait() sleeps on (once per suspend). */
+struct cache_pwait {
+    struct cache_waiter w;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int woken;
+};
+void cache_pwait_init(struct cache_pwait *p);
+void cache_pwait_wait(struct cache_pwait *p);
+void cache_pwait_destroy(struct cache_pwait *p);
+
 /* evict.c */
 /* Reserves @bytes of capacity, evicting LRU entries if needed. Blocks (worker only). 0 or
  * -ENOSPC when nothing more can be evicted. */

@@ -22,13 +22,6 @@
 
 #define PREFETCH_POLL_MS 100 /* how often a waiting prefetch looks at its cancel flag */
 
-struct pwait {
-    struct cache_waiter w;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int woken;
-};
-
 static void pw_suspend(void *cls)
 {
     UNUSED(cls);
@@ -36,7 +29,7 @@ static void pw_suspend(void *cls)
 
 static void pw_resume(void *cls)
 {
-    struct pwait *p = cls;
+    struct cache_pwait *p = cls;
     pthread_mutex_lock(&p->mu);
     p->woken = 1;
     pthread_cond_signal(&p->cv);
@@ -44,7 +37,7 @@ static void pw_resume(void *cls)
 }
 
 /* Sleeps until resumed, or PREFETCH_POLL_MS when @cancel may be raised. */
-static void pw_wait(struct pwait *p, volatile int *cancel)
+static void pw_wait(struct cache_pwait *p, volatile int *cancel)
 {
     pthread_mutex_lock(&p->mu);
     while (!p->woken && !(cancel && *cancel)) {
@@ -59,6 +52,31 @@ static void pw_wait(struct pwait *p, volatile int *cancel)
     }
     p->woken = 0;
     pthread_mutex_unlock(&p->mu);
+}
+
+void cache_pwait_init(struct cache_pwait *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->w.suspend = pw_suspend;
+    p->w.resume = pw_resume;
+    p->w.cls = p;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+void cache_pwait_wait(struct cache_pwait *p)
+{
+    pw_wait(p, NULL);
+}
+
+void cache_pwait_destroy(struct cache_pwait *p)
+{
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
 }
 
 /* Serializes pin admission so that concurrent prefetches cannot both fit under the share. */
@@ -97,7 +115,7 @@ static int prefetch_pin(struct cache *c, struct cache_obj *o, const char *bucket
 
 /* Waits (cancel-aware) until no fetch of @v is running: a cancelled prefetch does not return
  * while the backend is still sending it bytes. */
-static void prefetch_drain(struct cache *c, struct cache_obj *o, struct pwait *p)
+static void prefetch_drain(struct cache *c, struct cache_obj *o, struct cache_pwait *p)
 {
     for (;;) {
         pthread_mutex_lock(&c->mu);
@@ -121,7 +139,7 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
     struct cache_obj *o;
     const struct be_meta *m;
     enum cache_outcome mhow;
-    struct pwait p;
+    struct cache_pwait p;
     int rc, fd = -1, waited = 0;
     memset(&p, 0, sizeof(p));
     p.w.suspend = pw_suspend;
@@ -264,7 +282,7 @@ int cache_head(struct cache *c, const char *bucket, const char *key, struct be_m
     struct cache_obj *o;
     const struct be_meta *m;
     enum cache_outcome how;
-    struct pwait p;
+    struct cache_pwait p;
     memset(&p, 0, sizeof(p));
     p.w.suspend = pw_suspend;
     p.w.resume = pw_resume;

@@ -345,13 +345,19 @@ static void stream_free(void *cls)
 int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, uint64_t off,
                    uint64_t len)
 {
+    return respond_object_at(rq, m, fd, status, off, len, 0);
+}
+
+int respond_object_at(struct req *rq, const struct be_meta *m, int fd, int status,
+                      uint64_t off, uint64_t len, uint64_t base)
+{
     struct MHD_Response *r;
     int is_head = !strcmp(rq->method, "HEAD");
     /* sendfile for cache files. Not for a backend's file (from_source): another tool may
      * truncate it while it is sent, and libmicrohttpd's sendfile then stalls the connection
      * until the idle timeout, where pread ends the response at once. */
     if (fd >= 0 && !is_head && !rq->rlb && !rq->from_source) {
-        r = MHD_create_response_from_fd_at_offset64(len, fd, off);
+        r = MHD_create_response_from_fd_at_offset64(len, fd, base + off);
         if (!r) {
             close(fd);
             return respond_error(rq, -ENOMEM);
@@ -371,7 +377,7 @@ int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, 
         }
         st->magic = STREAM_MAGIC;
         st->rq = rq;
-        st->off = off;
+        st->off = base + off;
         st->len = len;
         st->fd = fd;
         fd = -1;

@@ -36,6 +36,11 @@ int respond_text(struct req *rq, int status, const char *ctype, const char *body
  * [off, off+len), or streamed from rq->obj when fd < 0. */
 int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, uint64_t off,
                    uint64_t len);
+/* respond_object() of a part of an object seen as an object of its own (a tar member): @m
+ * describes the part, [@off, @off+@len) is a range of it (Content-Range), and its byte 0 is
+ * byte @base of the object (of @fd, and of rq->obj when streamed). */
+int respond_object_at(struct req *rq, const struct be_meta *m, int fd, int status,
+                      uint64_t off, uint64_t len, uint64_t base);
 /* XML document prolog into @b. */
 void respond_xml_start(struct buf *b, const char *root);
 /* <name>@v</name> into @b, @v URL-encoded ('/' kept) when @url (encoding-type=url was asked). */

@@ -1,0 +1,210 @@
+/*
+ * members.c: reading inside tar shards through the cache. The member index of a version (a
+ * lib/tar.h blob) is kept in the LMDB index beside the version's record (index.c's members
+ * table, dropped with the record) and looked up there in place: a member hit is one read
+ * transaction and an O(log n) search in the mapped blob, then the ordinary range path
+ * (cache_obj_open_range: sendfile of the member's bytes). The index is built once per version:
+ * from the cached file when the shard is whole, else by walking the tar headers through the
+ * cache, which fetches (and keeps) only the blocks holding the headers it reads.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache_priv.h"
+#include "lib/tar.h"
+
+#define MEMBER_ABSENT 1 /* member_find_cb(): the index has no such name */
+
+struct member_find {
+    const char *name;
+    size_t name_len;
+    struct cache_member *out;
+};
+
+static int member_find_cb(void *arg, const void *blob, size_t len)
+{
+    struct member_find *mf = arg;
+    struct tar_index ix;
+    struct tar_member m;
+    if (tar_index_open(&ix, blob, len, NULL))
+        return -EBADMSG;
+    int rc = tar_index_find(&ix, mf->name, mf->name_len, &m);
+    if (rc)
+        return rc == -ENOENT ? MEMBER_ABSENT : rc;
+    mf->out->data_off = m.data_off;
+    mf->out->size = m.size;
+    mf->out->pos = m.pos;
+    mf->out->archive_size = ix.archive_size;
+    return 0;
+}
+
+/* The key and version @o is bound to. 0, or -EINVAL before cache_obj_meta(). */
+static int bound_version(struct cache_obj *o, struct index_key *k, uint64_t *version,
+                         uint64_t *size)
+{
+    struct cache *c = o->c;
+    pthread_mutex_lock(&c->mu);
+    struct cver *v = o->v;
+    if (v) {
+        *k = v->key->k;
+        *version = v->version;
+        *size = v->meta.size;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return v ? 0 : -EINVAL;
+}
+
+int cache_obj_member(struct cache_obj *o, const char *name, size_t name_len,
+                     struct cache_member *out)
+{
+    CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
+    struct index_key k;
+    uint64_t version, size;
+    int rc = bound_version(o, &k, &version, &size);
+    if (rc)
+        return rc;
+    struct member_find mf = {name, name_len, out};
+    rc = index_members_get(o->c->ix, &k, version, member_find_cb, &mf);
+    if (rc == -ENOENT)
+        return -ENODATA; /* no index stored for this version */
+    if (rc == MEMBER_ABSENT)
+        return -ENOENT;
+    if (!rc && out->archive_size != size)
+        return -EBADMSG; /* an index of another archive: never serve its offsets */
+    return rc;
+}
+
+int cache_member_lookup(const void *blob, size_t len, const char *name, size_t name_len,
+                        struct cache_member *out)
+{
+    struct member_find mf = {name, name_len, out};
+    int rc = member_find_cb(&mf, blob, len);
+    return rc == MEMBER_ABSENT ? -ENOENT : rc;
+}
+
+/* Reads exactly @len bytes of @o at @pos, waiting for fetches (blocking: workers only). */
+static int read_blocking(struct cache_obj *o, struct cache_pwait *p, uint64_t pos, void *buf,
+                         size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = cache_obj_read(o, pos + got, (char *)buf + got, len - got, &p->w);
+        if (n == -EAGAIN) {
+            cache_pwait_wait(p);
+            continue;
+        }
+        if (n < 0)
+            return (int)n;
+        if (n == 0)
+            return -ENODATA; /* the object ended before the size its metadata gave */
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+/* Walks the tar of @o (@size bytes) through the cache: the headers' blocks are fetched as the
+ * walk reaches them, read-ahead included. */
+static int build_walk(struct cache_obj *o, uint64_t size, void **blob, size_t *len,
+                      struct errmsg *em)
+{
+    struct tar_walk *w = NULL;
+    struct tar_index_builder *b = NULL;
+    struct cache_pwait p;
+    size_t cap = TAR_DEF_MAX_META + TAR_BLOCK;
+    char *buf = malloc(cap);
+    int rc;
+    if (!buf)
+        return -ENOMEM;
+    cache_pwait_init(&p);
+    pthread_mutex_lock(&o->c->mu);
+    o->range_end = size; /* read-ahead stays inside the archive */
+    pthread_mutex_unlock(&o->c->mu);
+    if ((rc = tar_walk_new(size, NULL, &w)) || (rc = tar_index_builder_new(size, &b)))
+        goto out;
+    for (;;) {
+        struct tar_entry ent;
+        struct tar_need need;
+        rc = tar_walk_next(w, &ent, &need);
+        if (rc == TAR_END) {
+            rc = tar_index_builder_finish(b, blob, len);
+            break;
+        }
+        if (rc == TAR_ENTRY) {
+            if ((rc = tar_index_builder_add(b, &ent)))
+                break;
+            continue;
+        }
+        if (rc != TAR_NEED) {
+            errmsg_set(em, "%s", tar_walk_reason(w));
+            break;
+        }
+        if (need.len > cap) {
+            rc = -E2BIG;
+            break;
+        }
+        if ((rc = read_blocking(o, &p, need.off, buf, need.len)) ||
+            (rc = tar_walk_feed(w, buf, need.len)))
+            break;
+    }
+out:
+    cache_obj_cancel_wait(o, &p.w);
+    cache_pwait_destroy(&p);
+    tar_walk_free(w);
+    tar_index_builder_free(b);
+    free(buf);
+    return rc;
+}
+
+int cache_obj_members_build(struct cache_obj *o, void **blob, size_t *len, struct errmsg *em)
+{
+    CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
+    struct cache *c = o->c;
+    struct index_key k;
+    uint64_t version, size;
+    int rc = bound_version(o, &k, &version, &size), fd = -1;
+    if (rc)
+        return rc;
+    *blob = NULL;
+    pthread_mutex_lock(&c->mu);
+    int whole = o->v->npresent == o->v->nblocks;
+    pthread_mutex_unlock(&c->mu);
+    /* whole on the SSD: pread the headers (opening it checks that nothing is missing) */
+    if (whole && size && cache_obj_open_range(o, 0, size, &fd) == 0) {
+        rc = tar_index_build_fd(fd, size, NULL, blob, len, em);
+        close(fd);
+    } else {
+        rc = build_walk(o, size, blob, len, em);
+    }
+    pthread_mutex_lock(&c->mu);
+    if (rc)
+        c->st.member_index_errors++;
+    else
+        c->st.member_index_builds++;
+    pthread_mutex_unlock(&c->mu);
+    if (rc) {
+        free(*blob);
+        *blob = NULL;
+        /* the archive's faults; the cache's own (a failed fetch, the backend) pass as they are */
+        if (rc == -EBADMSG || rc == -ENODATA || rc == -E2BIG)
+            rc = -S3E_INVALID_ARCHIVE;
+        return rc;
+    }
+    /* Kept with the version when it still is the record's (best effort: an unrecorded or
+     * replaced version's index serves only the request that built it). */
+    (void)index_members_put(c->ix, &k, version, *blob, *len);
+    return 0;
+}
+
+void cache_count_members(struct cache *c, uint64_t member_reads, uint64_t batches,
+                         uint64_t batch_items, uint64_t batch_item_errors)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    pthread_mutex_lock(&c->mu);
+    c->st.member_reads += member_reads;
+    c->st.batches += batches;
+    c->st.batch_items += batch_items;
+    c->st.batch_item_errors += batch_item_errors;
+    pthread_mutex_unlock(&c->mu);
+}
