@@ -241,7 +241,7 @@ static const struct prom_field prom_cache[] = {
     CS_F("s3cached_member_index_builds_total", "counter", member_index_builds,
          "Member indexes of tar shards built (once per shard version)."),
     CS_F("s3cached_member_index_errors_total", "counter", member_index_errors,
-         "Member index builds that failed (not a readable tar, or the fetch failed)."),
+         "Member index builds for a member read that failed (not a readable tar, or a fetch failed)."),
     CS_F("s3cached_batches_total", "counter", batches, "Ordered batch requests (POST ?batch)."),
     CS_F("s3cached_batch_items_total", "counter", batch_items, "Items of batch requests."),
     CS_F("s3cached_batch_item_errors_total", "counter", batch_item_errors,

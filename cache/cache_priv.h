@@ -113,6 +113,7 @@ struct cver {
     int unverified; /* loaded from the index with blocks present, data file not yet opened */
     int first_fetch_owned; /* created by a lookup: that lookup's request is the miss, so the
                             * request that happens to start the first fetch is not another */
+    int members_building; /* a member index build of this version runs (members.c) */
     struct fetch *fetches;
     uint64_t err_gen;
     int last_err;
@@ -281,6 +282,10 @@ struct cache_pwait {
 void cache_pwait_init(struct cache_pwait *p);
 void cache_pwait_wait(struct cache_pwait *p);
 void cache_pwait_destroy(struct cache_pwait *p);
+
+/* members.c: @v just became whole (every block present and indexed): a tar (a key ending in
+ * ".tar") gets its member index built in the background, its pages still warm. mu held. */
+void members_note_whole_locked(struct cache *c, struct cver *v);
 
 /* evict.c */
 /* Reserves @bytes of capacity, evicting LRU entries if needed. Blocks (worker only). 0 or

@@ -8,12 +8,15 @@
  * cache, which fetches (and keeps) only the blocks holding the headers it reads.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cache_priv.h"
 #include "lib/tar.h"
+#include "lib/workq.h"
 
 #define MEMBER_ABSENT 1 /* member_find_cb(): the index has no such name */
 
@@ -169,6 +172,7 @@ int cache_obj_members_build(struct cache_obj *o, void **blob, size_t *len, struc
     *blob = NULL;
     pthread_mutex_lock(&c->mu);
     int whole = o->v->npresent == o->v->nblocks;
+    o->v->members_building++; /* no fill-time build beside this one */
     pthread_mutex_unlock(&c->mu);
     /* whole on the SSD: pread the headers (opening it checks that nothing is missing) */
     if (whole && size && cache_obj_open_range(o, 0, size, &fd) == 0) {
@@ -178,6 +182,7 @@ int cache_obj_members_build(struct cache_obj *o, void **blob, size_t *len, struc
         rc = build_walk(o, size, blob, len, em);
     }
     pthread_mutex_lock(&c->mu);
+    o->v->members_building--;
     if (rc)
         c->st.member_index_errors++;
     else
@@ -195,6 +200,84 @@ int cache_obj_members_build(struct cache_obj *o, void **blob, size_t *len, struc
      * replaced version's index serves only the request that built it). */
     (void)index_members_put(c->ix, &k, version, *blob, *len);
     return 0;
+}
+
+/* ---- at fill time ------------------------------------------------------------------------ */
+
+struct whole_job {
+    struct cache *c;
+    struct cver *v; /* held, with its key */
+};
+
+static int members_present(void *arg, const void *blob, size_t len)
+{
+    (void)arg;
+    (void)blob;
+    (void)len;
+    return 0;
+}
+
+/* Indexes a version that just became whole, from its data file (its pages are warm: the fill
+ * wrote them), unless an index is there already. */
+static void whole_run(void *arg)
+{
+    struct whole_job *j = arg;
+    struct cache *c = j->c;
+    struct cver *v = j->v;
+    int fd = -1, rc;
+    void *blob = NULL;
+    size_t len = 0;
+    if (index_members_get(c->ix, &v->key->k, v->version, members_present, NULL) == -ENOENT) {
+        pthread_mutex_lock(&c->mu);
+        int wfd;
+        if (!c->closing && !v->dropped && !v->members_building &&
+            cache_ver_fd_locked(c, v, 0, &wfd) == 0)
+            fd = fcntl(wfd, F_DUPFD_CLOEXEC, 0);
+        if (fd >= 0)
+            v->members_building++;
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (fd >= 0) {
+        rc = tar_index_build_fd(fd, v->meta.size, NULL, &blob, &len, NULL);
+        close(fd);
+        if (!rc)
+            rc = index_members_put(c->ix, &v->key->k, v->version, blob, len);
+        free(blob);
+        /* a failure is not counted here: a member read will try, and say why */
+        pthread_mutex_lock(&c->mu);
+        v->members_building--;
+        if (rc == 0)
+            c->st.member_index_builds++;
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_lock(&c->mu);
+    struct ckey *ck = v->key;
+    cache_ver_put_locked(c, v);
+    cache_key_put_locked(c, ck);
+    cache_job_done(c);
+    pthread_mutex_unlock(&c->mu);
+    free(j);
+}
+
+void members_note_whole_locked(struct cache *c, struct cver *v)
+{
+    const char *key = v->key->key;
+    size_t kl = strlen(key);
+    if (c->closing || kl < 4 || strcasecmp(key + kl - 4, ".tar") || v->unindexed ||
+        !v->meta.size || v->members_building)
+        return;
+    struct whole_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return;
+    j->c = c;
+    j->v = v;
+    v->refs++;
+    v->key->refs++;
+    if (cache_submit(c, WORKQ_LOW, whole_run, j)) {
+        v->refs--;
+        v->key->refs--;
+        free(j);
+    }
 }
 
 void cache_count_members(struct cache *c, uint64_t member_reads, uint64_t batches,

@@ -229,6 +229,38 @@ static void test_members_whole_shard_reads_no_backend(void **state)
     free(t);
 }
 
+/* A .tar read whole is indexed at fill time, in the background: the first member read finds
+ * its index. Another key (not .tar) is not. */
+static void test_members_indexed_at_fill_time(void **state)
+{
+    struct env *e = *state;
+    uint64_t len;
+    unsigned char *t = make_tar(10, 70000, &len);
+    fake_be_put(e->fb, "b", "f.tar", t, len);
+    fake_be_put(e->fb, "b", "f.bin", t, len);
+    int fd = -1;
+    struct be_meta m;
+    assert_int_equal(cache_open_whole(e->c, "b", "f.tar", &fd, &m), 0);
+    close(fd);
+    assert_int_equal(cache_open_whole(e->c, "b", "f.bin", &fd, &m), 0);
+    close(fd);
+    for (int i = 0; i < 10000 && cache_busy(e->c); i++)
+        usleep(1000);
+    assert_int_equal(cache_busy(e->c), 0);
+    struct cache_obj *o = open_obj(e, "f.tar");
+    struct cache_member cm;
+    assert_int_equal(cache_obj_member(o, "m9", 2, &cm), 0);
+    assert_int_equal(cm.size, 70000);
+    cache_obj_release(o);
+    o = open_obj(e, "f.bin");
+    assert_int_equal(cache_obj_member(o, "m9", 2, &cm), -ENODATA);
+    cache_obj_release(o);
+    struct cache_stats cs;
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.member_index_builds, 1);
+    free(t);
+}
+
 /* The shard changes on the backend: the new version has no index (the old one's offsets are
  * never used for its bytes), and gets its own. */
 static void test_members_index_is_per_version(void **state)
@@ -303,6 +335,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_members_whole_shard_reads_no_backend, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_members_indexed_at_fill_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_members_index_is_per_version, setup_always,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_members_bad_archives, setup, teardown),
