@@ -213,6 +213,10 @@ unsigned cache_busy(struct cache *c);
 int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin,
                    enum cache_outcome *how, uint64_t *bytes, volatile int *cancel);
 
+/* Blocking (workers only): cache_obj_meta() of @n handles, their lookups in parallel (64 at a
+ * time): @rcs[i] is its result and @metas[i] the metadata (valid until the handle's release). */
+void cache_objs_meta_wait(struct cache_obj **objs, size_t n, const struct be_meta **metas,
+                          int *rcs);
 /* Blocking (workers only): the metadata of (@bucket, @key) as a HEAD through the cache sees it
  * (a dirty object included). 0 or the backend's error. */
 int cache_head(struct cache *c, const char *bucket, const char *key, struct be_meta *meta);

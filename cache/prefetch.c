@@ -312,3 +312,67 @@ int cache_open_whole(struct cache *c, const char *bucket, const char *key, int *
         rc = prefetch(c, bucket, key, 0, NULL, NULL, NULL, fd, meta);
     return rc == -EAGAIN ? -S3E_SERVICE_UNAVAILABLE : rc;
 }
+
+/* ---- many lookups at once -------------------------------------------------------------- */
+
+struct multi_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned pending; /* suspended and not yet resumed */
+};
+
+static void mw_suspend(void *cls)
+{
+    struct multi_wait *mw = cls;
+    pthread_mutex_lock(&mw->mu);
+    mw->pending++;
+    pthread_mutex_unlock(&mw->mu);
+}
+
+static void mw_resume(void *cls)
+{
+    struct multi_wait *mw = cls;
+    pthread_mutex_lock(&mw->mu);
+    mw->pending--;
+    pthread_cond_signal(&mw->cv);
+    pthread_mutex_unlock(&mw->mu);
+}
+
+#define META_WAIT_WINDOW 64 /* lookups in flight at once */
+
+void cache_objs_meta_wait(struct cache_obj **objs, size_t n, const struct be_meta **metas,
+                          int *rcs)
+{
+    struct multi_wait mw = {.pending = 0};
+    struct cache_waiter w[META_WAIT_WINDOW];
+    pthread_mutex_init(&mw.mu, NULL);
+    pthread_cond_init(&mw.cv, NULL);
+    for (size_t base = 0; base < n; base += META_WAIT_WINDOW) {
+        size_t m = S3C_MIN((size_t)META_WAIT_WINDOW, n - base), left = m;
+        memset(w, 0, sizeof(w));
+        for (size_t i = 0; i < m; i++) {
+            w[i].suspend = mw_suspend;
+            w[i].resume = mw_resume;
+            w[i].cls = &mw;
+            rcs[base + i] = -EAGAIN;
+        }
+        while (left) {
+            for (size_t i = 0; i < m; i++) {
+                if (rcs[base + i] != -EAGAIN)
+                    continue;
+                enum cache_outcome how;
+                rcs[base + i] = cache_obj_meta(objs[base + i], &w[i], &metas[base + i], &how);
+                if (rcs[base + i] != -EAGAIN)
+                    left--;
+            }
+            pthread_mutex_lock(&mw.mu);
+            while (left && mw.pending)
+                pthread_cond_wait(&mw.cv, &mw.mu);
+            pthread_mutex_unlock(&mw.mu);
+        }
+        for (size_t i = 0; i < m; i++)
+            cache_obj_cancel_wait(objs[base + i], &w[i]);
+    }
+    pthread_mutex_destroy(&mw.mu);
+    pthread_cond_destroy(&mw.cv);
+}

@@ -520,7 +520,8 @@ static void req_access_log(struct req *rq, enum MHD_RequestTerminationCode toe, 
 static enum stats_op req_stats_op(enum op op)
 {
     switch (op) {
-    case OP_GET: return STATS_OP_GET;
+    case OP_GET:
+    case OP_BATCH: return STATS_OP_GET; /* bytes of objects, counted as every GET's */
     case OP_HEAD: return STATS_OP_HEAD;
     case OP_PUT: return STATS_OP_PUT;
     case OP_COPY: return STATS_OP_COPY;

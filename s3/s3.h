@@ -16,6 +16,7 @@ extern const struct handler h_get, h_head, h_put, h_copy, h_delete, h_object_acl
 extern const struct handler h_list_buckets, h_bucket_create, h_bucket_delete, h_bucket_head,
     h_bucket_location, h_bucket_versioning, h_bucket_acl, h_bucket_put_acl, h_list_objects,
     h_list_uploads, h_delete_objects;
+extern const struct handler h_batch; /* h_batch.c */
 extern const struct handler h_mp_create, h_mp_part, h_mp_part_copy, h_mp_complete, h_mp_abort,
     h_mp_list_parts;
 
