@@ -59,19 +59,92 @@ static int bound_version(struct cache_obj *o, struct index_key *k, uint64_t *ver
     return v ? 0 : -EINVAL;
 }
 
+/* Keeps a verified copy of @blob as @v's in-memory index, within CACHE_MEMBERS_MEM_MAX. */
+static void members_keep(struct cache *c, struct cver *v, const void *blob, size_t len)
+{
+    struct tar_index ix;
+    if (tar_index_open(&ix, blob, len, NULL) || tar_index_verify(&ix, NULL))
+        return;
+    void *copy = malloc(len);
+    if (!copy)
+        return;
+    memcpy(copy, blob, len);
+    pthread_mutex_lock(&c->mu);
+    if (!v->members && c->members_mem + len <= CACHE_MEMBERS_MEM_MAX) {
+        v->members = copy;
+        v->members_len = len;
+        c->members_mem += len;
+        copy = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(copy);
+}
+
+void members_forget_locked(struct cache *c, struct cver *v)
+{
+    if (!v->members)
+        return;
+    c->members_mem -= v->members_len;
+    free(v->members);
+    v->members = NULL;
+}
+
+struct members_copy {
+    void *p;
+    size_t len;
+};
+
+/* index_members_get()'s callback: a verified copy of the stored blob. */
+static int members_copy(void *arg, const void *blob, size_t len)
+{
+    struct members_copy *mc = arg;
+    struct tar_index ix;
+    if (tar_index_open(&ix, blob, len, NULL) || tar_index_verify(&ix, NULL))
+        return -EBADMSG;
+    if (!(mc->p = malloc(len)))
+        return -ENOMEM;
+    memcpy(mc->p, blob, len);
+    mc->len = len;
+    return 0;
+}
+
 int cache_obj_member(struct cache_obj *o, const char *name, size_t name_len,
                      struct cache_member *out)
 {
     CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
-    struct index_key k;
-    uint64_t version, size;
-    int rc = bound_version(o, &k, &version, &size);
-    if (rc)
-        return rc;
+    struct cache *c = o->c;
     struct member_find mf = {name, name_len, out};
-    rc = index_members_get(o->c->ix, &k, version, member_find_cb, &mf);
-    if (rc == -ENOENT)
-        return -ENODATA; /* no index stored for this version */
+    /* o holds its version, and a version's in-memory index lives as long as it */
+    pthread_mutex_lock(&c->mu);
+    struct cver *v = o->v;
+    const void *mem = v ? v->members : NULL;
+    size_t mem_len = v ? v->members_len : 0;
+    struct index_key k;
+    uint64_t version = 0, size = 0;
+    if (v) {
+        k = v->key->k;
+        version = v->version;
+        size = v->meta.size;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!v)
+        return -EINVAL;
+    int rc;
+    if (mem) {
+        rc = member_find_cb(&mf, mem, mem_len);
+    } else {
+        /* this version's first lookup: the stored index, verified, then kept in memory */
+        struct members_copy mc = {NULL, 0};
+        rc = index_members_get(c->ix, &k, version, members_copy, &mc);
+        if (rc == -ENOENT)
+            return -ENODATA; /* no index stored for this version */
+        if (rc)
+            return rc;
+        rc = member_find_cb(&mf, mc.p, mc.len);
+        if (rc == 0 || rc == MEMBER_ABSENT)
+            members_keep(c, v, mc.p, mc.len);
+        free(mc.p);
+    }
     if (rc == MEMBER_ABSENT)
         return -ENOENT;
     if (!rc && out->archive_size != size)
@@ -199,6 +272,7 @@ int cache_obj_members_build(struct cache_obj *o, void **blob, size_t *len, struc
     /* Kept with the version when it still is the record's (best effort: an unrecorded or
      * replaced version's index serves only the request that built it). */
     (void)index_members_put(c->ix, &k, version, *blob, *len);
+    members_keep(c, o->v, *blob, *len);
     return 0;
 }
 
