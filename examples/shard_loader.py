@@ -22,7 +22,8 @@ from the gateway, which also caches and indexes the shards) or from your own man
                         sampler=BatchSampler(RandomSampler(bds), 64, drop_last=False))
 
 Each worker process makes its own boto3 client (clients are not fork-safe). Requires boto3
-and torch (Debian: python3-boto3, python3-torch). A sample comes back as a dict
+and torch (Debian: python3-boto3, python3-torch); shard_client, get_member and get_batch need
+only boto3. A sample comes back as a dict
 {"__key__": "shard/base", "jpg": bytes, "cls": bytes, ...}: decode it in a transform.
 """
 import io
@@ -35,7 +36,11 @@ import boto3
 import botocore.auth
 import botocore.awsrequest
 import botocore.config
-import torch.utils.data
+
+try:
+    from torch.utils.data import Dataset as _Dataset
+except ImportError:  # shard_client, get_member and get_batch work without torch
+    _Dataset = object
 
 
 def shard_client(endpoint, access_key, secret_key, region="us-east-1", **config):
@@ -150,7 +155,7 @@ class _ClientPerWorker:
         return {"client_args": self.client_args, "_s3": None}
 
 
-class MemberDataset(_ClientPerWorker, torch.utils.data.Dataset):
+class MemberDataset(_ClientPerWorker, _Dataset):
     """Map-style: sample i with one member GET per member."""
 
     def __init__(self, client_args, samples, transform=None):
@@ -169,7 +174,7 @@ class MemberDataset(_ClientPerWorker, torch.utils.data.Dataset):
         return self.transform(sample) if self.transform else sample
 
 
-class BatchDataset(_ClientPerWorker, torch.utils.data.Dataset):
+class BatchDataset(_ClientPerWorker, _Dataset):
     """With a BatchSampler (DataLoader(batch_size=None, sampler=BatchSampler(...))):
     __getitem__(indices) reads the whole batch with one request, in the indices' order."""
 
