@@ -287,8 +287,10 @@ void cache_pwait_wait(struct cache_pwait *p);
 void cache_pwait_destroy(struct cache_pwait *p);
 
 /* members.c: @v just became whole (every block present and indexed): a tar (a key ending in
- * ".tar") gets its member index built in the background, its pages still warm. mu held. */
-void members_note_whole_locked(struct cache *c, struct cver *v);
+ * ".tar") gets its member index built in the background: from its warm pages, or, when its
+ * last run was a warm-up's (@direct: written around the page cache), with O_DIRECT reads
+ * that leave the page cache as the warm-up did. mu held. */
+void members_note_whole_locked(struct cache *c, struct cver *v, int direct);
 /* @v is being freed: its member index leaves memory. mu held. */
 void members_forget_locked(struct cache *c, struct cver *v);
 /* Member indexes held in memory by versions, at most (beyond it, hits read the LMDB copy). */

@@ -281,7 +281,68 @@ int cache_obj_members_build(struct cache_obj *o, void **blob, size_t *len, struc
 struct whole_job {
     struct cache *c;
     struct cver *v; /* held, with its key */
+    int direct;     /* read around the page cache */
 };
+
+#define MEMBERS_DIRECT_ALIGN 4096
+
+/* tar_index_build_fd() with O_DIRECT reads of @fd (opened O_DIRECT): each range the walk
+ * needs is read in whole aligned pages. Same results. */
+static int build_direct(int fd, uint64_t size, void **blob, size_t *len)
+{
+    struct tar_walk *w = NULL;
+    struct tar_index_builder *b = NULL;
+    size_t cap = TAR_DEF_MAX_META + TAR_BLOCK + 2 * MEMBERS_DIRECT_ALIGN;
+    void *buf = NULL;
+    int rc;
+    if (posix_memalign(&buf, MEMBERS_DIRECT_ALIGN, cap))
+        return -ENOMEM;
+    if ((rc = tar_walk_new(size, NULL, &w)) || (rc = tar_index_builder_new(size, &b)))
+        goto out;
+    for (;;) {
+        struct tar_entry ent;
+        struct tar_need need;
+        rc = tar_walk_next(w, &ent, &need);
+        if (rc == TAR_END) {
+            rc = tar_index_builder_finish(b, blob, len);
+            break;
+        }
+        if (rc == TAR_ENTRY) {
+            if ((rc = tar_index_builder_add(b, &ent)))
+                break;
+            continue;
+        }
+        if (rc != TAR_NEED)
+            break;
+        uint64_t a0 = need.off / MEMBERS_DIRECT_ALIGN * MEMBERS_DIRECT_ALIGN;
+        uint64_t a1 = (need.off + need.len + MEMBERS_DIRECT_ALIGN - 1) / MEMBERS_DIRECT_ALIGN *
+                      MEMBERS_DIRECT_ALIGN;
+        if (a1 - a0 > cap) {
+            rc = -E2BIG;
+            break;
+        }
+        size_t got = 0;
+        while (got < a1 - a0) {
+            ssize_t n = pread(fd, (char *)buf + got, (size_t)(a1 - a0) - got, (off_t)(a0 + got));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break; /* the end of the file: the last page is short */
+            got += (size_t)n;
+        }
+        if (got < need.off + need.len - a0) {
+            rc = -ENODATA;
+            break;
+        }
+        if ((rc = tar_walk_feed(w, (char *)buf + (need.off - a0), need.len)))
+            break;
+    }
+out:
+    tar_walk_free(w);
+    tar_index_builder_free(b);
+    free(buf);
+    return rc;
+}
 
 static int members_present(void *arg, const void *blob, size_t len)
 {
@@ -301,18 +362,35 @@ static void whole_run(void *arg)
     int fd = -1, rc;
     void *blob = NULL;
     size_t len = 0;
+    int direct = 0;
     if (index_members_get(c->ix, &v->key->k, v->version, members_present, NULL) == -ENOENT) {
+        char path[STORE_PATH_MAX];
         pthread_mutex_lock(&c->mu);
         int wfd;
         if (!c->closing && !v->dropped && !v->members_building &&
-            cache_ver_fd_locked(c, v, 0, &wfd) == 0)
-            fd = fcntl(wfd, F_DUPFD_CLOEXEC, 0);
+            cache_ver_fd_locked(c, v, 0, &wfd) == 0) {
+            if (j->direct) {
+                cache_ver_path(c, v, path);
+                fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+                direct = fd >= 0;
+            }
+            if (fd < 0)
+                fd = fcntl(wfd, F_DUPFD_CLOEXEC, 0);
+        }
         if (fd >= 0)
             v->members_building++;
         pthread_mutex_unlock(&c->mu);
     }
     if (fd >= 0) {
-        rc = tar_index_build_fd(fd, v->meta.size, NULL, &blob, &len, NULL);
+        if (direct) {
+            rc = build_direct(fd, v->meta.size, &blob, &len);
+        } else {
+            if (j->direct) /* no O_DIRECT here (tmpfs): pages read, then let go */
+                posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+            rc = tar_index_build_fd(fd, v->meta.size, NULL, &blob, &len, NULL);
+            if (j->direct)
+                posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        }
         close(fd);
         if (!rc)
             rc = index_members_put(c->ix, &v->key->k, v->version, blob, len);
@@ -333,7 +411,7 @@ static void whole_run(void *arg)
     free(j);
 }
 
-void members_note_whole_locked(struct cache *c, struct cver *v)
+void members_note_whole_locked(struct cache *c, struct cver *v, int direct)
 {
     const char *key = v->key->key;
     size_t kl = strlen(key);
@@ -345,6 +423,7 @@ void members_note_whole_locked(struct cache *c, struct cver *v)
         return;
     j->c = c;
     j->v = v;
+    j->direct = direct;
     v->refs++;
     v->key->refs++;
     if (cache_submit(c, WORKQ_LOW, whole_run, j)) {

@@ -305,6 +305,30 @@ def changed_shard():
 t.check("a shard changed on the backend, or by a PUT, is read with its new index", changed_shard)
 
 
+def warmed_shard():
+    """A warm-up (written around the page cache) indexes a .tar when it is whole, reading its
+    headers around the page cache too: the first member read builds nothing."""
+    path = os.path.join(srv.store, B, "warmed.tar")
+    members = make_shard(path, tarfile.PAX_FORMAT, n=30)
+    builds = metric("s3cached_member_index_builds_total")
+    rq = urllib.request.Request(srv.endpoint + "/_/warm", method="POST",
+                                data=json.dumps({"bucket": B, "keys": ["warmed.tar"]}).encode(),
+                                headers={"Authorization": "Bearer " + srv.token})
+    with urllib.request.urlopen(rq, timeout=30) as r:
+        E.eq("POST /_/warm", r.status, 202)
+    got = E.wait_until(lambda: metric("s3cached_member_index_builds_total") == builds + 1,
+                       timeout=30)
+    E.eq("the warm-up indexed the shard", got, True)
+    for name in ("sample-00000.jpg", "sample-00029.json"):
+        E.eq("member %s" % name, member_get("warmed.tar", name)["Body"].read(), members[name])
+    E.eq("no build at the first member read", metric("s3cached_member_index_builds_total"),
+         builds + 1)
+
+
+t.check("a warm-up indexes the shards it makes whole; member reads then build nothing",
+        warmed_shard)
+
+
 # --- bad input --------------------------------------------------------------------------------
 
 def hostile():
