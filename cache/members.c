@@ -233,6 +233,30 @@ out:
     return rc;
 }
 
+/* A copy of the index of @o's version that another build made: from memory, else from the
+ * index. 0, or -ENOENT when there is none. */
+static int members_take(struct cache_obj *o, const struct index_key *k, uint64_t version,
+                        void **blob, size_t *len)
+{
+    struct cache *c = o->c;
+    pthread_mutex_lock(&c->mu);
+    struct cver *v = o->v;
+    if (v->members && (*blob = malloc(v->members_len))) {
+        memcpy(*blob, v->members, v->members_len);
+        *len = v->members_len;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (*blob)
+        return 0;
+    struct members_copy mc = {NULL, 0};
+    int rc = index_members_get(c->ix, k, version, members_copy, &mc);
+    if (rc)
+        return -ENOENT;
+    *blob = mc.p;
+    *len = mc.len;
+    return 0;
+}
+
 int cache_obj_members_build(struct cache_obj *o, void **blob, size_t *len, struct errmsg *em)
 {
     CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
@@ -243,10 +267,40 @@ int cache_obj_members_build(struct cache_obj *o, void **blob, size_t *len, struc
     if (rc)
         return rc;
     *blob = NULL;
-    pthread_mutex_lock(&c->mu);
-    int whole = o->v->npresent == o->v->nblocks;
-    o->v->members_building++; /* no fill-time build beside this one */
-    pthread_mutex_unlock(&c->mu);
+    /* Another build of this version runs (a concurrent member read's, or the fill-time one):
+     * wait for it and take its index rather than walk the shard twice. Its end wakes the
+     * version's waiters (so do its fills: then this looks again). */
+    struct cache_pwait p;
+    int tried = 0, whole = 0;
+    cache_pwait_init(&p);
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        if (o->v->members_building > 0 && !c->closing) {
+            cache_arm_locked(o, &o->v->waiters, &p.w);
+            pthread_mutex_unlock(&c->mu);
+            tried = 0;
+            cache_pwait_wait(&p);
+            continue;
+        }
+        if (!tried) {
+            /* built since the caller looked (a build that ended before this job ran), or
+             * just now by the one waited for */
+            pthread_mutex_unlock(&c->mu);
+            tried = 1;
+            if (members_take(o, &k, version, blob, len) == 0) {
+                cache_obj_cancel_wait(o, &p.w);
+                cache_pwait_destroy(&p);
+                return 0;
+            }
+            continue; /* none: this one builds, unless another began meanwhile */
+        }
+        whole = o->v->npresent == o->v->nblocks;
+        o->v->members_building++; /* no other build beside this one */
+        pthread_mutex_unlock(&c->mu);
+        break;
+    }
+    cache_obj_cancel_wait(o, &p.w);
+    cache_pwait_destroy(&p);
     /* whole on the SSD: pread the headers (opening it checks that nothing is missing) */
     if (whole && size && cache_obj_open_range(o, 0, size, &fd) == 0) {
         rc = tar_index_build_fd(fd, size, NULL, blob, len, em);
@@ -254,8 +308,16 @@ int cache_obj_members_build(struct cache_obj *o, void **blob, size_t *len, struc
     } else {
         rc = build_walk(o, size, blob, len, em);
     }
+    if (!rc) {
+        /* Kept with the version when it still is the record's (best effort: an unrecorded or
+         * replaced version's index serves only the request that built it), before the
+         * fill-time build may look for it. */
+        (void)index_members_put(c->ix, &k, version, *blob, *len);
+        members_keep(c, o->v, *blob, *len);
+    }
     pthread_mutex_lock(&c->mu);
     o->v->members_building--;
+    cache_wake_locked(&o->v->waiters); /* builds waiting for this one */
     if (rc)
         c->st.member_index_errors++;
     else
@@ -269,10 +331,6 @@ int cache_obj_members_build(struct cache_obj *o, void **blob, size_t *len, struc
             rc = -S3E_INVALID_ARCHIVE;
         return rc;
     }
-    /* Kept with the version when it still is the record's (best effort: an unrecorded or
-     * replaced version's index serves only the request that built it). */
-    (void)index_members_put(c->ix, &k, version, *blob, *len);
-    members_keep(c, o->v, *blob, *len);
     return 0;
 }
 
@@ -367,7 +425,7 @@ static void whole_run(void *arg)
         char path[STORE_PATH_MAX];
         pthread_mutex_lock(&c->mu);
         int wfd;
-        if (!c->closing && !v->dropped && !v->members_building &&
+        if (!c->closing && !v->dropped && !v->members_building && !v->members &&
             cache_ver_fd_locked(c, v, 0, &wfd) == 0) {
             if (j->direct) {
                 cache_ver_path(c, v, path);
@@ -380,6 +438,16 @@ static void whole_run(void *arg)
         if (fd >= 0)
             v->members_building++;
         pthread_mutex_unlock(&c->mu);
+        /* a member read may have stored one between the look above and the lock */
+        if (fd >= 0 &&
+            index_members_get(c->ix, &v->key->k, v->version, members_present, NULL) != -ENOENT) {
+            close(fd);
+            fd = -1;
+            pthread_mutex_lock(&c->mu);
+            v->members_building--;
+            cache_wake_locked(&v->waiters);
+            pthread_mutex_unlock(&c->mu);
+        }
     }
     if (fd >= 0) {
         if (direct) {
@@ -398,6 +466,7 @@ static void whole_run(void *arg)
         /* a failure is not counted here: a member read will try, and say why */
         pthread_mutex_lock(&c->mu);
         v->members_building--;
+        cache_wake_locked(&v->waiters);
         if (rc == 0)
             c->st.member_index_builds++;
         pthread_mutex_unlock(&c->mu);

@@ -187,7 +187,19 @@ static void req_job_main(void *arg)
     MHD_resume_connection(rq->conn);
 }
 
+static int req_run_on(struct req *rq, struct workq *wq, void (*fn)(struct req *rq));
+
 int req_run_job(struct req *rq, void (*fn)(struct req *rq))
+{
+    return req_run_on(rq, rq->srv->wq, fn);
+}
+
+int req_run_wait_job(struct req *rq, void (*fn)(struct req *rq))
+{
+    return req_run_on(rq, rq->srv->wq_wait, fn);
+}
+
+static int req_run_on(struct req *rq, struct workq *wq, void (*fn)(struct req *rq))
 {
     struct req_job *j = malloc(sizeof(*j));
     if (!j)
@@ -196,7 +208,7 @@ int req_run_job(struct req *rq, void (*fn)(struct req *rq))
     j->fn = fn;
     rq->suspended = 1;
     MHD_suspend_connection(rq->conn);
-    int rc = workq_submit(rq->srv->wq, WORKQ_HIGH, req_job_main, j);
+    int rc = workq_submit(wq, WORKQ_HIGH, req_job_main, j);
     if (rc) {
         free(j);
         rq->suspended = 0;

@@ -520,7 +520,7 @@ static int h_batch_end(struct req *rq)
     if ((rc = batch_parse(rq, b, msg, sizeof(msg))))
         return respond_error_msg(rq, rc, msg[0] ? msg : NULL);
     rq->phase = BPH_READY;
-    rc = req_run_job(rq, batch_job);
+    rc = req_run_wait_job(rq, batch_job);
     return rc ? respond_error(rq, rc) : REQ_OK;
 }
 

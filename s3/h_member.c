@@ -160,7 +160,7 @@ static int member_answer(struct req *rq, int is_get)
             if (rq->phase == MPH_BUILD) /* built, yet neither kept nor handed back */
                 return respond_error(rq, -S3E_INTERNAL);
             rq->phase = MPH_BUILD;
-            rc = req_run_job(rq, build_job);
+            rc = req_run_wait_job(rq, build_job);
             return rc ? respond_error(rq, rc) : REQ_OK;
         }
     }
