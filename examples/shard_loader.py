@@ -12,8 +12,8 @@ e.g. sample-00042.jpg and sample-00042.cls) from the gateway's cache:
 Both take a `Samples` list: build it once with Samples.scan() (reads every shard's headers
 from the gateway, which also caches and indexes the shards) or from your own manifest.
 
-    s3 = shard_client("http://127.0.0.1:9000", "AK", "SK")
-    samples = Samples.scan(s3, "datasets", ["train/shard-000000.tar", ...])
+    s3_args = dict(endpoint="http://127.0.0.1:9000", access_key="AK", secret_key="SK")
+    samples = Samples.scan(shard_client(**s3_args), "datasets", ["train/shard-000000.tar", ...])
     ds = MemberDataset(s3_args, samples)
     loader = DataLoader(ds, batch_size=64, shuffle=True, num_workers=4,
                         collate_fn=lambda x: x)

@@ -131,6 +131,24 @@ def missing_member():
 t.check("continue_on_error in the loader: a missing member is None, the step goes on",
         missing_member)
 
+
+def command_line():
+    """The script's own __main__, as the README shows it: both loaders over the shards."""
+    import subprocess
+    r = subprocess.run([sys.executable, os.path.join(E.REPO, "examples", "shard_loader.py"),
+                        "--endpoint", srv.endpoint, "--access-key", srv.ak,
+                        "--secret-key", srv.sk, "--bucket", BUCKET, "--batch-size", "16"]
+                       + SHARDS, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise E.Fail("exit %d: %s" % (r.returncode, r.stderr[-800:]))
+    for what in ("member GETs", "batches"):
+        if "%s: %d samples in" % (what, len(WANT)) not in r.stdout:
+            raise E.Fail("no '%s: %d samples' line in %r" % (what, len(WANT), r.stdout))
+
+
+t.check("python3 examples/shard_loader.py as a command: both loaders read every sample",
+        command_line)
+
 srv.stop()
 srv.cleanup()
 sys.exit(t.finish())
