@@ -36,6 +36,9 @@ DEB_BUILD := build-essential pkg-config libmicrohttpd-dev liblmdb-dev libcmocka-
              libcurl4-openssl-dev libssl-dev zlib1g-dev libexpat1-dev libjansson-dev
 DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc \
              netcat-openbsd openssl prometheus yamllint python3-yaml systemd python3-smart-open
+# examples/'s PyTorch loader (e2e 59): without its recommends (libtorch-dev, a compiler
+# toolchain): 164 packages, 632 MB on disk.
+DEB_TEST_NOREC := python3-torch
 NPM_DIR   := tests/e2e/node_modules
 
 .PHONY: all run test test-unit test-e2e test-asan bench lint test-lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
@@ -92,7 +95,7 @@ define apt_install
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(2) $$missing; \
 	fi
 endef
 
@@ -101,6 +104,7 @@ deps:
 
 deps-test: deps
 	$(call apt_install,$(DEB_TEST))
+	$(call apt_install,$(DEB_TEST_NOREC),--no-install-recommends)
 	@# node/npm: a NodeSource nodejs (bundling npm) conflicts with Debian's npm package, so
 	@# install Debian's only when the commands are missing.
 	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
@@ -162,6 +166,7 @@ bench: deps-test
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/run.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached INDEX_FILL_BIN=$(CURDIR)/$(BUILD)/index-fill bench/startup.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/checkpoint.sh
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/shards.sh
 
 # Deployment files: the static checks of make test (tests/deploy/validate.sh, with the
 # Kubernetes API schema check whose npm packages deps-test installs), then a real

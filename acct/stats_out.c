@@ -116,6 +116,13 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     bc->bytes_read, bc->bytes_written, bc->errors, total, LOAD(s->err_4xx),
                     LOAD(s->err_5xx));
     if (!rc)
+        rc = buf_printf(out,
+                        "\"shards\": {\"member_reads\": %" PRIu64 ", \"member_index_builds\": %" PRIu64
+                        ", \"member_index_errors\": %" PRIu64 ", \"batches\": %" PRIu64
+                        ", \"batch_items\": %" PRIu64 ", \"batch_item_errors\": %" PRIu64 "}, ",
+                        cs->member_reads, cs->member_index_builds, cs->member_index_errors,
+                        cs->batches, cs->batch_items, cs->batch_item_errors);
+    if (!rc)
         rc = json_by_op(out, by_op);
     if (!rc)
         rc = buf_puts(out, ",\n \"clients\": [");
@@ -229,6 +236,16 @@ static const struct prom_field prom_cache[] = {
          "Write-back: uploads stopped because a newer write or a DELETE superseded them."),
     CS_F("s3cached_drain_inflight", "gauge", drain_inflight,
          "Write-back: uploads in flight."),
+    CS_F("s3cached_member_reads_total", "counter", member_reads,
+         "Reads of one member of a tar shard (GET or HEAD ?member=)."),
+    CS_F("s3cached_member_index_builds_total", "counter", member_index_builds,
+         "Member indexes of tar shards built (once per shard version)."),
+    CS_F("s3cached_member_index_errors_total", "counter", member_index_errors,
+         "Member index builds for a member read that failed (not a readable tar, or a fetch failed)."),
+    CS_F("s3cached_batches_total", "counter", batches, "Ordered batch requests (POST ?batch)."),
+    CS_F("s3cached_batch_items_total", "counter", batch_items, "Items of batch requests."),
+    CS_F("s3cached_batch_item_errors_total", "counter", batch_item_errors,
+         "Batch items that could not be served (a marked empty entry, or the batch failed)."),
 };
 #undef CS_F
 

@@ -55,6 +55,9 @@ struct cache_stats {
     uint64_t drain_cancelled; /* uploads stopped because a newer write superseded them */
     uint64_t drain_rate_bps;
     double drain_oldest_dirty_age_s;
+    /* reads inside tar shards (members.c) */
+    uint64_t member_reads, member_index_builds, member_index_errors;
+    uint64_t batches, batch_items, batch_item_errors;
 };
 
 /* Opens (creating) the cache under cf->cache_dir: reclaims orphaned temp files, opens the LMDB
@@ -210,6 +213,10 @@ unsigned cache_busy(struct cache *c);
 int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin,
                    enum cache_outcome *how, uint64_t *bytes, volatile int *cancel);
 
+/* Blocking (workers only): cache_obj_meta() of @n handles, their lookups in parallel (64 at a
+ * time): @rcs[i] is its result and @metas[i] the metadata (valid until the handle's release). */
+void cache_objs_meta_wait(struct cache_obj **objs, size_t n, const struct be_meta **metas,
+                          int *rcs);
 /* Blocking (workers only): the metadata of (@bucket, @key) as a HEAD through the cache sees it
  * (a dirty object included). 0 or the backend's error. */
 int cache_head(struct cache *c, const char *bucket, const char *key, struct be_meta *meta);
@@ -218,5 +225,33 @@ int cache_head(struct cache *c, const char *bucket, const char *key, struct be_m
  * *@meta, or the backend's error. The write-back path's CopyObject/UploadPartCopy source. */
 int cache_open_whole(struct cache *c, const char *bucket, const char *key, int *fd,
                      struct be_meta *meta);
+
+/* --- members of tar shards (cache/members.c) ------------------------------------------------
+ * A version's member index (lib/tar.h) is built once and kept in the LMDB index beside its
+ * record, dropped with it (eviction, invalidation, a new version). */
+struct cache_member {
+    uint64_t data_off, size; /* the member's bytes: [data_off, data_off + size) of the shard */
+    uint32_t pos;            /* rank in archive order */
+    uint64_t archive_size;   /* the size the index was built for */
+};
+/* After cache_obj_meta(): looks @name up in the member index of @o's version (one LMDB read
+ * transaction on the mapped blob, no copy; fit for an HTTP thread). 0 with *@out; -ENOENT: the
+ * shard has no such member; -ENODATA: no index for this version yet (cache_obj_members_build
+ * on a worker); -EBADMSG: the stored index is corrupt or not this archive's (rebuild). */
+int cache_obj_member(struct cache_obj *o, const char *name, size_t name_len,
+                     struct cache_member *out);
+/* Blocking (workers only): builds the member index of @o's version, from the cached file when
+ * the shard is whole, else by walking its tar headers through the cache (fetching and keeping
+ * only the blocks the walk reads, and read-ahead), and stores it beside the version's record.
+ * 0 with *@blob (malloc'd, the caller frees it; usable with cache_member_lookup() even when
+ * the version could not keep it) and *@len; -S3E_INVALID_ARCHIVE (not a valid tar, truncated,
+ * past the walker's caps; reason in @em); or the fetch's error. */
+int cache_obj_members_build(struct cache_obj *o, void **blob, size_t *len, struct errmsg *em);
+/* cache_obj_member() on a blob in hand. */
+int cache_member_lookup(const void *blob, size_t len, const char *name, size_t name_len,
+                        struct cache_member *out);
+/* Counts member reads and batches (their items, and those that failed) in the stats. */
+void cache_count_members(struct cache *c, uint64_t member_reads, uint64_t batches,
+                         uint64_t batch_items, uint64_t batch_item_errors);
 
 #endif

@@ -113,6 +113,9 @@ struct cver {
     int unverified; /* loaded from the index with blocks present, data file not yet opened */
     int first_fetch_owned; /* created by a lookup: that lookup's request is the miss, so the
                             * request that happens to start the first fetch is not another */
+    int members_building; /* a member index build of this version runs (members.c) */
+    void *members;        /* its member index in memory (verified; members.c), or NULL */
+    size_t members_len;
     struct fetch *fetches;
     uint64_t err_gen;
     int last_err;
@@ -173,6 +176,7 @@ struct cache {
     pthread_mutex_t evict_mu; /* one evictor at a time */
     pthread_mutex_t record_mu; /* one cache_ver_record() at a time (taken before mu) */
     struct drain *dr;         /* write-back (drain.c) */
+    uint64_t members_mem;     /* bytes of member indexes held by versions (members.c) */
 };
 
 /* cache.c, table.c, lookup.c */
@@ -269,6 +273,28 @@ void missource_run_end_locked(struct fetch *f);
  * the cache. mu held. */
 int missource_open_locked(struct cache_obj *o, struct cver *v, uint64_t off, uint64_t end,
                           uint64_t b0, uint64_t b1, struct cache_waiter *w, int *fd);
+
+/* prefetch.c: a waiter for threads that may block (workers): resume() signals a condition
+ * variable that cache_pwait_wait() sleeps on (once per suspend). */
+struct cache_pwait {
+    struct cache_waiter w;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int woken;
+};
+void cache_pwait_init(struct cache_pwait *p);
+void cache_pwait_wait(struct cache_pwait *p);
+void cache_pwait_destroy(struct cache_pwait *p);
+
+/* members.c: @v just became whole (every block present and indexed): a tar (a key ending in
+ * ".tar") gets its member index built in the background: from its warm pages, or, when its
+ * last run was a warm-up's (@direct: written around the page cache), with O_DIRECT reads
+ * that leave the page cache as the warm-up did. mu held. */
+void members_note_whole_locked(struct cache *c, struct cver *v, int direct);
+/* @v is being freed: its member index leaves memory. mu held. */
+void members_forget_locked(struct cache *c, struct cver *v);
+/* Member indexes held in memory by versions, at most (beyond it, hits read the LMDB copy). */
+#define CACHE_MEMBERS_MEM_MAX (256ull << 20)
 
 /* evict.c */
 /* Reserves @bytes of capacity, evicting LRU entries if needed. Blocks (worker only). 0 or

@@ -150,6 +150,8 @@ static int fetch_complete_blocks(struct fetch *f, uint64_t from, uint64_t to)
             c->used = (uint64_t)((int64_t)c->used + delta);
     }
     f->marked = to - f->first;
+    if (indexed && v->npresent == v->nblocks)
+        members_note_whole_locked(c, v, f->direct); /* a tar read whole: index it now */
     cache_wake_locked(&v->waiters);
     pthread_mutex_unlock(&c->mu);
     return 0;

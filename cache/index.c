@@ -30,6 +30,7 @@ struct index {
     pthread_rwlock_t lock;
     MDB_env *env; /* NULL after a failed reopen: calls fail until one succeeds */
     MDB_dbi objs, lru, info, dirty;
+    MDB_dbi members; /* name key + version -> member index blob of a tar (lib/tar.h) */
     char *dir;
     uint64_t map;         /* the map size index_open() settled on */
     int nosync;           /* index_set_sync(0) */
@@ -332,7 +333,7 @@ static int env_open(struct index *ix, const char *dir, uint64_t map)
             ix->env = NULL;
             return rc;
         }
-        if ((rc = mdb_env_set_maxdbs(ix->env, 4)) || (rc = mdb_env_set_mapsize(ix->env, map))
+        if ((rc = mdb_env_set_maxdbs(ix->env, 5)) || (rc = mdb_env_set_mapsize(ix->env, map))
             || (rc = mdb_env_set_maxreaders(ix->env, 1024)))
             goto fail;
         rc = mdb_env_open(ix->env, dir, MDB_NOTLS | (ix->nosync ? MDB_NOSYNC : 0), 0644);
@@ -349,7 +350,8 @@ static int env_open(struct index *ix, const char *dir, uint64_t map)
     if ((rc = mdb_dbi_open(txn, "objs", MDB_CREATE, &ix->objs))
         || (rc = mdb_dbi_open(txn, "lru", MDB_CREATE, &ix->lru))
         || (rc = mdb_dbi_open(txn, "info", MDB_CREATE, &ix->info))
-        || (rc = mdb_dbi_open(txn, "dirty", MDB_CREATE, &ix->dirty)))
+        || (rc = mdb_dbi_open(txn, "dirty", MDB_CREATE, &ix->dirty))
+        || (rc = mdb_dbi_open(txn, "members", MDB_CREATE, &ix->members)))
         goto fail;
     rc = mdb_txn_commit(txn);
     txn = NULL;
@@ -517,11 +519,28 @@ int index_get(struct index *ix, const struct index_key *k, struct index_entry *o
     return rc;
 }
 
-/* Removes the record at @key inside @txn, keeping lru and totals right. */
+/* The members table's key of (@k, @version): the object key, then the version. */
+static void members_key(const struct index_key *k, uint64_t version, unsigned char *out,
+                        size_t *len)
+{
+    memcpy(out, k->b, k->len);
+    memcpy(out + k->len, &version, 8);
+    *len = k->len + 8;
+}
+
+/* Removes the record at @key inside @txn, keeping lru and totals right, and the member index
+ * of its version (a tar's, if one was built). */
 static int del_locked(struct index *ix, MDB_txn *txn, MDB_val *key, const struct index_key *k,
                       const struct index_entry *old, struct index_totals *t)
 {
     int rc = mdb_rc(mdb_del(txn, ix->objs, key, NULL));
+    if (!rc) {
+        unsigned char mk[INDEX_KEY_MAX + 8];
+        MDB_val mkey = { 0, mk };
+        members_key(k, old->version, mk, &mkey.mv_size);
+        int r = mdb_del(txn, ix->members, &mkey, NULL);
+        rc = r == MDB_NOTFOUND ? 0 : mdb_rc(r);
+    }
     if (!rc && in_lru(old->flags))
         rc = lru_del(ix, txn, old->atime_ns, k);
     if (!rc && (old->flags & INDEX_F_DIRTY)) {
@@ -986,6 +1005,53 @@ int index_totals(struct index *ix, struct index_totals *out)
     if (rc)
         return rc;
     rc = totals_get(ix, txn, out);
+    txn_close(ix, txn);
+    return rc;
+}
+
+/* ---- member indexes of tar archives ---------------------------------------------------- */
+
+int index_members_put(struct index *ix, const struct index_key *k, uint64_t version,
+                      const void *blob, size_t len)
+{
+    MDB_txn *txn;
+    MDB_val key = { k->len, (void *)k->b }, v;
+    unsigned char mk[INDEX_KEY_MAX + 8];
+    MDB_val mkey = { 0, mk }, mv = { len, (void *)blob };
+    struct index_entry e;
+    int rc = txn_begin(ix, 0, &txn);
+    if (rc)
+        return rc;
+    if ((rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v)))) {
+        if (rc == -ENOENT)
+            rc = -ESTALE;
+        goto out;
+    }
+    if ((rc = rec_decode(&v, &e, NULL, 0, 1)))
+        goto out;
+    if (e.version != version) {
+        rc = -ESTALE;
+        goto out;
+    }
+    members_key(k, version, mk, &mkey.mv_size);
+    rc = mdb_rc(mdb_put(txn, ix->members, &mkey, &mv, 0));
+out:
+    return txn_end(ix, txn, rc);
+}
+
+int index_members_get(struct index *ix, const struct index_key *k, uint64_t version,
+                      index_members_f *cb, void *arg)
+{
+    MDB_txn *txn;
+    unsigned char mk[INDEX_KEY_MAX + 8];
+    MDB_val mkey = { 0, mk }, v;
+    int rc = txn_begin(ix, 1, &txn);
+    if (rc)
+        return rc;
+    members_key(k, version, mk, &mkey.mv_size);
+    rc = mdb_rc(mdb_get(txn, ix->members, &mkey, &v));
+    if (!rc)
+        rc = cb(arg, v.mv_data, v.mv_size);
     txn_close(ix, txn);
     return rc;
 }

@@ -116,4 +116,16 @@ int index_dirty_scan(struct index *ix, index_dirty_f *cb, void *arg);
 
 int index_totals(struct index *ix, struct index_totals *out);
 
+/* The member index of a tar archive (lib/tar.h's blob), one per version, in the members table
+ * keyed by the record's key and @version. It goes with its record: deleting or replacing the
+ * record (eviction, invalidation, a new version) deletes it in the same transaction. */
+/* Stores @blob for @version of @k: -ESTALE when the record is gone or has another version. */
+int index_members_put(struct index *ix, const struct index_key *k, uint64_t version,
+                      const void *blob, size_t len);
+/* Calls @cb(@arg, blob, len) inside a read transaction (the blob is LMDB's mapped page, valid
+ * only during the call; no copy) and returns what it returns, or -ENOENT when none is stored. */
+typedef int index_members_f(void *arg, const void *blob, size_t len);
+int index_members_get(struct index *ix, const struct index_key *k, uint64_t version,
+                      index_members_f *cb, void *arg);
+
 #endif

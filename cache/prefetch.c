@@ -22,13 +22,6 @@
 
 #define PREFETCH_POLL_MS 100 /* how often a waiting prefetch looks at its cancel flag */
 
-struct pwait {
-    struct cache_waiter w;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int woken;
-};
-
 static void pw_suspend(void *cls)
 {
     UNUSED(cls);
@@ -36,7 +29,7 @@ static void pw_suspend(void *cls)
 
 static void pw_resume(void *cls)
 {
-    struct pwait *p = cls;
+    struct cache_pwait *p = cls;
     pthread_mutex_lock(&p->mu);
     p->woken = 1;
     pthread_cond_signal(&p->cv);
@@ -44,7 +37,7 @@ static void pw_resume(void *cls)
 }
 
 /* Sleeps until resumed, or PREFETCH_POLL_MS when @cancel may be raised. */
-static void pw_wait(struct pwait *p, volatile int *cancel)
+static void pw_wait(struct cache_pwait *p, volatile int *cancel)
 {
     pthread_mutex_lock(&p->mu);
     while (!p->woken && !(cancel && *cancel)) {
@@ -59,6 +52,31 @@ static void pw_wait(struct pwait *p, volatile int *cancel)
     }
     p->woken = 0;
     pthread_mutex_unlock(&p->mu);
+}
+
+void cache_pwait_init(struct cache_pwait *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->w.suspend = pw_suspend;
+    p->w.resume = pw_resume;
+    p->w.cls = p;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+void cache_pwait_wait(struct cache_pwait *p)
+{
+    pw_wait(p, NULL);
+}
+
+void cache_pwait_destroy(struct cache_pwait *p)
+{
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
 }
 
 /* Serializes pin admission so that concurrent prefetches cannot both fit under the share. */
@@ -97,7 +115,7 @@ static int prefetch_pin(struct cache *c, struct cache_obj *o, const char *bucket
 
 /* Waits (cancel-aware) until no fetch of @v is running: a cancelled prefetch does not return
  * while the backend is still sending it bytes. */
-static void prefetch_drain(struct cache *c, struct cache_obj *o, struct pwait *p)
+static void prefetch_drain(struct cache *c, struct cache_obj *o, struct cache_pwait *p)
 {
     for (;;) {
         pthread_mutex_lock(&c->mu);
@@ -121,7 +139,7 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
     struct cache_obj *o;
     const struct be_meta *m;
     enum cache_outcome mhow;
-    struct pwait p;
+    struct cache_pwait p;
     int rc, fd = -1, waited = 0;
     memset(&p, 0, sizeof(p));
     p.w.suspend = pw_suspend;
@@ -264,7 +282,7 @@ int cache_head(struct cache *c, const char *bucket, const char *key, struct be_m
     struct cache_obj *o;
     const struct be_meta *m;
     enum cache_outcome how;
-    struct pwait p;
+    struct cache_pwait p;
     memset(&p, 0, sizeof(p));
     p.w.suspend = pw_suspend;
     p.w.resume = pw_resume;
@@ -293,4 +311,68 @@ int cache_open_whole(struct cache *c, const char *bucket, const char *key, int *
     if (rc == -EAGAIN) /* evicted between the fill and the open: rare, once more */
         rc = prefetch(c, bucket, key, 0, NULL, NULL, NULL, fd, meta);
     return rc == -EAGAIN ? -S3E_SERVICE_UNAVAILABLE : rc;
+}
+
+/* ---- many lookups at once -------------------------------------------------------------- */
+
+struct multi_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned pending; /* suspended and not yet resumed */
+};
+
+static void mw_suspend(void *cls)
+{
+    struct multi_wait *mw = cls;
+    pthread_mutex_lock(&mw->mu);
+    mw->pending++;
+    pthread_mutex_unlock(&mw->mu);
+}
+
+static void mw_resume(void *cls)
+{
+    struct multi_wait *mw = cls;
+    pthread_mutex_lock(&mw->mu);
+    mw->pending--;
+    pthread_cond_signal(&mw->cv);
+    pthread_mutex_unlock(&mw->mu);
+}
+
+#define META_WAIT_WINDOW 64 /* lookups in flight at once */
+
+void cache_objs_meta_wait(struct cache_obj **objs, size_t n, const struct be_meta **metas,
+                          int *rcs)
+{
+    struct multi_wait mw = {.pending = 0};
+    struct cache_waiter w[META_WAIT_WINDOW];
+    pthread_mutex_init(&mw.mu, NULL);
+    pthread_cond_init(&mw.cv, NULL);
+    for (size_t base = 0; base < n; base += META_WAIT_WINDOW) {
+        size_t m = S3C_MIN((size_t)META_WAIT_WINDOW, n - base), left = m;
+        memset(w, 0, sizeof(w));
+        for (size_t i = 0; i < m; i++) {
+            w[i].suspend = mw_suspend;
+            w[i].resume = mw_resume;
+            w[i].cls = &mw;
+            rcs[base + i] = -EAGAIN;
+        }
+        while (left) {
+            for (size_t i = 0; i < m; i++) {
+                if (rcs[base + i] != -EAGAIN)
+                    continue;
+                enum cache_outcome how;
+                rcs[base + i] = cache_obj_meta(objs[base + i], &w[i], &metas[base + i], &how);
+                if (rcs[base + i] != -EAGAIN)
+                    left--;
+            }
+            pthread_mutex_lock(&mw.mu);
+            while (left && mw.pending)
+                pthread_cond_wait(&mw.cv, &mw.mu);
+            pthread_mutex_unlock(&mw.mu);
+        }
+        for (size_t i = 0; i < m; i++)
+            cache_obj_cancel_wait(objs[base + i], &w[i]);
+    }
+    pthread_mutex_destroy(&mw.mu);
+    pthread_cond_destroy(&mw.cv);
 }

@@ -221,6 +221,7 @@ void cache_ver_put_locked(struct cache *c, struct cver *v)
         cache_ver_path(c, v, p);
         evict_queue_unlink_locked(c, p);
     }
+    members_forget_locked(c, v);
     free(v->present);
     free(v->fetching);
     free(v);

@@ -37,4 +37,5 @@ const struct handler *const ops_handlers[OP__N] = {
     [OP_MP_COMPLETE] = &h_mp_complete,
     [OP_MP_ABORT] = &h_mp_abort,
     [OP_MP_LIST_PARTS] = &h_mp_list_parts,
+    [OP_BATCH] = &h_batch,
 };

@@ -188,7 +188,19 @@ static void req_job_main(void *arg)
     MHD_resume_connection(rq->conn);
 }
 
+static int req_run_on(struct req *rq, struct workq *wq, void (*fn)(struct req *rq));
+
 int req_run_job(struct req *rq, void (*fn)(struct req *rq))
+{
+    return req_run_on(rq, rq->srv->wq, fn);
+}
+
+int req_run_wait_job(struct req *rq, void (*fn)(struct req *rq))
+{
+    return req_run_on(rq, rq->srv->wq_wait, fn);
+}
+
+static int req_run_on(struct req *rq, struct workq *wq, void (*fn)(struct req *rq))
 {
     struct req_job *j = malloc(sizeof(*j));
     if (!j)
@@ -197,7 +209,7 @@ int req_run_job(struct req *rq, void (*fn)(struct req *rq))
     j->fn = fn;
     rq->suspended = 1;
     MHD_suspend_connection(rq->conn);
-    int rc = workq_submit(rq->srv->wq, WORKQ_HIGH, req_job_main, j);
+    int rc = workq_submit(wq, WORKQ_HIGH, req_job_main, j);
     if (rc) {
         free(j);
         rq->suspended = 0;
@@ -500,7 +512,8 @@ static void req_access_log(struct req *rq, enum MHD_RequestTerminationCode toe, 
 static enum stats_op req_stats_op(enum op op)
 {
     switch (op) {
-    case OP_GET: return STATS_OP_GET;
+    case OP_GET:
+    case OP_BATCH: return STATS_OP_GET; /* bytes of objects, counted as every GET's */
     case OP_HEAD: return STATS_OP_HEAD;
     case OP_PUT: return STATS_OP_PUT;
     case OP_COPY: return STATS_OP_COPY;

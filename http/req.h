@@ -106,6 +106,10 @@ struct req {
 /* Queues fn on the work queue after suspending the connection; the access handler runs again
  * once fn has returned. fn must not touch MHD. Returns 0 or -errno (nothing suspended). */
 int req_run_job(struct req *rq, void (*fn)(struct req *rq));
+/* req_run_job() for a job that waits for cache fills (a member index build, a batch's
+ * lookups): it runs on the server's few waiting threads, never on the workers the fills need,
+ * so waiting jobs cannot hold every worker while their fills queue behind them. */
+int req_run_wait_job(struct req *rq, void (*fn)(struct req *rq));
 /* Parks the request (its handler returns REQ_OK and is called again once resumed), and
  * wakes it: from any thread, once, after the work it waits for has set its state. */
 void req_suspend(struct req *rq);

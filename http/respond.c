@@ -345,13 +345,19 @@ static void stream_free(void *cls)
 int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, uint64_t off,
                    uint64_t len)
 {
+    return respond_object_at(rq, m, fd, status, off, len, 0);
+}
+
+int respond_object_at(struct req *rq, const struct be_meta *m, int fd, int status,
+                      uint64_t off, uint64_t len, uint64_t base)
+{
     struct MHD_Response *r;
     int is_head = !strcmp(rq->method, "HEAD");
     /* sendfile for cache files. Not for a backend's file (from_source): another tool may
      * truncate it while it is sent, and libmicrohttpd's sendfile then stalls the connection
      * until the idle timeout, where pread ends the response at once. */
     if (fd >= 0 && !is_head && !rq->rlb && !rq->from_source) {
-        r = MHD_create_response_from_fd_at_offset64(len, fd, off);
+        r = MHD_create_response_from_fd_at_offset64(len, fd, base + off);
         if (!r) {
             close(fd);
             return respond_error(rq, -ENOMEM);
@@ -371,7 +377,7 @@ int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, 
         }
         st->magic = STREAM_MAGIC;
         st->rq = rq;
-        st->off = off;
+        st->off = base + off;
         st->len = len;
         st->fd = fd;
         fd = -1;
@@ -393,6 +399,81 @@ int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, 
         req_fair_start(rq);
     /* An aborted large download is charged what TCP saw acknowledged since now. */
     if (!is_head && len >= (1u << 20))
+        rq->tcp_acked_start = req_tcp_bytes_acked(rq) + 1;
+    return respond_queue(rq, status, r);
+}
+
+/* ---------------------------------------------------------------- generated bodies */
+
+struct gen {
+    unsigned magic;
+#define GEN_MAGIC 0x6e7a11f5
+    struct req *rq;
+    uint64_t len;
+    respond_read_f *read;
+    void *cls;
+};
+
+static ssize_t gen_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct gen *g;
+    CAST_OBJ_NOTNULL(g, cls, GEN_MAGIC);
+    struct req *rq = g->rq;
+    if (pos >= g->len)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (max > g->len - pos)
+        max = (size_t)(g->len - pos);
+    size_t granted = max;
+    if (req_throttle(rq, &granted) == -EAGAIN)
+        return 0; /* suspended; the rate limiter's timer resumes us */
+    ssize_t n = g->read(g->cls, pos, buf, granted);
+    if (rq->rlb)
+        rl_refund(rq->rlb, n > 0 ? granted - (size_t)n : granted);
+    if (n > 0) {
+        rq->bytes_out_streamed += (uint64_t)n;
+        if (rq->sc)
+            stats_client_sent(rq->sc, (uint64_t)n);
+        return n;
+    }
+    if (n == 0)
+        return 0; /* the producer suspended the connection; it is resumed when bytes wait */
+    log_warn("%s: generated body failed at byte %llu of %llu: %s", rq->id,
+             (unsigned long long)pos, (unsigned long long)g->len, s3c_strerror((int)n));
+    return MHD_CONTENT_READER_END_WITH_ERROR; /* short body: the client sees an error */
+}
+
+static void gen_free(void *cls)
+{
+    struct gen *g;
+    CAST_OBJ_NOTNULL(g, cls, GEN_MAGIC);
+    g->magic = 0;
+    free(g);
+}
+
+int respond_generated(struct req *rq, int status, const char *ctype, uint64_t len,
+                      respond_read_f *read, void *cls, const char *const *headers)
+{
+    struct gen *g = calloc(1, sizeof(*g));
+    if (!g)
+        return respond_error(rq, -ENOMEM);
+    g->magic = GEN_MAGIC;
+    g->rq = rq;
+    g->len = len;
+    g->read = read;
+    g->cls = cls;
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(len, STREAM_BLOCK, gen_read, g, gen_free);
+    if (!r) {
+        free(g);
+        return respond_error(rq, -ENOMEM);
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    for (size_t i = 0; headers && headers[i] && headers[i + 1]; i += 2)
+        MHD_add_response_header(r, headers[i], headers[i + 1]);
+    rq->bytes_out = len;
+    if (len)
+        req_fair_start(rq);
+    if (len >= (1u << 20))
         rq->tcp_acked_start = req_tcp_bytes_acked(rq) + 1;
     return respond_queue(rq, status, r);
 }

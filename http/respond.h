@@ -9,6 +9,7 @@
 #define S3C_RESPOND_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "backends/backend.h"
 #include "lib/buf.h"
@@ -36,6 +37,20 @@ int respond_text(struct req *rq, int status, const char *ctype, const char *body
  * [off, off+len), or streamed from rq->obj when fd < 0. */
 int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, uint64_t off,
                    uint64_t len);
+/* respond_object() of a part of an object seen as an object of its own (a tar member): @m
+ * describes the part, [@off, @off+@len) is a range of it (Content-Range), and its byte 0 is
+ * byte @base of the object (of @fd, and of rq->obj when streamed). */
+int respond_object_at(struct req *rq, const struct be_meta *m, int fd, int status,
+                      uint64_t off, uint64_t len, uint64_t base);
+/* A body a producer generates as it is sent (a batch's tar stream): @read(@cls, pos, buf, max)
+ * returns > 0 bytes written at body offset pos, 0 after suspending the request (it resumes it
+ * when bytes wait), or a negative error (the response is cut short: the client sees a body
+ * shorter than its Content-Length). @read runs on the connection's thread and must not block;
+ * @cls must live until the request ends. @headers: NULL, or name, value, ..., NULL. Bytes
+ * count for the client as they go, and the rate limit applies. */
+typedef ssize_t respond_read_f(void *cls, uint64_t pos, char *buf, size_t max);
+int respond_generated(struct req *rq, int status, const char *ctype, uint64_t len,
+                      respond_read_f *read, void *cls, const char *const *headers);
 /* XML document prolog into @b. */
 void respond_xml_start(struct buf *b, const char *root);
 /* <name>@v</name> into @b, @v URL-encoded ('/' kept) when @url (encoding-type=url was asked). */

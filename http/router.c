@@ -31,7 +31,7 @@ static const char *const op_names[] = {
     [OP_MP_CREATE] = "CreateMultipartUpload", [OP_MP_PART] = "UploadPart",
     [OP_MP_PART_COPY] = "UploadPartCopy", [OP_MP_COMPLETE] = "CompleteMultipartUpload",
     [OP_MP_ABORT] = "AbortMultipartUpload", [OP_MP_LIST_PARTS] = "ListParts",
-    [OP_OPTIONS] = "Options",
+    [OP_OPTIONS] = "Options", [OP_BATCH] = "GetBatch",
 };
 
 const char *op_name(enum op op)
@@ -136,6 +136,8 @@ static enum op router_bucket_op(struct req *rq)
         return rq->n_query == 0 || req_has_query(rq, "x-id") ? OP_BUCKET_DELETE : OP_NONE;
     if (method_is(m, "POST") && req_has_query(rq, "delete"))
         return OP_DELETE_OBJECTS;
+    if (method_is(m, "POST") && req_has_query(rq, "batch"))
+        return OP_BATCH;
     if (method_is(m, "OPTIONS"))
         return OP_OPTIONS;
     return OP_NONE;
@@ -216,6 +218,8 @@ int router_route(struct req *rq, const char *url, const char *host, const char *
     if (!rq->bucket) {
         if (method_is(rq->method, "GET"))
             rq->op = OP_LIST_BUCKETS;
+        else if (method_is(rq->method, "POST") && req_has_query(rq, "batch"))
+            rq->op = OP_BATCH;
         else if (method_is(rq->method, "OPTIONS"))
             rq->op = OP_OPTIONS;
         else

@@ -21,6 +21,7 @@ enum op {
     OP_OBJECT_TAGGING, OP_OBJECT_ATTRIBUTES,
     OP_MP_CREATE, OP_MP_PART, OP_MP_PART_COPY, OP_MP_COMPLETE, OP_MP_ABORT, OP_MP_LIST_PARTS,
     OP_OPTIONS,
+    OP_BATCH, /* POST /?batch or /bucket?batch: an ordered TAR of many objects or members */
     OP__N
 };
 /* The S3 name of @op ("GetObject"), "-" for none. */

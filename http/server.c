@@ -245,6 +245,11 @@ static int server_open(struct server *srv, struct errmsg *em)
         errmsg_set(em, "cannot start worker threads: %s", strerror(-rc));
         return rc;
     }
+    /* a few threads for jobs that block until fills on srv->wq land */
+    if ((rc = workq_new(SERVER_WAIT_THREADS, &srv->wq_wait))) {
+        errmsg_set(em, "cannot start worker threads: %s", strerror(-rc));
+        return rc;
+    }
     if ((rc = cache_open(cf, srv->be, srv->wq, &srv->cache, em)))
         return rc;
     if ((rc = auth_new(cf, &srv->auth, em)))
@@ -284,6 +289,8 @@ static void server_release(struct server *srv)
     auth_free(srv->auth);
     if (srv->cache)
         cache_close(srv->cache);
+    if (srv->wq_wait)
+        workq_free(srv->wq_wait);
     if (srv->wq)
         workq_free(srv->wq);
     if (srv->be)
@@ -399,6 +406,8 @@ static void server_shutdown(struct server *srv)
     cache_flush_abort(srv->cache);
     wait_inflight(srv, s3c_mono_ns() + 2000000000ull);
     warm_free(srv->warm); /* cancels jobs; their workers end before the queue stops */
+    workq_free(srv->wq_wait); /* its jobs end as their fills do, and resume their requests */
+    srv->wq_wait = NULL;
     MHD_stop_daemon(srv->daemon);
     objects_free(srv->obj);
     rl_free(srv->rl);

@@ -12,6 +12,8 @@
 
 struct MHD_Daemon;
 
+#define SERVER_WAIT_THREADS 4 /* srv->wq_wait */
+
 struct server {
     unsigned magic;
 #define SERVER_MAGIC 0x5e77e401
@@ -20,6 +22,8 @@ struct server {
     const struct handler *const *handlers; /* [OP__N]: op -> handler (NULL: NotImplemented) */
     struct backend *be;
     struct workq *wq;
+    struct workq *wq_wait;        /* jobs that wait on fills (never run one): member index
+                                   * builds, batch resolution; so they cannot starve the fills */
     struct cache *cache;
     struct objects *obj;          /* the object layer: writes, listings */
     struct warm *warm;

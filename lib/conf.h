@@ -62,6 +62,8 @@ enum conf_type {
     X("idle-timeout",        DUR,  idle_timeout,        "120s",           "close a connection idle (or stalled mid-request) this long") \
     X("max-header-size",     SIZE, max_header_size,     "16K",            "largest request line plus headers (S3 allows 8 KB)") \
     X("max-object-size",     SIZE, max_object_size,     "5T",             "largest object a PUT or Complete may create") \
+    X("batch-max-items",     INT,  batch_max_items,     "10000",          "most items one batch request (POST ?batch) may name") \
+    X("batch-max-body",      SIZE, batch_max_body,      "4M",             "largest body of a batch request") \
     X("shutdown-timeout",    DUR,  shutdown_timeout,    "10s",            "on SIGTERM, how long in-flight requests may take to finish") \
     X("log-level",           ENUM, log_level,           "info",           "error|warn|info|debug") \
     X("log-format",          ENUM, log_format,          "text",           "text|json")

@@ -51,6 +51,8 @@
     X(REQUEST_TIMEOUT,            400, "RequestTimeout",                 "Your socket connection to the server was not read from or written to within the timeout period.") \
     X(HEADER_TOO_LARGE,           400, "RequestHeaderSectionTooLarge",   "Your request header section exceeds the maximum allowed size.") \
     X(METADATA_TOO_LARGE,         400, "MetadataTooLarge",               "Your metadata headers exceed the maximum allowed metadata size.") \
+    X(INVALID_ARCHIVE,            400, "InvalidArchive",                 "The object is not a tar archive the gateway can read.") \
+    X(MAX_MESSAGE_LENGTH,         400, "MaxMessageLengthExceeded",       "Your request was too big.") \
     X(SLOW_DOWN,                  503, "SlowDown",                       "Please reduce your request rate.") \
     X(SERVICE_UNAVAILABLE,        503, "ServiceUnavailable",             "The backend is unavailable. Please try again.") \
     X(GATEWAY_TIMEOUT,            503, "ServiceUnavailable",             "The backend did not answer in time. Please try again.") \

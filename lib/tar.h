@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "s3c.h"
 
@@ -182,5 +183,26 @@ int tar_index_find(const struct tar_index *ix, const char *name, size_t name_len
 /* The member of rank @pos in archive order (0 <= @pos < ix->n). Returns 0, -ERANGE, or
  * -EBADMSG when its record is corrupt. */
 int tar_index_get(const struct tar_index *ix, uint32_t pos, struct tar_member *out);
+
+/*
+ * Writing (tar_write.c): the header blocks of one regular-file entry, for responses that are
+ * tar streams. Its data follows, padded with zeros to a multiple of TAR_BLOCK (TAR_PAD); two
+ * zero blocks end an archive.
+ */
+#define TAR_PAD(n) ((TAR_BLOCK - (n) % TAR_BLOCK) % TAR_BLOCK)
+
+/* A pax record of the caller's ("S3CACHED.status" = "404"). */
+struct tar_write_kv {
+    const char *key, *value;
+};
+
+/* Writes the header of a regular file named @name (@name_len bytes, no NUL) of @size bytes,
+ * mode 0644, modified at @mtime (seconds), into @buf (@cap bytes): one ustar block, or a pax
+ * header ("path" past 100 bytes, "size" past 8 GiB - 1, and @pax's @n_pax records) and then
+ * the ustar block. Returns its length (a multiple of TAR_BLOCK), -E2BIG when @cap is too small,
+ * or -EINVAL for an empty name. */
+ssize_t tar_write_header(void *buf, size_t cap, const char *name, size_t name_len,
+                         uint64_t size, int64_t mtime, const struct tar_write_kv *pax,
+                         size_t n_pax);
 
 #endif

@@ -128,6 +128,8 @@ static int h_read_answer(struct req *rq, int is_get)
  * the cache at once, not at release: its client may already send the next request. */
 static int h_read_end(struct req *rq, int is_get)
 {
+    if (req_has_query(rq, "member"))
+        return member_read_end(rq, is_get); /* inside a tar shard (h_member.c) */
     int ret = h_read_answer(rq, is_get);
     if (rq->answered && rq->obj && rq->phase != PH_READ)
         cache_obj_fetch_none(rq->obj);

@@ -16,6 +16,7 @@ extern const struct handler h_get, h_head, h_put, h_copy, h_delete, h_object_acl
 extern const struct handler h_list_buckets, h_bucket_create, h_bucket_delete, h_bucket_head,
     h_bucket_location, h_bucket_versioning, h_bucket_acl, h_bucket_put_acl, h_list_objects,
     h_list_uploads, h_delete_objects;
+extern const struct handler h_batch; /* h_batch.c */
 extern const struct handler h_mp_create, h_mp_part, h_mp_part_copy, h_mp_complete, h_mp_abort,
     h_mp_list_parts;
 
@@ -26,6 +27,9 @@ int copy_source_parse(struct req *rq, char **bucket, char **key);
 /* The x-amz-copy-source-if-* headers of @rq into *@c (pointers into the request). */
 void copy_source_cond(struct req *rq, struct cond_hdrs *c);
 void acl_document(struct buf *b);
+/* GET (@is_get) or HEAD of the tar member named by ?member= (h_member.c): h_get and h_head's
+ * end() when the parameter is there. */
+int member_read_end(struct req *rq, int is_get);
 /* Put{Bucket,Object}Acl's request (x-amz-acl, x-amz-grant-*, rq->body): 0 when it asks for what
  * is enforced anyway (canned "private", or a document granting the owner FULL_CONTROL and
  * nothing else); -S3E_NOT_IMPLEMENTED for any other grant; -S3E_INVALID_REQUEST,

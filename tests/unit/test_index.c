@@ -254,11 +254,69 @@ static void test_index_panic_under_concurrent_calls(void **state)
     assert_int_equal(v, 7);
 }
 
+/* ---- member indexes ------------------------------------------------------------------- */
+
+static int members_copy(void *arg, const void *blob, size_t len)
+{
+    char *out = arg;
+    snprintf(out, 64, "%.*s", (int)len, (const char *)blob);
+    return 0;
+}
+
+static int members_get(struct index *ix, const char *key, uint64_t version, char out[64])
+{
+    struct index_key k;
+    index_key_make("b", key, &k);
+    out[0] = '\0';
+    return index_members_get(ix, &k, version, members_copy, out);
+}
+
+static int members_put(struct index *ix, const char *key, uint64_t version, const char *blob)
+{
+    struct index_key k;
+    index_key_make("b", key, &k);
+    return index_members_put(ix, &k, version, blob, strlen(blob));
+}
+
+/* A member index lives and dies with its version's record: stored only for the record's
+ * version, gone when the record is replaced (a new version) or deleted (eviction,
+ * invalidation), and never handed to a later version of the same key. */
+static void test_index_members_follow_the_version(void **state)
+{
+    struct env *e = *state;
+    char got[64];
+    struct index_key k;
+    int64_t delta;
+    assert_int_equal(members_put(e->ix, "shard.tar", 5, "v5"), -ESTALE); /* no record */
+    assert_int_equal(put(e->ix, "shard.tar", 5, 100), 0);
+    assert_int_equal(members_get(e->ix, "shard.tar", 5, got), -ENOENT);
+    assert_int_equal(members_put(e->ix, "shard.tar", 4, "v4"), -ESTALE); /* another version */
+    assert_int_equal(members_put(e->ix, "shard.tar", 5, "v5"), 0);
+    assert_int_equal(members_get(e->ix, "shard.tar", 5, got), 0);
+    assert_string_equal(got, "v5");
+    /* another key's index is its own */
+    assert_int_equal(put(e->ix, "shard.tar2", 5, 100), 0);
+    assert_int_equal(members_get(e->ix, "shard.tar2", 5, got), -ENOENT);
+    /* a new version replaces the record: the old index goes with it */
+    assert_int_equal(put(e->ix, "shard.tar", 6, 100), 0);
+    assert_int_equal(members_get(e->ix, "shard.tar", 5, got), -ENOENT);
+    assert_int_equal(members_get(e->ix, "shard.tar", 6, got), -ENOENT);
+    assert_int_equal(members_put(e->ix, "shard.tar", 6, "v6"), 0);
+    /* deleting the record (eviction, invalidation) deletes the index */
+    index_key_make("b", "shard.tar", &k);
+    assert_int_equal(index_del(e->ix, &k, 6, &delta), 0);
+    assert_int_equal(members_get(e->ix, "shard.tar", 6, got), -ENOENT);
+    /* the same version number coming back (a restore) finds nothing left behind */
+    assert_int_equal(put(e->ix, "shard.tar", 6, 100), 0);
+    assert_int_equal(members_get(e->ix, "shard.tar", 6, got), -ENOENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_index_reopens_after_panic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_panic_under_concurrent_calls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_members_follow_the_version, setup, teardown),
     };
     return cmocka_run_group_tests_name("index", tests, NULL, NULL);
 }

@@ -992,6 +992,82 @@ static void test_tar_index_builder(void **state)
     free(blob);
 }
 
+/* tar_write_header(): what it writes walks back to the same names, sizes and offsets, with a
+ * pax header only where ustar cannot say it (long names, sizes past 8 GiB - 1, records of the
+ * caller's), and the pax record lengths are exact (the walker rejects a wrong one). */
+static void test_tar_write_roundtrip(void **state)
+{
+    (void)state;
+    struct arch a = {0};
+    char longname[700];
+    memset(longname, 'n', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    memcpy(longname + 600, "/x.jpg", 7);
+    const char *names[] = {"a.txt", longname, "b/c.cls", "marked/entry", "big.bin"};
+    uint64_t sizes[] = {5, 1000, 0, 0, 9ull << 30};
+    uint8_t h[16384];
+    struct tar_write_kv kv[] = {{"S3CACHED.status", "404"}, {"S3CACHED.code", "NoSuchKey"},
+                                {"S3CACHED.message", "no such key, really"}};
+    ssize_t lens[5];
+    for (int i = 0; i < 5; i++) {
+        lens[i] = tar_write_header(h, sizeof(h), names[i], strlen(names[i]), sizes[i],
+                                   1700000000, i == 3 ? kv : NULL, i == 3 ? 3 : 0);
+        assert_true(lens[i] > 0 && lens[i] % 512 == 0);
+        memcpy(arch_add(&a, (size_t)lens[i]), h, (size_t)lens[i]);
+        if (i < 4) {
+            uint8_t d[1024];
+            memset(d, 'a' + i, sizeof(d));
+            data_add(&a, d, (size_t)sizes[i]);
+        }
+    }
+    assert_int_equal(lens[0], 512); /* plain ustar */
+    assert_int_equal(lens[2], 512);
+    assert_true(lens[1] >= 1536);   /* pax path */
+    assert_true(lens[3] >= 1536);   /* the caller's records */
+    assert_true(lens[4] >= 1536);   /* pax size */
+    /* the big member's bytes are not there: walk the first four, then end the archive */
+    struct arch b = {0};
+    uint64_t cut = a.len - (uint64_t)lens[4];
+    memcpy(arch_add(&b, cut), a.p, cut);
+    arch_add(&b, 1024);
+    struct walked w;
+    walk_mem(&b, NULL, &w);
+    assert_int_equal(w.rc, TAR_END);
+    assert_int_equal(w.n, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_string_equal(w.v[i].name, names[i]);
+        assert_int_equal(w.v[i].e.size, sizes[i]);
+        assert_int_equal(w.v[i].e.type, TAR_REG);
+        assert_int_equal(w.v[i].e.mtime, 1700000000);
+    }
+    assert_int_equal(b.p[w.v[1].e.data_off], 'b');
+    walked_free(&w);
+    /* the 9 GiB entry's header alone: its size comes from the pax record */
+    struct tar_walk *tw;
+    struct tar_entry e;
+    struct tar_need need;
+    assert_int_equal(tar_walk_new((uint64_t)lens[4] + (9ull << 30), NULL, &tw), 0);
+    int rc;
+    uint64_t fed = 0;
+    while ((rc = tar_walk_next(tw, &e, &need)) == TAR_NEED) {
+        assert_true(need.off >= fed); /* forward only */
+        assert_int_equal(tar_walk_feed(tw, a.p + cut + need.off, need.len), 0);
+        fed = need.off + need.len;
+    }
+    assert_int_equal(rc, TAR_ENTRY);
+    assert_int_equal(e.size, 9ull << 30);
+    assert_string_equal(e.name, "big.bin");
+    tar_walk_free(tw);
+    /* errors */
+    assert_int_equal(tar_write_header(h, 511, "a", 1, 1, 0, NULL, 0), -E2BIG);
+    assert_int_equal(tar_write_header(h, 1024, longname, strlen(longname), 1, 0, NULL, 0),
+                     -E2BIG);
+    assert_int_equal(tar_write_header(h, sizeof(h), "", 0, 1, 0, NULL, 0), -EINVAL);
+    assert_int_equal(tar_write_header(h, sizeof(h), "a\0b", 3, 1, 0, NULL, 0), -EINVAL);
+    free(a.p);
+    free(b.p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1008,6 +1084,7 @@ int main(void)
         cmocka_unit_test(test_tar_feed_misuse),
         cmocka_unit_test(test_tar_index_corrupt),
         cmocka_unit_test(test_tar_index_builder),
+        cmocka_unit_test(test_tar_write_roundtrip),
     };
     return cmocka_run_group_tests_name("tar", tests, fixtures_setup, fixtures_teardown);
 }
