@@ -40,7 +40,7 @@ NPM_DIR   := tests/e2e/node_modules
 
 .PHONY: all run test test-unit test-e2e test-asan bench lint test-lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
         test-faults soak
-all: $(BUILD)/s3cached $(BUILD)/ring-owner
+all: $(BUILD)/s3cached $(BUILD)/ring-owner $(BUILD)/throttle
 
 $(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
@@ -57,7 +57,7 @@ $(BUILD)/index-fill: bench/index_fill.c $(BUILD)/libs3c.a
 $(BUILD)/tar-bench: bench/tar_bench.c $(BUILD)/libs3c.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
 
-# make bench's slow link: a loopback relay with a bandwidth cap (bench/throttle.c)
+# the slow link of make bench and e2e 73/74: a loopback relay with a bandwidth cap (bench/throttle.c)
 $(BUILD)/throttle: bench/throttle.c
 	$(CC) $(CFLAGS) -o $@ $< -lpthread
 
