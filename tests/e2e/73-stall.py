@@ -14,6 +14,7 @@ slow for a reason the test controls rather than the machine's speed.
 import json
 import os
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.request
@@ -79,6 +80,37 @@ def admin(srv, method, path, body=None):
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+
+
+def dashboard_panels(metrics):
+    """The Grafana dashboard has the needed-vs-delivered and stall-by-cause panels; their
+    queries parse (promtool check rules) and name only metrics /_/metrics (@metrics) has."""
+    import re
+    d = json.load(open(os.path.join(E.REPO, "deploy", "grafana", "s3cached-dashboard.json")))
+    panels = {p["title"]: p for p in d["panels"]}
+    exprs = []
+    for title in ("Needed vs delivered, per job", "Stall by cause, per job"):
+        if title not in panels:
+            raise E.Fail("no panel %r in the dashboard" % title)
+        exprs += [x["expr"] for x in panels[title]["targets"]]
+    for e in exprs:
+        for name in set(re.findall(r"s3cached_[a-z_]+", e)):
+            if "\n%s{" % name not in metrics:
+                raise E.Fail("the dashboard queries %s, which /_/metrics does not have" % name)
+    if not os.access("/usr/bin/promtool", os.X_OK):
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as f:
+        f.write("groups:\n- name: dashboard\n  rules:\n")
+        for i, e in enumerate(exprs):
+            q = e.replace("$instance", ".*").replace("$__rate_interval", "1m")
+            f.write("  - record: dashboard:q%d\n    expr: %s\n" % (i, json.dumps(q)))
+    try:
+        p = subprocess.run(["/usr/bin/promtool", "check", "rules", f.name], capture_output=True,
+                           timeout=60)
+    finally:
+        os.unlink(f.name)
+    if p.returncode != 0:
+        raise E.Fail("the panels' queries: %s" % p.stdout.decode() + p.stderr.decode())
 
 
 def main():
@@ -261,6 +293,7 @@ def main():
                                     headers={"Authorization": "Bearer " + gw.token})
         with urllib.request.urlopen(rq, timeout=10) as r:
             m = r.read().decode()
+        dashboard_panels(m)
         for want in ('s3cached_job_stall_seconds_total{job="cold-reader",cause="backend"}',
                      's3cached_job_state{job="limited-reader",state="starved"}',
                      's3cached_client_stall_seconds_total{client="%s"' % L,
@@ -275,7 +308,8 @@ def main():
     t.check("boto3 signs x-s3cached-job (event hook); need= of the key; the key's own job",
             boto3_hook_and_key_need)
     t.check("POST/GET/DELETE /_/jobs; bad names, needs and non-admins refused", jobs_endpoint)
-    t.check("s3cached stats shows the jobs; /_/metrics passes promtool", stats_cli_and_metrics)
+    t.check("s3cached stats shows the jobs; /_/metrics passes promtool; the dashboard's job "
+            "panels", stats_cli_and_metrics)
     gw.stop()
 
     # queueing: one worker; a GET whose lookup waits behind another's fetch
