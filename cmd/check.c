@@ -205,17 +205,18 @@ static void check_bound(const struct check_opts *o, struct check_result *r)
         int c = r->main_cause;
         r->bound = c <= 1 ? "backend" : c == 2 ? "rate_limit" : "gateway_workers";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
-                 c <= 1 ? "the backend: the reads waited on it %.0f %% of their time; it "
+                 c <= 1 ? "the reads waited on the backend %.0f %% of their time; it "
                           "delivered %s"
-                 : c == 2 ? "a rate limit or the fair share: the reads were held back %.0f %% "
-                            "of their time (%s from the backend)"
-                          : "the gateway's worker threads: the reads waited in its queue "
-                            "%.0f %% of their time (%s from the backend)",
+                 : c == 2 ? "the reads were held back by a rate limit or the fair share %.0f "
+                            "%% of their time (%s from the backend)"
+                          : "the reads waited for the gateway's worker threads %.0f %% of "
+                            "their time (%s from the backend)",
                  100 * r->stall_share, be);
     } else if (gw && r->gw_cores >= CHECK_CPU_BUSY * b->cores) {
         r->bound = "gateway_cpu";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
-                 "the gateway's CPU: %.2f of %u cores busy", r->gw_cores, b->cores);
+                 "the gateway kept %.2f of the machine's %u cores busy", r->gw_cores,
+                 b->cores);
     } else if (r->local && r->machine_busy >= CHECK_MACHINE_BUSY) {
         char n[32] = "?", others[64] = "";
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -228,23 +229,23 @@ static void check_bound(const struct check_opts *o, struct check_result *r)
         }
         r->bound = "cpu";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
-                 "this machine's %ld CPUs, %.0f %% busy: the gateway took %s cores, this reader "
-                 "%.2f%s (they share the machine)", cores, 100 * r->machine_busy, n,
+                 "this machine's %ld CPUs were %.0f %% busy: the gateway took %s cores, this "
+                 "reader %.2f%s (they share the machine)", cores, 100 * r->machine_busy, n,
                  r->reader_cores, others);
     } else if (gw && r->disk_busy >= CHECK_DISK_BUSY) {
         r->bound = "cache_disk";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
-                 "the cache disk: busy %.0f %% of the time", 100 * r->disk_busy);
+                 "the cache disk was busy %.0f %% of the time", 100 * r->disk_busy);
     } else if (r->local) {
         r->bound = "reader";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
-                 "this reader: the gateway waited on nothing and had CPU to spare (try more "
-                 "--streams, or readers on more machines)");
+                 "the gateway waited on nothing and had CPU to spare: this reader is the limit "
+                 "(try more --streams, or readers on more machines)");
     } else {
         r->bound = "network";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
-                 "the network or this reader: the gateway waited on nothing and had CPU to "
-                 "spare");
+                 "the gateway waited on nothing and had CPU to spare: the network or this "
+                 "reader is the limit");
     }
     if (!gw)
         snprintf(r->bound_detail + strlen(r->bound_detail),
