@@ -43,7 +43,7 @@ NPM_DIR   := tests/e2e/node_modules
 
 .PHONY: all run test test-unit test-e2e test-asan bench lint test-lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
         test-faults soak
-all: $(BUILD)/s3cached $(BUILD)/ring-owner
+all: $(BUILD)/s3cached $(BUILD)/ring-owner $(BUILD)/throttle
 
 $(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
@@ -60,7 +60,7 @@ $(BUILD)/index-fill: bench/index_fill.c $(BUILD)/libs3c.a
 $(BUILD)/tar-bench: bench/tar_bench.c $(BUILD)/libs3c.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
 
-# make bench's slow link: a loopback relay with a bandwidth cap (bench/throttle.c)
+# the slow link of make bench and e2e 73/74: a loopback relay with a bandwidth cap (bench/throttle.c)
 $(BUILD)/throttle: bench/throttle.c
 	$(CC) $(CFLAGS) -o $@ $< -lpthread
 
@@ -167,6 +167,7 @@ bench: deps-test
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached INDEX_FILL_BIN=$(CURDIR)/$(BUILD)/index-fill bench/startup.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/checkpoint.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/shards.sh
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/stall.sh
 
 # Deployment files: the static checks of make test (tests/deploy/validate.sh, with the
 # Kubernetes API schema check whose npm packages deps-test installs), then a real

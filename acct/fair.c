@@ -211,7 +211,7 @@ void fair_conn_start(struct fair *f, struct fair_conn *fc, int fd, const char *k
     fc->cl = cl;
     fc->fd = fd;
     fc->sampled = 0;
-    fc->base = fc->counted = fc->rate = 0;
+    fc->base = fc->counted = fc->rate = fc->held_ns = 0;
     fc->prev = NULL;
     fc->next = cl->conns;
     if (cl->conns)
@@ -271,6 +271,7 @@ void fair_tick(struct fair *f, uint64_t now_ns)
         return;
     }
     double secs = (double)(now_ns - f->last_ns) / 1e9;
+    uint64_t round_ns = now_ns - f->last_ns;
     f->last_ns = now_ns;
     if (f->nclients > f->dem_cap) {
         size_t cap = S3C_MAX((size_t)f->nclients, f->dem_cap * 2);
@@ -309,6 +310,11 @@ void fair_tick(struct fair *f, uint64_t now_ns)
              * something else (its reader, a fill, its own rate limit): it keeps what it takes
              * and the rest goes to the others. */
             int greedy = cl->fresh || used >= FAIR_GREEDY * f->level;
+            /* Paced through the round and taking what the level allowed: its responses were
+             * held back by the fair share for the round (their stall, acct/stall.h). */
+            if (f->saturated && !cl->fresh && used >= FAIR_GREEDY * f->level)
+                for (struct fair_conn *fc = cl->conns; fc; fc = fc->next)
+                    fc->held_ns += fc->rate ? round_ns : 0;
             f->dem[n++] = greedy ? FAIR_UNBOUNDED : used;
             cl->bytes = 0;
             cl->fresh = 0;

@@ -41,6 +41,8 @@ struct fair_conn {
     uint64_t base;                 /* bytes written to the socket at the last sample */
     uint64_t counted;              /* bytes of this response charged by the rounds so far */
     uint64_t rate;                 /* pacing set on the socket, bytes/s (0 = none) */
+    uint64_t held_ns;              /* rounds it spent paced while its client was held to the
+                                    * level (stall by fair share; read after fair_conn_end) */
 };
 
 /* How sockets are measured and paced; the default is TCP_INFO and SO_MAX_PACING_RATE. Tests

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "fair.h"
+#include "jobs.h"
 #include "lib/s3c.h"
 #include "stats.h"
 #include "stats_priv.h"
@@ -88,7 +89,15 @@ static struct stats_client *client_new(const char *key, const char *addr, uint32
     c->first_seq = seq;
     copy_trunc(c->key, sizeof(c->key), key);
     copy_trunc(c->addr, sizeof(c->addr), addr);
+    stall_acc_init(&c->stall, now);
     return c;
+}
+
+static void client_free(struct stats_client *c)
+{
+    stall_acc_destroy(&c->stall);
+    c->magic = 0;
+    free(c);
 }
 
 int stats_new(struct stats **out)
@@ -137,8 +146,7 @@ void stats_free(struct stats *s)
         struct stats_client *c = s->slots[i], *next;
         for (; c; c = next) {
             next = c->next;
-            c->magic = 0;
-            free(c);
+            client_free(c);
         }
     }
     for (unsigned i = 0; i < STATS_BUCKET_SLOTS; i++) {
@@ -148,8 +156,8 @@ void stats_free(struct stats *s)
             free(b);
         }
     }
-    s->other->magic = 0;
-    free(s->other);
+    client_free(s->other);
+    free(s->disk_path);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->bucket_lock);
     pthread_mutex_destroy(&s->tk_lock);
@@ -211,6 +219,7 @@ static void client_fold(struct stats *s, struct stats_client *c, uint64_t seq)
     ADD(o->err_5xx, LOAD(c->err_5xx));
     for (unsigned i = 0; i < STATS_OP__N; i++)
         ADD(o->by_op[i], LOAD(c->by_op[i]));
+    stall_acc_fold(&o->stall, &c->stall);
     /* Keep "other"'s rate continuous: its past samples gain what @c had at those ticks. */
     uint64_t lo = seq >= STATS_RING - 1 ? seq - (STATS_RING - 1) : 0;
     for (uint64_t q = lo; q <= seq; q++) {
@@ -231,24 +240,52 @@ void stats_tick(struct stats *s)
     s->tick_ns[idx] = now;
     s->other->ring_out[idx] = LOAD(s->other->bytes_out);
     s->other->ring_in[idx] = LOAD(s->other->bytes_in);
+    stall_acc_sample(&s->other->stall, seq, now);
     for (unsigned i = 0; i < STATS_CLIENT_SLOTS; i++) {
         struct stats_client **pp = &s->slots[i];
         while (*pp) {
             struct stats_client *c = *pp;
             c->ring_out[idx] = LOAD(c->bytes_out);
             c->ring_in[idx] = LOAD(c->bytes_in);
+            stall_acc_sample(&c->stall, seq, now);
             if (c->refs == 0 && now - c->last_seen_ns > s->idle_ns) {
                 *pp = c->next;
                 s->n_clients--;
                 client_fold(s, c, seq);
-                c->magic = 0;
-                free(c);
+                client_free(c);
                 continue;
             }
             pp = &c->next;
         }
     }
     s->tick_seq = seq + 1;
+    struct jobs *jobs = s->jobs;
+    pthread_mutex_unlock(&s->lock);
+    if (jobs)
+        jobs_tick(jobs);
+}
+
+struct stall_acc *stats_client_stall(struct stats_client *c)
+{
+    CHECK_OBJ_NOTNULL(c, STATS_CLIENT_MAGIC);
+    return &c->stall;
+}
+
+void stats_set_jobs(struct stats *s, struct jobs *j)
+{
+    CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
+    pthread_mutex_lock(&s->lock);
+    s->jobs = j;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void stats_set_disk_path(struct stats *s, const char *path)
+{
+    CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
+    char *p = path ? strdup(path) : NULL;
+    pthread_mutex_lock(&s->lock);
+    free(s->disk_path);
+    s->disk_path = p;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -476,6 +513,7 @@ static void row_from_client(const struct stats *s, const struct stats_client *c,
     r->err_5xx = LOAD(c->err_5xx);
     for (unsigned i = 0; i < STATS_OP__N; i++)
         r->by_op[i] = LOAD(c->by_op[i]);
+    stall_acc_view((struct stall_acc *)&c->stall, s->now(s->now_cls), &r->stall);
 }
 
 static void row_from_bucket(const struct stats_bucket *b, int is_other, struct stats_row *r)

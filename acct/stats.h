@@ -61,6 +61,8 @@ const char *stats_op_name(enum stats_op op);
 struct stats;
 struct stats_client;
 struct fair_stats; /* acct/fair.h: the --max-bandwidth fair share */
+struct stall_acc;  /* acct/stall.h */
+struct jobs;       /* acct/jobs.h */
 
 /* Creates the accounting state and records the start time (uptime). 0 or -ENOMEM. */
 int stats_new(struct stats **out);
@@ -97,6 +99,15 @@ void stats_client_release(struct stats *s, struct stats_client *c);
 void stats_client_sent(struct stats_client *c, uint64_t n);
 void stats_client_received(struct stats_client *c, uint64_t n);
 void stats_client_filled(struct stats_client *c, uint64_t n);
+
+/* The client's GET time row (acct/stall.h), for stall_req_begin(). Valid while @c is held. */
+struct stall_acc *stats_client_stall(struct stats_client *c);
+/* The jobs ticked with the clients (1 Hz) and written after them in stats_json() ("jobs": [])
+ * and stats_prometheus() (s3cached_job_*). Borrowed; set before serving, outlives @s's use. */
+void stats_set_jobs(struct stats *s, struct jobs *j);
+/* The cache directory whose block device stats_json()'s "process" object reports as the cache
+ * disk (acct/procinfo.h). Copied. */
+void stats_set_disk_path(struct stats *s, const char *path);
 
 /* Once per request at completion. Counts the request for @c (may be NULL) by @op, its error
  * class (@http_status 4xx / 5xx), its cache outcome @how (an enum cache_outcome, or -1 when not

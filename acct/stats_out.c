@@ -15,7 +15,9 @@
 #include <time.h>
 
 #include "fair.h"
+#include "jobs.h"
 #include "lib/s3c.h"
+#include "procinfo.h"
 #include "stats.h"
 #include "stats_priv.h"
 
@@ -51,6 +53,41 @@ static int json_common(struct buf *out, const struct stats_row *r)
                         r->err_4xx, r->err_5xx);
     if (!rc)
         rc = json_by_op(out, r->by_op);
+    return rc;
+}
+
+/* The gateway process and its cache disk (acct/procinfo.h); unknown figures are -1. */
+static void stats_procinfo(struct stats *s, struct procinfo *pi)
+{
+    pthread_mutex_lock(&s->lock);
+    char *path = s->disk_path ? strdup(s->disk_path) : NULL;
+    pthread_mutex_unlock(&s->lock);
+    procinfo_get(path, pi);
+    free(path);
+}
+
+/* ,"jobs": [...] (acct/jobs.h) and ,"process": {...} */
+static int json_jobs_process(struct stats *s, struct buf *out)
+{
+    struct procinfo pi;
+    pthread_mutex_lock(&s->lock);
+    struct jobs *jobs = s->jobs;
+    pthread_mutex_unlock(&s->lock);
+    int rc = buf_puts(out, ",\n \"jobs\": ");
+    if (!rc)
+        rc = jobs ? jobs_json(jobs, NULL, out) : buf_puts(out, "[]");
+    stats_procinfo(s, &pi);
+    if (!rc)
+        rc = buf_printf(out,
+                        ",\n \"process\": {\"cpu_user_s\": %.3f, \"cpu_system_s\": %.3f, "
+                        "\"cores\": %u, \"disk_read_bytes\": %" PRId64
+                        ", \"disk_write_bytes\": %" PRId64 ", \"cache_disk\": ",
+                        pi.cpu_user_s, pi.cpu_system_s, pi.cores, pi.disk_read_bytes,
+                        pi.disk_write_bytes);
+    if (!rc)
+        rc = buf_json_str(out, pi.cache_disk);
+    if (!rc)
+        rc = buf_printf(out, ", \"cache_disk_busy_s\": %.3f}", pi.cache_disk_busy_s);
     return rc;
 }
 
@@ -142,8 +179,12 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
         if (!rc)
             rc = buf_printf(out,
                             ", \"backend_fill_bytes\": %" PRIu64
-                            ", \"in_flight\": %u, \"rate_out_bps\": %.0f, \"rate_in_bps\": %.0f}",
+                            ", \"in_flight\": %u, \"rate_out_bps\": %.0f, \"rate_in_bps\": %.0f, ",
                             r->fill_bytes, r->in_flight, r->rate_out, r->rate_in);
+        if (!rc)
+            rc = stall_json(out, &r->stall);
+        if (!rc)
+            rc = buf_puts(out, "}");
     }
     if (!rc)
         rc = buf_puts(out, ncl ? "\n ],\n \"buckets\": [" : "],\n \"buckets\": [");
@@ -159,7 +200,11 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
             rc = buf_puts(out, "}");
     }
     if (!rc)
-        rc = buf_puts(out, nbk ? "\n ]}\n" : "]}\n");
+        rc = buf_puts(out, nbk ? "\n ]" : "]");
+    if (!rc)
+        rc = json_jobs_process(s, out);
+    if (!rc)
+        rc = buf_puts(out, "}\n");
 out:
     free(cl);
     free(bk);
@@ -185,6 +230,11 @@ static int prom_label(struct buf *out, const char *v)
     if (!rc)
         rc = buf_append(out, run, (size_t)(v - run));
     return rc;
+}
+
+int stats_prom_label(struct buf *out, const char *v)
+{
+    return prom_label(out, v);
 }
 
 static int prom_family(struct buf *out, const char *name, const char *type, const char *help)
@@ -404,6 +454,106 @@ static int prom_fair_gauges(struct buf *out, const struct fair_stats *fs)
     return rc;
 }
 
+/* The clients' GET time (acct/stall.h): stall by cause, transfer, first byte, hits, windows. */
+static int prom_client_stall(struct buf *out, const struct stats_row *cl, size_t n)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"s3cached_client_stall_seconds_total", "counter",
+         "GET time spent waiting on the gateway, by client and cause."},
+        {"s3cached_client_transfer_seconds_total", "counter",
+         "GET time, from request to completion, summed over the client's GETs."},
+        {"s3cached_client_first_byte_seconds_total", "counter",
+         "Time to the first body byte, summed over the client's GETs."},
+        {"s3cached_client_gets_total", "counter", "GETs completed, by client."},
+        {"s3cached_client_hit_bytes_total", "counter", "GET body bytes sent from the cache."},
+        {"s3cached_client_delivered_bytes_per_second", "gauge",
+         "GET body bytes delivered per second, over a window (10s, 60s)."},
+        {"s3cached_client_stall_ratio", "gauge",
+         "Share of the client's GET time spent waiting on the gateway, last 10 s."},
+    };
+    int rc = 0;
+    for (size_t f = 0; f < ARRAY_SIZE(fam) && !rc; f++) {
+        rc = prom_family(out, fam[f].name, fam[f].type, fam[f].help);
+        for (size_t k = 0; k < n && !rc; k++) {
+            const struct stall_view *v = &cl[k].stall;
+            char extra[48];
+            int nser = f == 0 ? STALL__N : f == 5 ? 2 : 1;
+            for (int i = 0; i < nser && !rc; i++) {
+                const struct stall_window *w = i ? &v->w_long : &v->w_short;
+                if (f == 0)
+                    snprintf(extra, sizeof(extra), "cause=\"%s\"", stall_cause_name(i));
+                else
+                    snprintf(extra, sizeof(extra), "window=\"%s\"", i ? "60s" : "10s");
+                rc = buf_puts(out, fam[f].name);
+                if (!rc)
+                    rc = prom_labels(out, &cl[k], 1, f == 0 || f == 5 ? extra : NULL);
+                if (rc)
+                    break;
+                switch (f) {
+                case 0: rc = buf_printf(out, " %.6f\n", v->stall_s[i]); break;
+                case 1: rc = buf_printf(out, " %.6f\n", v->xfer_s); break;
+                case 2: rc = buf_printf(out, " %.6f\n", v->ttfb_s); break;
+                case 3: rc = buf_printf(out, " %" PRIu64 "\n", v->gets); break;
+                case 4: rc = buf_printf(out, " %" PRIu64 "\n", v->hit_bytes); break;
+                case 5:
+                    rc = buf_printf(out, " %.0f\n", w->bytes / (w->secs < 1 ? 1 : w->secs));
+                    break;
+                default: rc = buf_printf(out, " %.4f\n", stall_share(&v->w_short)); break;
+                }
+            }
+        }
+    }
+    return rc;
+}
+
+/* The jobs' families (acct/jobs_out.c) and the process's. */
+static int prom_jobs_process(struct stats *s, struct buf *out)
+{
+    struct procinfo pi;
+    pthread_mutex_lock(&s->lock);
+    struct jobs *jobs = s->jobs;
+    pthread_mutex_unlock(&s->lock);
+    int rc = jobs ? jobs_prometheus(jobs, out) : 0;
+    stats_procinfo(s, &pi);
+    if (!rc)
+        rc = prom_family(out, "s3cached_process_cpu_seconds_total", "counter",
+                         "CPU time of the gateway process, by mode (user, system).");
+    if (!rc)
+        rc = buf_printf(out,
+                        "s3cached_process_cpu_seconds_total{mode=\"user\"} %.3f\n"
+                        "s3cached_process_cpu_seconds_total{mode=\"system\"} %.3f\n",
+                        pi.cpu_user_s, pi.cpu_system_s);
+    if (!rc)
+        rc = prom_family(out, "s3cached_process_cores", "gauge", "Online CPUs of the machine.");
+    if (!rc)
+        rc = buf_printf(out, "s3cached_process_cores %u\n", pi.cores);
+    if (!rc && pi.disk_read_bytes >= 0)
+        rc = prom_family(out, "s3cached_process_storage_read_bytes_total", "counter",
+                         "Bytes the gateway process read from storage (/proc/self/io).");
+    if (!rc && pi.disk_read_bytes >= 0)
+        rc = buf_printf(out, "s3cached_process_storage_read_bytes_total %" PRId64 "\n",
+                        pi.disk_read_bytes);
+    if (!rc && pi.disk_write_bytes >= 0)
+        rc = prom_family(out, "s3cached_process_storage_written_bytes_total", "counter",
+                         "Bytes the gateway process wrote to storage (/proc/self/io).");
+    if (!rc && pi.disk_write_bytes >= 0)
+        rc = buf_printf(out, "s3cached_process_storage_written_bytes_total %" PRId64 "\n",
+                        pi.disk_write_bytes);
+    if (!rc && pi.cache_disk_busy_s >= 0)
+        rc = prom_family(out, "s3cached_cache_disk_busy_seconds_total", "counter",
+                         "Time the block device under the cache directory was busy.");
+    if (!rc && pi.cache_disk_busy_s >= 0) {
+        rc = buf_puts(out, "s3cached_cache_disk_busy_seconds_total{device=\"");
+        if (!rc)
+            rc = prom_label(out, pi.cache_disk);
+        if (!rc)
+            rc = buf_printf(out, "\"} %.3f\n", pi.cache_disk_busy_s);
+    }
+    return rc;
+}
+
 int stats_prometheus(struct stats *s, const struct cache_stats *cs,
                      const struct backend_counters *bc, const struct fair_stats *fs,
                      struct buf *out)
@@ -470,9 +620,13 @@ int stats_prometheus(struct stats *s, const struct cache_stats *cs,
             rc = buf_printf(out, " %u\n", cl[k].in_flight);
     }
     if (!rc)
+        rc = prom_client_stall(out, cl, ncl);
+    if (!rc)
         rc = prom_rows(out, prom_bucket, ARRAY_SIZE(prom_bucket), bk, nbk, 0);
     if (!rc)
         rc = prom_histograms(s, out);
+    if (!rc)
+        rc = prom_jobs_process(s, out);
 out:
     free(cl);
     free(bk);

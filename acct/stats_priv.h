@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "stall.h"
 #include "stats.h"
 
 #define STATS_MAGIC 0x57a75000
@@ -52,6 +53,8 @@ struct stats_client {
     struct stats_client *next;
     char key[STATS_KEY_MAX];
     char addr[STATS_ADDR_MAX];
+    /* GETs' time: transfer, stall by cause (acct/stall.h); own mutex, ring under lock */
+    struct stall_acc stall;
 };
 
 /* Guarded by stats->bucket_lock (touched once per request). */
@@ -88,6 +91,9 @@ struct stats {
     _Atomic uint64_t hist[STATS_OP__N][STATS_N_HOW][STATS_N_LE]; /* not cumulative */
     _Atomic uint64_t hist_sum_ns[STATS_OP__N][STATS_N_HOW];
 
+    struct jobs *jobs;    /* ticked with the clients, written after them (stats_set_jobs) */
+    char *disk_path;      /* the cache directory, for "process" (stats_set_disk_path) */
+
     pthread_mutex_t tk_lock;
     pthread_cond_t tk_cond;
     pthread_t ticker;
@@ -112,9 +118,13 @@ struct stats_row {
     uint64_t requests, bytes_out, bytes_in, fill_bytes, hits, misses, coalesced, err_4xx,
         err_5xx;
     uint64_t by_op[STATS_OP__N];
+    struct stall_view stall; /* clients only */
 };
 
 int stats_snapshot_clients(struct stats *s, struct stats_row **rows, size_t *n);
 int stats_snapshot_buckets(struct stats *s, struct stats_row **rows, size_t *n);
+
+/* A Prometheus label value (backslash, double quote, line feed escaped): for jobs_out.c. */
+int stats_prom_label(struct buf *out, const char *v);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "acct/fair.h"
+#include "acct/jobs.h"
 #include "acct/stats.h"
 #include "admin.h"
 #include "backends/backend.h"
@@ -266,6 +267,93 @@ static int admin_flush(struct req *rq)
     return REQ_OK;
 }
 
+/* The job @name as one JSON object into @b: 0, -ENOENT or the writer's error. */
+static int admin_job_one(struct jobs *jobs, const char *name, struct buf *b)
+{
+    struct jobs_view *v = NULL;
+    size_t n = 0;
+    int rc = jobs_snapshot(jobs, name, &v, &n);
+    if (!rc)
+        rc = n ? jobs_json_view(&v[0], b) : -ENOENT;
+    free(v);
+    return rc;
+}
+
+/* /_/jobs[/NAME]: GET lists the jobs (or one), POST {"job":"NAME","need_bps":N} (or
+ * "need":"2.8G") declares what a job needs (0 clears it), DELETE /_/jobs/NAME forgets that. */
+static int admin_jobs(struct req *rq, const char *rest)
+{
+    struct jobs *jobs = rq->srv->jobs;
+    const char *name = rest[0] == '/' && rest[1] ? rest + 1 : NULL;
+    struct buf b;
+    int rc = 0;
+    if (!jobs)
+        return respond_error_msg(rq, -S3E_NOT_FOUND, "Job accounting is off (--accounting or "
+                                                     "--stall-accounting false)");
+    buf_init(&b, 64u << 20);
+    if (!strcmp(rq->method, "POST") && !name) {
+        struct json *j = NULL;
+        struct errmsg em = {{0}};
+        uint64_t need = 0;
+        const char *why = NULL;
+        if (json_parse(rq->body.p ? rq->body.p : "", rq->body.len, &j, &em) ||
+            j->type != JSON_OBJ) {
+            why = em.buf[0] ? em.buf : "the body must be a JSON object";
+        } else if (!json_get_str(j, "job") || (why = jobs_check_name(json_get_str(j, "job")))) {
+            why = why ? why : "\"job\" (a string) is required";
+        } else if (json_get_str(j, "need")) {
+            why = conf_parse_rate(json_get_str(j, "need"), &need);
+        } else {
+            const struct json *n = json_get(j, "need_bps");
+            if (!n || n->type != JSON_NUM || n->num < 0 || n->num >= 1.8e19)
+                why = "\"need_bps\" (bytes/s, a number >= 0) or \"need\" (\"2.8G\") is required";
+            else
+                need = (uint64_t)(n->num + 0.5);
+        }
+        if (!why) {
+            rc = jobs_declare(jobs, json_get_str(j, "job"), need);
+            if (!rc)
+                rc = admin_job_one(jobs, json_get_str(j, "job"), &b);
+        }
+        json_free(j);
+        if (why) {
+            buf_free(&b);
+            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT, why);
+        }
+        if (rc == -ENOSPC) {
+            buf_free(&b);
+            return respond_error_msg(rq, -S3E_SLOW_DOWN, "The table of jobs is full");
+        }
+    } else if (!strcmp(rq->method, "GET") || !strcmp(rq->method, "HEAD")) {
+        if (name) {
+            rc = admin_job_one(jobs, name, &b);
+        } else {
+            rc = buf_puts(&b, "{\"jobs\": ");
+            rc = rc ? rc : jobs_json(jobs, NULL, &b);
+            rc = rc ? rc : buf_puts(&b, "}");
+        }
+        if (rc == -ENOENT) {
+            buf_free(&b);
+            return respond_error_msg(rq, -S3E_NOT_FOUND, "No such job");
+        }
+    } else if (!strcmp(rq->method, "DELETE") && name) {
+        rc = jobs_forget(jobs, name);
+        if (rc == -ENOENT) {
+            buf_free(&b);
+            return respond_error_msg(rq, -S3E_NOT_FOUND, "No job of that name was declared");
+        }
+        if (!rc)
+            rc = admin_job_one(jobs, name, &b);
+    } else {
+        rc = -S3E_METHOD_NOT_ALLOWED;
+    }
+    if (!rc)
+        rc = buf_puts(&b, "\n");
+    int r = rc ? respond_error(rq, rc) : respond_text(rq, 200, "application/json", b.p, b.len);
+    buf_free(&b);
+    return r;
+}
+
 static int h_admin_end(struct req *rq)
 {
     const char *p = rq->path + 2; /* after "/_" */
@@ -286,6 +374,8 @@ static int h_admin_end(struct req *rq)
         return admin_unpin(rq);
     if (!strcmp(p, "/flush"))
         return admin_flush(rq);
+    if (!strcmp(p, "/jobs") || !strncmp(p, "/jobs/", 6))
+        return admin_jobs(rq, p + 5);
     return respond_error_msg(rq, -S3E_NOT_FOUND, "No such admin endpoint");
 }
 
@@ -296,7 +386,7 @@ static int admin_known(const char *p, const char *method)
     return ((!strcmp(p, "/stats") || !strcmp(p, "/metrics")) && get) ||
            (!strncmp(p, "/cache/", 7) && !strcmp(method, "DELETE")) || !strcmp(p, "/warm") ||
            !strncmp(p, "/warm/", 6) || (!strcmp(p, "/unpin") && !strcmp(method, "POST")) ||
-           !strcmp(p, "/flush");
+           !strcmp(p, "/flush") || !strcmp(p, "/jobs") || !strncmp(p, "/jobs/", 6);
 }
 
 /* Headers only: a request that is not an admin's, or names no admin endpoint, is refused
@@ -318,7 +408,7 @@ static int h_admin_begin(struct req *rq)
     return 0;
 }
 
-/* Only the POST endpoints (warm, unpin, flush) read a body; others are not kept. */
+/* Only the POST endpoints (warm, unpin, flush, jobs) read a body; others are not kept. */
 static int h_admin_body(struct req *rq, const char *data, size_t len)
 {
     if (strcmp(rq->method, "POST"))

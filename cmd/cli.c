@@ -81,6 +81,14 @@ static long cli_request(const struct cli_opts *o, const char *method, const char
     return status;
 }
 
+/* Appends @s to the string in @dst (@cap bytes in all), truncating. */
+static void append_str(char *dst, size_t cap, const char *s)
+{
+    size_t n = strlen(dst);
+    if (n < cap)
+        snprintf(dst + n, cap - n, "%s", s);
+}
+
 static void human_bytes(double v, char *out, size_t cap)
 {
     static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -117,6 +125,35 @@ static int row_cmp(const void *a, const void *b)
 {
     double ra = ((const struct row *)a)->rate, rb = ((const struct row *)b)->rate;
     return ra < rb ? 1 : ra > rb ? -1 : 0;
+}
+
+/* The jobs of /_/stats: needed vs delivered (last 10 s and 60 s), the share of GET time spent
+ * stalled on the gateway and its main cause, hits, the verdict. */
+static void jobs_table(const struct json *jobs, FILE *f)
+{
+    size_t n = jobs && jobs->type == JSON_ARR ? jobs->n : 0;
+    if (!n)
+        return;
+    fprintf(f, "\n%-24s %12s %12s %12s %7s %-10s %6s %-8s %s\n", "JOB", "NEEDED", "DELIVERED",
+            "60s", "STALL", "CAUSE", "HITS", "STATE", "(10 s window)");
+    for (size_t i = 0; i < n; i++) {
+        const struct json *j = &jobs->items[i];
+        char need[32] = "-", d10[32], d60[32];
+        double nb = json_get_num(j, "need_bps", 0);
+        if (nb > 0) {
+            human_bytes(nb, need, sizeof(need) - 2);
+            append_str(need, sizeof(need), "/s");
+        }
+        human_bytes(json_get_num(j, "delivered_bps_10s", 0), d10, sizeof(d10) - 2);
+        append_str(d10, sizeof(d10), "/s");
+        human_bytes(json_get_num(j, "delivered_bps_60s", 0), d60, sizeof(d60) - 2);
+        append_str(d60, sizeof(d60), "/s");
+        const char *name = json_get_str(j, "job"), *cause = json_get_str(j, "main_cause_10s");
+        const char *state = json_get_str(j, "state");
+        fprintf(f, "%-24.24s %12s %12s %12s %6.1f%% %-10s %5.1f%% %-8s\n", name ? name : "-", need,
+                d10, d60, 100 * json_get_num(j, "stall_share_10s", 0), cause ? cause : "-",
+                100 * json_get_num(j, "hit_share_10s", 0), state ? state : "-");
+    }
 }
 
 static void stats_table(const struct json *st, FILE *f)
@@ -170,6 +207,7 @@ static void stats_table(const struct json *st, FILE *f)
                 s4, json_get_num(r, "hits", 0), json_get_num(r, "misses", 0));
     }
     free(rows);
+    jobs_table(json_get(st, "jobs"), f);
 }
 
 static int cmd_stats(const struct cli_opts *o)

@@ -1,11 +1,12 @@
 /*
- * main.c: subcommand dispatch (serve | warm | stats | flush | version | help),
+ * main.c: subcommand dispatch (serve | warm | stats | flush | check | version | help),
  * nothing else.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "cli.h"
 #include "http/server.h"
 #include "lib/conf.h"
@@ -20,6 +21,10 @@ static void usage(FILE *f)
                "       s3cached warm --endpoint URL [--pin] [--fit] s3://BUCKET/PREFIX\n"
                "                     | --keys FILE s3://BUCKET | --manifest s3://BUCKET/KEY\n"
                "       s3cached flush --endpoint URL [s3://BUCKET/PREFIX]\n"
+               "       s3cached check --endpoint URL s3://BUCKET/PREFIX --gpus N --per-gpu RATE\n"
+               "                     [--sample N] [--streams N] [--duration DUR] [--job NAME]\n"
+               "                     [--checkpoint SIZE | --params P] [--writers N]\n"
+               "                     [--part-size SIZE] [--json]\n"
                "       (admin auth: --admin-token T or S3CACHED_ADMIN_TOKEN; or SigV4 with\n"
                "        --access-key/--secret-key or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)\n"
                "       s3cached version | help\n\n",
@@ -56,6 +61,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 2, argv + 2);
     if (!strcmp(cmd, "stats") || !strcmp(cmd, "warm") || !strcmp(cmd, "flush"))
         return cli_main(cmd, argc - 2, argv + 2);
+    if (!strcmp(cmd, "check"))
+        return check_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("s3cached %s\n", S3C_VERSION);
         return 0;

@@ -33,6 +33,7 @@ struct cred {
     char secret_key[129];
     int admin;
     uint64_t rate_bps; /* 0 = unlimited */
+    uint64_t need_bps; /* what the key's job needs (need=), 0 = not said */
 };
 
 struct cred_table {
@@ -69,7 +70,7 @@ static struct cred_table *table_get(struct auth *a)
 }
 
 static int table_add(struct cred_table **tp, const char *ak, const char *sk, int admin,
-                     uint64_t rate)
+                     uint64_t rate, uint64_t need)
 {
     struct cred_table *t = *tp;
     size_t n = t ? t->n : 0;
@@ -85,11 +86,12 @@ static int table_add(struct cred_table **tp, const char *ak, const char *sk, int
     snprintf(c->secret_key, sizeof(c->secret_key), "%s", sk);
     c->admin = admin;
     c->rate_bps = rate;
+    c->need_bps = need;
     *tp = nt;
     return 0;
 }
 
-/* Parses "ACCESS SECRET [admin] [rate=RATE]" lines. */
+/* Parses "ACCESS SECRET [admin] [rate=RATE] [need=RATE]" lines. */
 static int auth_read_file(const char *path, struct cred_table **out, struct errmsg *em)
 {
     FILE *f = fopen(path, "r");
@@ -113,13 +115,13 @@ static int auth_read_file(const char *path, struct cred_table **out, struct errm
         if (nw == 0)
             continue;
         if (nw < 2 || strlen(words[0]) > 128 || strlen(words[1]) > 128) {
-            errmsg_set(em, "%s:%d: expected 'ACCESS_KEY SECRET_KEY [admin] [rate=RATE]'", path,
-                       lineno);
+            errmsg_set(em, "%s:%d: expected 'ACCESS_KEY SECRET_KEY [admin] [rate=RATE] "
+                       "[need=RATE]'", path, lineno);
             rc = -EINVAL;
             break;
         }
         int admin = 0;
-        uint64_t rate = 0;
+        uint64_t rate = 0, need = 0;
         for (int i = 2; i < nw && !rc; i++) {
             if (!strcmp(words[i], "admin"))
                 admin = 1;
@@ -129,14 +131,20 @@ static int auth_read_file(const char *path, struct cred_table **out, struct errm
                     errmsg_set(em, "%s:%d: rate \"%s\": %s", path, lineno, words[i] + 5, err);
                     rc = -EINVAL;
                 }
+            } else if (!strncmp(words[i], "need=", 5)) { /* bytes/s; fractions: 2.8G */
+                const char *err = conf_parse_rate(words[i] + 5, &need);
+                if (err) {
+                    errmsg_set(em, "%s:%d: need \"%s\": %s", path, lineno, words[i] + 5, err);
+                    rc = -EINVAL;
+                }
             } else {
-                errmsg_set(em, "%s:%d: unknown word \"%s\" (expected admin or rate=RATE)", path,
-                           lineno, words[i]);
+                errmsg_set(em, "%s:%d: unknown word \"%s\" (expected admin, rate=RATE or "
+                           "need=RATE)", path, lineno, words[i]);
                 rc = -EINVAL;
             }
         }
         if (!rc)
-            rc = table_add(&t, words[0], words[1], admin, rate);
+            rc = table_add(&t, words[0], words[1], admin, rate, need);
         if (rc)
             break;
     }
@@ -192,7 +200,7 @@ static int auth_generated(const struct conf *cf, struct cred_table **out, int *f
         errmsg_set(em, "cannot write %s: %s", path, strerror(-rc));
         return rc;
     }
-    rc = table_add(out, ak, sk, 1, 0);
+    rc = table_add(out, ak, sk, 1, 0, 0);
     OPENSSL_cleanse(sk, sizeof(sk));
     OPENSSL_cleanse(line, sizeof(line));
     *fresh = !rc;
@@ -216,7 +224,7 @@ int auth_new(const struct conf *cf, struct auth **out, struct errmsg *em)
             errmsg_set(em, "--access-key given without --secret-key");
             rc = -EINVAL;
         } else {
-            rc = table_add(&a->tab, cf->access_key, cf->secret_key, 1, 0);
+            rc = table_add(&a->tab, cf->access_key, cf->secret_key, 1, 0, 0);
         }
     } else if (!rc && cf->secret_key && *cf->secret_key) {
         errmsg_set(em, "--secret-key given without --access-key");
@@ -255,7 +263,7 @@ int auth_reload(struct auth *a, struct errmsg *em)
         return rc;
     const struct conf *cf = a->cf;
     if (cf->access_key && *cf->access_key && cf->secret_key && *cf->secret_key &&
-        (rc = table_add(&t, cf->access_key, cf->secret_key, 1, 0))) {
+        (rc = table_add(&t, cf->access_key, cf->secret_key, 1, 0, 0))) {
         free(t);
         return rc;
     }
@@ -394,6 +402,15 @@ void auth_banner_key(struct auth *a, const char **access_key, const char **secre
     *access_key = a->tab->c[0].access_key;
     if (a->fresh)
         *secret_key = a->tab->c[0].secret_key;
+}
+
+void auth_limits(struct auth *a, const char *access_key, uint64_t *rate_bps, uint64_t *need_bps)
+{
+    struct cred_table *t = table_get(a);
+    const struct cred *c = table_find(t, access_key);
+    *rate_bps = c && c->rate_bps ? c->rate_bps : a->cf->client_rate_limit;
+    *need_bps = c ? c->need_bps : 0;
+    table_release(t);
 }
 
 uint64_t auth_rate_limit(struct auth *a, const char *access_key)

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "acct/jobs.h"
 #include "acct/stats.h"
 #include "auth.h"
 #include "lib/arr.h"
@@ -45,10 +46,25 @@ void req_resume(struct req *rq)
     MHD_resume_connection(rq->conn);
 }
 
+/* A GET's wait ends: what it waited for was queued for a worker for part of it when the job
+ * resuming it (on this thread) was (acct/stall.h). A no-op for requests not counted. */
+static void req_stall_resume(struct req *rq)
+{
+    uint64_t queued, started;
+    workq_current(&queued, &started);
+    stall_req_resume(&rq->stall, s3c_mono_ns(), queued, started);
+}
+
+/* A cache wait: the lookup and a fetch the request started are the backend's time; bytes of
+ * another request's fill are "fill" (a coalesced read waits for the fill it joined). */
 static void req_waiter_suspend(void *cls)
 {
     struct req *rq;
     CAST_OBJ_NOTNULL(rq, cls, REQ_MAGIC);
+    stall_req_suspend(&rq->stall,
+                      rq->answered && rq->cache_how == CACHE_COALESCED ? STALL_FILL
+                                                                       : STALL_BACKEND,
+                      s3c_mono_ns());
     req_suspend(rq);
 }
 
@@ -56,7 +72,14 @@ static void req_waiter_resume(void *cls)
 {
     struct req *rq;
     CAST_OBJ_NOTNULL(rq, cls, REQ_MAGIC);
+    req_stall_resume(rq);
     req_resume(rq);
+}
+
+void req_first_byte(struct req *rq)
+{
+    if (rq->job && !rq->stall.first_ns)
+        stall_req_first_byte(&rq->stall, s3c_mono_ns());
 }
 
 uint64_t req_tcp_bytes_acked(struct req *rq)
@@ -120,6 +143,8 @@ static void req_free(struct req *rq)
         rq->job_state_free(rq->job_state);
     if (rq->sc)
         stats_client_release(rq->srv->stats, rq->sc);
+    if (rq->job)
+        jobs_release(rq->srv->jobs, rq->job);
     if (rq->rlb) {
         rl_timer_cancel(rq->srv->rl, &rq->rl_timer);
         rl_bucket_release(rq->srv->rl, rq->rlb);
@@ -142,6 +167,7 @@ static void req_free(struct req *rq)
 static void req_timer_resume(void *arg)
 {
     struct req *rq = arg;
+    req_stall_resume(rq);
     rq->suspended = 0;
     MHD_resume_connection(rq->conn);
 }
@@ -156,6 +182,7 @@ int req_throttle(struct req *rq, size_t *max)
         *max = got;
         return 0;
     }
+    stall_req_suspend(&rq->stall, STALL_RATE, s3c_mono_ns());
     rq->suspended = 1;
     MHD_suspend_connection(rq->conn);
     rl_timer_arm(rq->srv->rl, &rq->rl_timer, wait_ns, req_timer_resume, rq);
@@ -327,6 +354,33 @@ static void req_auth_detail(struct req *rq, int rc, const struct errmsg *em)
     }
 }
 
+/* x-s3cached-job and x-s3cached-job-need (acct/jobs.h): checked on every request that
+ * carries them; a GET is charged to its job (the key's name without the header) and its time
+ * accounted from now on (acct/stall.h). 0, or -S3E_INVALID_ARGUMENT with the reason. */
+static int req_job_begin(struct req *rq, uint64_t key_need)
+{
+    struct server *srv = rq->srv;
+    const char *name = req_header(rq, JOBS_HEADER), *nh = req_header(rq, JOBS_NEED_HEADER);
+    const char *why = name ? jobs_check_name(name) : NULL;
+    uint64_t need = 0;
+    if (why) {
+        snprintf(rq->err_msg, sizeof(rq->err_msg), "%s: %s", JOBS_HEADER, why);
+        return -S3E_INVALID_ARGUMENT;
+    }
+    if (nh && (why = conf_parse_rate(nh, &need))) {
+        snprintf(rq->err_msg, sizeof(rq->err_msg), "%s: %s", JOBS_NEED_HEADER, why);
+        return -S3E_INVALID_ARGUMENT;
+    }
+    if (nh && !need)
+        need = JOBS_NEED_CLEAR; /* "0": no need any more */
+    if (rq->op != OP_GET || !rq->sc)
+        return 0;
+    rq->job = jobs_ref(srv->jobs, name ? name : rq->access_key[0] ? rq->access_key : "anonymous",
+                       need, key_need);
+    stall_req_begin(&rq->stall, stats_client_stall(rq->sc), jobs_acc(rq->job), rq->t_start_ns);
+    return 0;
+}
+
 static int req_start(struct req *rq, const char *url)
 {
     struct server *srv = rq->srv;
@@ -378,9 +432,13 @@ static int req_start(struct req *rq, const char *url)
                                   rq->addr);
     if (route_rc)
         return req_fail_early(rq, route_rc);
-    uint64_t rate = rq->access_key[0] ? auth_rate_limit(srv->auth, rq->access_key) : 0;
+    uint64_t rate = 0, need = 0;
+    if (rq->access_key[0])
+        auth_limits(srv->auth, rq->access_key, &rate, &need);
     if (rate && rq->op != OP_ADMIN)
         rq->rlb = rl_bucket_ref(srv->rl, rq->access_key, rate);
+    if (srv->jobs && (rc = req_job_begin(rq, need)))
+        return req_fail_early(rq, rc);
     rq->h = srv->handlers[rq->op];
     if (!rq->h)
         return req_fail_early(rq, -S3E_NOT_IMPLEMENTED);
@@ -638,6 +696,11 @@ void req_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     fair_conn_end(srv->fair, &rq->fair, sent); /* before MHD closes the socket */
     uint64_t now = s3c_mono_ns();
+    if (rq->job) { /* the fair share's pacing held it back: rate limiting too */
+        stall_req_add(&rq->stall, STALL_RATE, rq->fair.held_ns);
+        stall_req_end(&rq->stall, now, rq->status / 100 == 2 ? sent : 0,
+                      rq->cache_how == CACHE_HIT);
+    }
     if (rq->sc) {
         if (sent > rq->bytes_out_streamed)
             stats_client_sent(rq->sc, sent - rq->bytes_out_streamed);

@@ -18,6 +18,7 @@
 
 #include "acct/fair.h"
 #include "acct/ratelimit.h"
+#include "acct/stall.h"
 #include "cache/cache.h"
 #include "lib/buf.h"
 #include "lib/s3c.h"
@@ -27,6 +28,7 @@
 struct server;
 struct req;
 struct stats_client;
+struct jobs_row;
 struct upload;         /* upload.c */
 struct reqbody;        /* reqbody.c */
 struct MHD_Connection; /* opaque here: only req.c and respond.c look inside */
@@ -89,6 +91,8 @@ struct req {
                                    * file cut short under us ends the response, see respond.c) */
     struct rl_timer rl_timer;     /* resumes the connection when the bucket refills */
     struct fair_conn fair;        /* --max-bandwidth: this response's socket, while it sends */
+    struct jobs_row *job;         /* a GET's job (x-s3cached-job, else the key), or NULL */
+    struct stall_req stall;       /* a GET's time: waits by cause, first byte (acct/stall.h) */
 
     /* handler state */
     struct upload *up;
@@ -120,6 +124,8 @@ int req_throttle(struct req *rq, size_t *max);
 /* --max-bandwidth: a response body is being queued; its socket joins the fair share of the
  * client. A no-op without --max-bandwidth (one branch). */
 void req_fair_start(struct req *rq);
+/* A GET's response body sends its first byte now (its time to first byte). */
+void req_first_byte(struct req *rq);
 /* Bytes the peer has acknowledged on the request's socket so far (TCP_INFO), 0 if unknown. */
 uint64_t req_tcp_bytes_acked(struct req *rq);
 /* The request's headers and query parameters (req_kv.c: no libmicrohttpd). */

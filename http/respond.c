@@ -319,6 +319,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         rq->bytes_out_streamed += (uint64_t)n;
         if (rq->sc)
             stats_client_sent(rq->sc, (uint64_t)n);
+        if (rq->job) { /* a GET's time and bytes (acct/stall.h) */
+            req_first_byte(rq);
+            stall_req_sent(&rq->stall, (uint64_t)n);
+        }
         return n;
     }
     if (n == -EAGAIN)
@@ -363,6 +367,7 @@ int respond_object_at(struct req *rq, const struct be_meta *m, int fd, int statu
             return respond_error(rq, -ENOMEM);
         }
         fd = -1; /* MHD owns it now */
+        req_first_byte(rq);
     } else {
         /* Streamed: from the fill, or from a file with pread (rate-limited hits, a backend's). */
         if (fd >= 0 && is_head) {

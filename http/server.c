@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "acct/fair.h"
+#include "acct/jobs.h"
 #include "acct/ratelimit.h"
 #include "acct/stats.h"
 #include "auth.h"
@@ -258,6 +259,14 @@ static int server_open(struct server *srv, struct errmsg *em)
         errmsg_set(em, "cannot start statistics: %s", strerror(-rc));
         return rc;
     }
+    stats_set_disk_path(srv->stats, cf->cache_dir);
+    if (cf->accounting && cf->stall_accounting) {
+        if ((rc = jobs_new(&srv->jobs))) {
+            errmsg_set(em, "cannot start job accounting: %s", strerror(-rc));
+            return rc;
+        }
+        stats_set_jobs(srv->stats, srv->jobs);
+    }
     if ((rc = warm_new(cf, srv->be, srv->cache, srv->wq, &srv->warm))) {
         errmsg_set(em, "cannot start warm-up jobs: %s", strerror(-rc));
         return rc;
@@ -282,6 +291,7 @@ static void server_release(struct server *srv)
 {
     if (srv->stats)
         stats_free(srv->stats);
+    jobs_free(srv->jobs); /* after the stats ticker that ticks it */
     rl_free(srv->rl);
     fair_free(srv->fair);
     objects_free(srv->obj);
@@ -418,6 +428,7 @@ static void server_shutdown(struct server *srv)
         close(qfd);
     cache_close(srv->cache);
     stats_free(srv->stats);
+    jobs_free(srv->jobs); /* after the stats ticker that ticks it */
     auth_free(srv->auth);
     backend_close(srv->be);
 }

@@ -29,6 +29,8 @@ struct server {
     struct warm *warm;
     struct auth *auth;
     struct stats *stats;
+    struct jobs *jobs;            /* jobs and their needs (acct/jobs.h), or NULL when
+                                   * --accounting or --stall-accounting is off */
     struct rl *rl;
     struct fair *fair;            /* --max-bandwidth, or NULL */
     uint64_t start_ns;

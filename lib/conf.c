@@ -129,6 +129,70 @@ const char *conf_parse_size(const char *s, uint64_t *out)
     return NULL;
 }
 
+/* A rate (demand) like "2.8G", "600M/s", "2.8e9": digits with an optional fraction and decimal
+ * exponent, then an optional unit as in conf_parse_size() (K M G T powers of 1024, "iB"/"B"
+ * allowed), then an optional "/s". Rounded to whole bytes/s. */
+const char *conf_parse_rate(const char *s, uint64_t *out)
+{
+    static const char units[] = "KMGT";
+    char num[64];
+    size_t n = 0;
+    double mul = 1;
+    if (!s)
+        return "empty value";
+    const char *p = skip_blank(s);
+    if (!*p)
+        return "empty value";
+    const char *start = p;
+    while (isdigit((unsigned char)*p))
+        p++;
+    if (p == start)
+        return "not a rate (bytes/s, e.g. 2.8G or 2.8e9)";
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p))
+            return "not a rate (bytes/s, e.g. 2.8G or 2.8e9)";
+        while (isdigit((unsigned char)*p))
+            p++;
+    }
+    if ((*p == 'e' || *p == 'E') && (isdigit((unsigned char)p[1]) ||
+                                     ((p[1] == '+' || p[1] == '-') && isdigit((unsigned char)p[2])))) {
+        p += 2;
+        while (isdigit((unsigned char)*p))
+            p++;
+    }
+    n = (size_t)(p - start);
+    if (n >= sizeof(num))
+        return "too long";
+    memcpy(num, start, n);
+    num[n] = '\0';
+    p = skip_blank(p);
+    const char *u = *p ? strchr(units, toupper((unsigned char)*p)) : NULL;
+    if (u && *p) {
+        for (const char *k = units; k <= u; k++)
+            mul *= 1024;
+        p++;
+        if (*p == 'i' || *p == 'I') {
+            p++;
+            if (*p != 'B' && *p != 'b')
+                return "unknown unit (use K, M, G or T)";
+        }
+        if (*p == 'B' || *p == 'b')
+            p++;
+    } else if (*p == 'B' || *p == 'b') {
+        p++;
+    }
+    if (*p == '/' && (p[1] == 's' || p[1] == 'S'))
+        p += 2;
+    if (!blank_to_end(p))
+        return "unknown unit (use K, M, G or T)";
+    double v = strtod(num, NULL) * mul;
+    if (!(v < 1.8e19))
+        return "too large";
+    *out = (uint64_t)(v + 0.5);
+    return NULL;
+}
+
 const char *conf_parse_duration_ms(const char *s, int64_t *out)
 {
     const char *p, *err;

@@ -35,7 +35,7 @@ enum conf_type {
     X("backend-timeout",     DUR,  backend_timeout,     "30s",            "connect timeout and longest stall of a backend transfer") \
     X("cache-dir",           STR,  cache_dir,           "./var/cache",    "the SSD cache: object files plus the LMDB index") \
     X("cache-size",          SIZE, cache_size,          "10G",            "capacity; least recently used unpinned objects are evicted above it") \
-    X("credentials",         STR,  credentials,         "",               "client keys file: one 'ACCESS_KEY SECRET_KEY [admin] [rate=RATE]' a line") \
+    X("credentials",         STR,  credentials,         "",               "client keys file: one 'ACCESS_KEY SECRET_KEY [admin] [rate=RATE] [need=RATE]' a line") \
     X("access-key",          STR,  access_key,          "",               "a single client access key (admin)") \
     X("secret-key",          STR,  secret_key,          "",               "the secret key of --access-key") \
     X("anonymous",           BOOL, anonymous,           "false",          "accept unsigned requests (benchmarks, trusted networks)") \
@@ -54,6 +54,7 @@ enum conf_type {
     X("client-rate-limit",   SIZE, client_rate_limit,   "",               "per-key bandwidth limit in bytes/s (K M G suffixes), 0 = none") \
     X("max-bandwidth",       SIZE, max_bandwidth,       "",               "total download bandwidth in bytes/s, shared equally among active clients when reached (0 = none)") \
     X("accounting",          BOOL, accounting,          "true",           "count bytes and requests per client and bucket (/_/stats, /_/metrics)") \
+    X("stall-accounting",    BOOL, stall_accounting,    "true",           "per client and per job (x-s3cached-job): where GETs wait (backend, fill, rate limit, queue), delivered vs needed, a verdict") \
     X("tls-cert",            STR,  tls_cert,            "",               "PEM certificate: serve HTTPS") \
     X("tls-key",             STR,  tls_key,             "",               "PEM private key of --tls-cert") \
     X("threads",             INT,  threads,             "0",              "HTTP worker threads (0 = one per core)") \
@@ -95,6 +96,9 @@ struct conf {
 const char *conf_parse_size(const char *s, uint64_t *out);
 const char *conf_parse_duration_ms(const char *s, int64_t *out); /* "never" is an error here */
 const char *conf_parse_bool(const char *s, int *out);
+/* A rate in bytes/s ("2.8G", "600M/s", "2.8e9"): fractions allowed, K M G T powers of 1024
+ * as for sizes, an exponent for decimal figures. */
+const char *conf_parse_rate(const char *s, uint64_t *out);
 
 /* Fills @cf from defaults, then the file (--config / S3CACHED_CONFIG), then the environment
  * (@envp, NULL = environ), then @argv (flags after the subcommand: "--name value",

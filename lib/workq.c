@@ -15,7 +15,11 @@ struct workq_item {
     workq_fn_f *fn;
     void *arg;
     int low;
+    uint64_t submit_ns; /* when it was queued */
 };
+
+/* The job the calling pool thread runs (workq_current()). */
+static __thread uint64_t workq_cur_submit_ns, workq_cur_start_ns;
 
 struct workq {
     pthread_mutex_t mu;
@@ -63,7 +67,10 @@ static void *workq_main(void *arg)
         }
         int low = it->low;
         pthread_mutex_unlock(&wq->mu);
+        workq_cur_submit_ns = it->submit_ns;
+        workq_cur_start_ns = s3c_mono_ns();
         it->fn(it->arg);
+        workq_cur_submit_ns = workq_cur_start_ns = 0;
         free(it);
         pthread_mutex_lock(&wq->mu);
         if (low) {
@@ -111,6 +118,7 @@ int workq_submit(struct workq *wq, enum workq_prio prio, workq_fn_f *fn, void *a
     it->next = NULL;
     it->fn = fn;
     it->arg = arg;
+    it->submit_ns = s3c_mono_ns();
     pthread_mutex_lock(&wq->mu);
     if (wq->stopping) {
         pthread_mutex_unlock(&wq->mu);
@@ -153,4 +161,10 @@ void workq_free(struct workq *wq)
 unsigned workq_threads(const struct workq *wq)
 {
     return wq->nthreads;
+}
+
+void workq_current(uint64_t *submit_ns, uint64_t *start_ns)
+{
+    *submit_ns = workq_cur_submit_ns;
+    *start_ns = workq_cur_start_ns;
 }

@@ -7,6 +7,8 @@
 #ifndef S3C_WORKQ_H
 #define S3C_WORKQ_H
 
+#include <stdint.h>
+
 enum workq_prio { WORKQ_HIGH = 0, WORKQ_LOW = 1 };
 
 struct workq;
@@ -21,5 +23,9 @@ void workq_free(struct workq *wq);
 unsigned workq_pending(const struct workq *wq);
 /* The number of threads of the pool. */
 unsigned workq_threads(const struct workq *wq);
+/* On a thread of a pool, while it runs a job: when that job was queued and when it started
+ * (s3c_mono_ns()), so that what it wakes can tell the time it waited for a thread from the
+ * time it waited for the work. Elsewhere both are 0. */
+void workq_current(uint64_t *submit_ns, uint64_t *start_ns);
 
 #endif

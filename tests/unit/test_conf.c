@@ -46,6 +46,54 @@ static const char *write_file(const char *name, const char *text)
     return path;
 }
 
+/* Rates (need=, x-s3cached-job-need, check --per-gpu): fractions and exponents allowed. */
+static void test_conf_rate_units(void **state)
+{
+    static const struct {
+        const char *in;
+        uint64_t want;
+        const char *err;
+    } cases[] = {
+        { "2.8e9", 2800000000ULL, NULL },
+        { "2.8E9", 2800000000ULL, NULL },
+        { "600M", 600ULL << 20, NULL },
+        { "600M/s", 600ULL << 20, NULL },
+        { "0.6G", 644245094ULL, NULL },
+        { "2.8G", 3006477107ULL, NULL },
+        { "2.8GiB/s", 3006477107ULL, NULL },
+        { " 1.5 K ", 1536, NULL },
+        { "100", 100, NULL },
+        { "0", 0, NULL },
+        { "1e3", 1000, NULL },
+        { "12B/s", 12, NULL },
+        { "", 0, "empty value" },
+        { ".5G", 0, "not a rate (bytes/s, e.g. 2.8G or 2.8e9)" },
+        { "1.G", 0, "not a rate (bytes/s, e.g. 2.8G or 2.8e9)" },
+        { "-1", 0, "not a rate (bytes/s, e.g. 2.8G or 2.8e9)" },
+        { "fast", 0, "not a rate (bytes/s, e.g. 2.8G or 2.8e9)" },
+        { "0x10", 0, "unknown unit (use K, M, G or T)" },
+        { "inf", 0, "not a rate (bytes/s, e.g. 2.8G or 2.8e9)" },
+        { "2Q", 0, "unknown unit (use K, M, G or T)" },
+        { "2Gi", 0, "unknown unit (use K, M, G or T)" },
+        { "2G/m", 0, "unknown unit (use K, M, G or T)" },
+        { "1e30", 0, "too large" },
+        { "20000000T", 0, "too large" },
+    };
+    (void)state;
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        uint64_t got = 7;
+        const char *err = conf_parse_rate(cases[i].in, &got);
+        if (cases[i].err) {
+            if (!err || strcmp(err, cases[i].err))
+                fail_msg("\"%s\": error \"%s\", want \"%s\"", cases[i].in, err ? err : "(none)",
+                         cases[i].err);
+        } else if (err || got != cases[i].want) {
+            fail_msg("\"%s\": got %llu (%s), want %llu", cases[i].in, (unsigned long long)got,
+                     err ? err : "ok", (unsigned long long)cases[i].want);
+        }
+    }
+}
+
 static void test_conf_size_suffixes(void **state)
 {
     static const struct {
@@ -585,6 +633,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conf_size_suffixes),
+        cmocka_unit_test(test_conf_rate_units),
         cmocka_unit_test(test_conf_durations),
         cmocka_unit_test(test_conf_bools),
         cmocka_unit_test(test_conf_defaults),

@@ -5,7 +5,8 @@
  * streams and one with one, the spare of a slow client going to the others, a lone client
  * held to the capacity, a client forgotten once it has been quiet for a round, the tail of a
  * completed response still counted while it drains, no pacing below saturation, and the
- * snapshot /_/stats shows (fair_get_stats).
+ * snapshot /_/stats shows (fair_get_stats), and the rounds a paced response was held back
+ * (its stall, acct/stall.h).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -156,6 +157,37 @@ static void test_fair_spare_goes_to_others(void **state)
     expect_near("slow client", rates[0], 10 * MB, 0.03);
     expect_near("client with 4 streams", rates[1], 45 * MB, 0.05);
     expect_near("client with 2 streams", rates[2], 45 * MB, 0.05);
+}
+
+/* Stall accounting (acct/stall.h): a response paced while its client takes its share was held
+ * back for those rounds (fair_conn.held_ns); one whose reader is slower than its share never
+ * was, paced or not. */
+static void test_fair_held_rounds(void **state)
+{
+    (void)state;
+    struct sim s;
+    struct fair_conn fc[3];
+    struct fair *f = NULL;
+    struct fair_io io = {sim_written, sim_pace, &s};
+    memset(&s, 0, sizeof(s));
+    memset(fc, 0, sizeof(fc));
+    assert_int_equal(fair_new_manual((uint64_t)(100 * MB), &io, &f), 0);
+    uint64_t now = s3c_mono_ns();
+    s.open[0] = s.open[1] = s.open[2] = 1;
+    s.demand[0] = 10 * MB;         /* AKSLOW: its reader takes 10 MB/s */
+    s.demand[1] = s.demand[2] = 1e12; /* AKGREEDY: 2 streams, takes what it gets */
+    fair_conn_start(f, &fc[0], 0, "AKSLOW", "127.0.0.1");
+    fair_conn_start(f, &fc[1], 1, "AKGREEDY", "127.0.0.1");
+    fair_conn_start(f, &fc[2], 2, "AKGREEDY", "127.0.0.1");
+    for (int r = 0; r < 80; r++) /* 8 s */
+        sim_round(&s, f, &now, NULL);
+    for (int i = 0; i < 3; i++)
+        fair_conn_end(f, &fc[i], (uint64_t)s.written[i]);
+    assert_int_equal(fc[0].held_ns, 0);
+    for (int i = 1; i < 3; i++) /* paced and at its share from the second round on */
+        if (fc[i].held_ns < 7 * 1000000000ull || fc[i].held_ns > 8 * 1000000000ull)
+            fail_msg("greedy stream %d held %.2f s of 8", i, (double)fc[i].held_ns / 1e9);
+    fair_free(f);
 }
 
 static void test_fair_lone_client_capped(void **state)
@@ -352,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_fair_four_streams_vs_one),
         cmocka_unit_test(test_fair_spare_goes_to_others),
         cmocka_unit_test(test_fair_lone_client_capped),
+        cmocka_unit_test(test_fair_held_rounds),
         cmocka_unit_test(test_fair_not_saturated),
         cmocka_unit_test(test_fair_quiet_client_forgotten),
         cmocka_unit_test(test_fair_tail_still_counts),
