@@ -192,7 +192,10 @@ static void test_auth_credentials_file(void **state)
          "   \n",
          0, NULL, "AK1 SK1 1 0;AK2 SK2 0 10485760;AK3 SK3 1 1024"},
         {"AK1 SK1", 0, NULL, "AK1 SK1 0 0"}, /* no final newline */
-        {"AK1\n", -EINVAL, ":1: expected 'ACCESS_KEY SECRET_KEY [admin] [rate=RATE]'", NULL},
+        {"AK1\n", -EINVAL, ":1: expected 'ACCESS_KEY SECRET_KEY [admin] [rate=RATE] [need=RATE]'",
+         NULL},
+        {"AK1 SK1 need=2.8G rate=1M\n", 0, NULL, "AK1 SK1 0 1048576"}, /* need: a job's rate */
+        {"AK1 SK1 need=lots\n", -EINVAL, ":1: need \"lots\"", NULL},
         {"AK1 SK1\nAK2 SK2 root\n", -EINVAL, "keys:2: unknown word \"root\"", NULL},
         {"AK1 SK1 rate=fast\n", -EINVAL, ":1: rate \"fast\"", NULL},
         {"AK1 SK1 rate=1.5G\n", -EINVAL, ":1: rate \"1.5G\"", NULL},
