@@ -19,6 +19,7 @@
 #include "lib/json.h"
 #include "lib/s3err.h"
 #include "objects/warm.h"
+#include "peer/peer.h"
 
 enum { PH_START = 0, PH_JOB_DONE };
 
@@ -53,6 +54,8 @@ struct inval_state {
     char *key;
     char *prefix;
     uint64_t n;
+    int rewarm;              /* ?warm=1 (a peer's write notice): fetch the new version back */
+    unsigned peers, peers_failed;
 };
 
 static void inval_state_free(void *p)
@@ -72,10 +75,16 @@ static void inval_job(struct req *rq)
     if (s->key) {
         rq->rc = cache_invalidate(rq->srv->cache, s->bucket, s->key);
         s->n = rq->rc ? 0 : 1;
+        if (s->rewarm && !rq->rc)
+            (void)warm_object(rq->srv->warm, s->bucket, s->key);
     } else {
         rq->rc = cache_invalidate_prefix(rq->srv->cache, s->bucket, s->prefix ? s->prefix : "",
                                          &s->n);
     }
+    /* cluster mode: an operator's invalidation reaches every gateway (a peer's stays here) */
+    if (rq->srv->peer && !rq->is_peer)
+        s->peers_failed = peer_invalidate_all(rq->srv->peer, s->bucket, s->key,
+                                              s->prefix ? s->prefix : "", &s->peers);
 }
 
 /* DELETE /_/cache/BUCKET/KEY or /_/cache/BUCKET?prefix=P */
@@ -85,7 +94,11 @@ static int admin_invalidate(struct req *rq, const char *rest)
         struct inval_state *s = rq->job_state;
         struct buf b;
         buf_init(&b, 256);
-        buf_printf(&b, "{\"invalidated\":%llu}\n", (unsigned long long)s->n);
+        if (rq->srv->peer && !rq->is_peer)
+            buf_printf(&b, "{\"invalidated\":%llu,\"peers\":%u,\"peers_failed\":%u}\n",
+                       (unsigned long long)s->n, s->peers, s->peers_failed);
+        else
+            buf_printf(&b, "{\"invalidated\":%llu}\n", (unsigned long long)s->n);
         int r = respond_text(rq, 200, "application/json", b.p, b.len);
         buf_free(&b);
         return r;
@@ -107,6 +120,8 @@ static int admin_invalidate(struct req *rq, const char *rest)
         const char *p = req_query(rq, "prefix");
         s->prefix = strdup(p ? p : "");
     }
+    const char *w = req_query(rq, "warm");
+    s->rewarm = w && !strcmp(w, "1");
     rq->phase = PH_JOB_DONE;
     int rc = req_run_job(rq, inval_job);
     return rc ? respond_error(rq, rc) : REQ_OK;

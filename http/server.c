@@ -31,6 +31,7 @@
 #include "lib/workq.h"
 #include "objects/objects.h"
 #include "objects/warm.h"
+#include "peer/peer.h"
 #include "req_mhd.h"
 #include "server.h"
 
@@ -269,12 +270,22 @@ static int server_open(struct server *srv, struct errmsg *em)
         errmsg_set(em, "cannot start fair sharing: %s", strerror(-rc));
         return rc;
     }
+    if ((rc = peer_open(cf, &srv->peer, em)))
+        return rc;
+    if (srv->peer) {
+        struct objects_peer_ops ops;
+        peer_objects_ops(srv->peer, &ops);
+        objects_set_peer_ops(srv->obj, &ops);
+        /* while this gateway was down, writes through the others could not reach it */
+        cache_set_valid_after(srv->cache, s3c_real_ns());
+    }
     return 0;
 }
 
 /* After a failed start: frees what server_open() made (no request was served). */
 static void server_release(struct server *srv)
 {
+    peer_close(srv->peer);
     if (srv->stats)
         stats_free(srv->stats);
     rl_free(srv->rl);
@@ -405,6 +416,8 @@ static void server_shutdown(struct server *srv)
     fair_free(srv->fair); /* every connection has completed */
     workq_free(srv->wq); /* background fills finish; nothing resumes connections any more */
     srv->wq = NULL;
+    peer_close(srv->peer); /* after the workers: cluster warm-ups call peers from them */
+    srv->peer = NULL;
     if (qfd != MHD_INVALID_SOCKET)
         close(qfd);
     cache_close(srv->cache);
