@@ -4,6 +4,7 @@
  * 400 without a CORS Origin.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,6 +197,11 @@ struct flush_state {
     int64_t timeout_ms;
     int rc; /* not rq->rc: a timeout is an answer here, not a failed job */
     struct cache_flush_result res;
+    /* cluster mode: the same flush at every other gateway, answered when all are */
+    pthread_mutex_t mu;
+    int pending;               /* parts not answered yet (this gateway's, the others') */
+    struct peer_fanout *fan;
+    int fan_rc;                /* < 0: the others could not be asked */
 };
 
 static void flush_state_free(void *p)
@@ -205,7 +211,20 @@ static void flush_state_free(void *p)
         return;
     free(s->bucket);
     free(s->prefix);
+    peer_fanout_free(s->fan);
+    pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+/* One part of the flush answered: the last one wakes the request. */
+static void flush_part_done(struct req *rq)
+{
+    struct flush_state *s = rq->job_state;
+    pthread_mutex_lock(&s->mu);
+    int last = --s->pending == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (last)
+        req_resume(rq);
 }
 
 /* The flush's answer (cache_flush_cb, from the drain's flush thread). */
@@ -215,7 +234,104 @@ static void flush_done(void *arg, int rc, const struct cache_flush_result *res)
     struct flush_state *s = rq->job_state;
     s->rc = rc;
     s->res = *res;
-    req_resume(rq);
+    flush_part_done(rq);
+}
+
+static void flush_fan_done(void *arg)
+{
+    flush_part_done(arg);
+}
+
+/* Cluster mode: asks every other gateway to flush the same (their answers, once all came,
+ * resume the request with this gateway's). Counts as one part of s->pending. */
+static void flush_fan_start(struct req *rq, struct flush_state *s)
+{
+    struct buf body;
+    buf_init(&body, 16384);
+    buf_puts(&body, "{");
+    if (s->bucket) {
+        buf_puts(&body, "\"bucket\":");
+        buf_json_str(&body, s->bucket);
+        if (s->prefix) {
+            buf_puts(&body, ",\"prefix\":");
+            buf_json_str(&body, s->prefix);
+        }
+    }
+    if (s->timeout_ms >= 0)
+        buf_printf(&body, "%s\"timeout_s\":%.3f", s->bucket ? "," : "", s->timeout_ms / 1e3);
+    buf_puts(&body, "}");
+    struct peer *p = rq->srv->peer;
+    struct peer_req tmpl = {
+        .method = "POST", .path = "/_/flush", .body = body.p, .body_len = body.len,
+        .request_id = rq->id, .no_stall_limit = 1,
+        .timeout_ms = s->timeout_ms >= 0 ? s->timeout_ms + peer_timeout_ms(p) : 0,
+    };
+    int n = body.p ? peer_fanout_start(p, &tmpl, flush_fan_done, rq, &s->fan) : -ENOMEM;
+    buf_free(&body);
+    if (n <= 0) {
+        s->fan_rc = n;
+        flush_part_done(rq);
+    }
+}
+
+/* The cluster's answer to a flush: this gateway's part and every other's. */
+static int flush_answer_cluster(struct req *rq, struct flush_state *s)
+{
+    struct buf b;
+    struct cache_flush_result t = s->res;
+    int all = !s->rc && s->fan_rc >= 0;
+    buf_init(&b, 1u << 20);
+    buf_puts(&b, "\"nodes\":[{\"node\":");
+    buf_json_str(&b, peer_self(rq->srv->peer));
+    buf_printf(&b, ",\"flushed\":%s,\"remaining_objects\":%llu}", s->rc ? "false" : "true",
+               (unsigned long long)s->res.remaining_objects);
+    for (size_t i = 0; i < peer_fanout_count(s->fan); i++) {
+        struct json *j = NULL;
+        struct errmsg em;
+        const struct buf *pb = peer_fanout_body(s->fan, i);
+        int rc = peer_fanout_rc(s->fan, i);
+        long st = peer_fanout_status(s->fan, i);
+        int ok = !rc && (st == 200 || st == 504) && pb->p && !json_parse(pb->p, pb->len, &j, &em);
+        const struct json *fl = ok ? json_get(j, "flushed") : NULL;
+        int flushed = fl && fl->type == JSON_BOOL && fl->b;
+        all = all && flushed;
+        if (ok) {
+            t.uploaded_objects += (uint64_t)json_get_num(j, "objects", 0);
+            t.uploaded_bytes += (uint64_t)json_get_num(j, "bytes", 0);
+            t.remaining_objects += (uint64_t)json_get_num(j, "remaining_objects", 0);
+            t.remaining_bytes += (uint64_t)json_get_num(j, "remaining_bytes", 0);
+        }
+        buf_puts(&b, ",{\"node\":");
+        buf_json_str(&b, peer_fanout_node(s->fan, i));
+        buf_printf(&b, ",\"flushed\":%s", flushed ? "true" : "false");
+        if (ok)
+            buf_printf(&b, ",\"remaining_objects\":%llu",
+                       (unsigned long long)json_get_num(j, "remaining_objects", 0));
+        else {
+            char why[96];
+            snprintf(why, sizeof(why), "%s", rc ? s3c_strerror(rc) : "HTTP error");
+            if (!rc)
+                snprintf(why, sizeof(why), "HTTP %ld", st);
+            buf_puts(&b, ",\"error\":");
+            buf_json_str(&b, why);
+        }
+        buf_puts(&b, "}");
+        json_free(j);
+    }
+    buf_puts(&b, "]");
+    struct buf out;
+    buf_init(&out, 2u << 20);
+    buf_printf(&out,
+               "{\"flushed\":%s,\"objects\":%llu,\"bytes\":%llu,\"remaining_objects\":%llu,"
+               "\"remaining_bytes\":%llu,\"seconds\":%.3f,%s}\n",
+               all ? "true" : "false", (unsigned long long)t.uploaded_objects,
+               (unsigned long long)t.uploaded_bytes, (unsigned long long)t.remaining_objects,
+               (unsigned long long)t.remaining_bytes, s->res.seconds, b.p ? b.p : "\"nodes\":[]");
+    int r = out.p ? respond_text(rq, all ? 200 : 504, "application/json", out.p, out.len)
+                  : respond_error(rq, -ENOMEM);
+    buf_free(&b);
+    buf_free(&out);
+    return r;
 }
 
 static int admin_flush(struct req *rq)
@@ -229,6 +345,8 @@ static int admin_flush(struct req *rq)
                                                 "its restart");
         if (s->rc && s->rc != -ETIMEDOUT)
             return respond_error(rq, s->rc);
+        if (rq->srv->peer && !rq->is_peer)
+            return flush_answer_cluster(rq, s);
         int n = snprintf(out, sizeof(out),
                          "{\"flushed\":%s,\"objects\":%llu,\"bytes\":%llu,"
                          "\"remaining_objects\":%llu,\"remaining_bytes\":%llu,\"seconds\":%.3f}\n",
@@ -244,6 +362,7 @@ static int admin_flush(struct req *rq)
     s = calloc(1, sizeof(*s));
     if (!s)
         return respond_error(rq, -ENOMEM);
+    pthread_mutex_init(&s->mu, NULL);
     rq->job_state = s;
     rq->job_state_free = flush_state_free;
     s->timeout_ms = -1;
@@ -271,12 +390,16 @@ static int admin_flush(struct req *rq)
     if (timeout_s >= 0)
         s->timeout_ms = (int64_t)(timeout_s * 1000.0);
     rq->phase = PH_JOB_DONE;
+    int cluster = rq->srv->peer && !rq->is_peer;
+    s->pending = cluster ? 2 : 1;
     req_suspend(rq);
+    if (cluster)
+        flush_fan_start(rq, s);
     int rc = cache_flush_start(rq->srv->cache, s->bucket, s->prefix, s->timeout_ms, flush_done,
                                rq);
     if (rc) {
-        req_resume(rq);
-        return respond_error(rq, rc);
+        s->rc = rc;
+        flush_part_done(rq); /* answered with the error once the others answered */
     }
     return REQ_OK;
 }

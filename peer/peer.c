@@ -5,6 +5,7 @@
  * Counts what it does for /_/stats and /_/metrics; logs a peer that could not be told.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,6 +295,129 @@ void peer_objects_ops(struct peer *p, struct objects_peer_ops *ops)
     ops->keep = peer_ops_keep;
     ops->changed = peer_ops_changed;
     ops->cls = p;
+}
+
+/* --- asynchronous fan-out ------------------------------------------------------------------ */
+
+struct peer_fanout_slot {
+    struct peer_fanout *f;
+    char *node;
+    int rc;
+    long status;
+    struct buf body;
+};
+
+struct peer_fanout {
+    pthread_mutex_t mu;
+    size_t n, left;
+    struct peer_fanout_slot *slots;
+    peer_fanout_done_f *done;
+    void *cls;
+};
+
+static void peer_fanout_one(void *cls, struct peer_xfer *x)
+{
+    struct peer_fanout_slot *sl = cls;
+    struct peer_fanout *f = sl->f;
+    sl->rc = peer_xfer_rc(x);
+    sl->status = peer_xfer_status(x);
+    const struct buf *b = peer_xfer_body(x);
+    if (b->p)
+        buf_append(&sl->body, b->p, b->len);
+    pthread_mutex_lock(&f->mu);
+    int last = --f->left == 0;
+    pthread_mutex_unlock(&f->mu);
+    if (last)
+        f->done(f->cls);
+}
+
+int peer_fanout_start(struct peer *p, const struct peer_req *tmpl, peer_fanout_done_f *done,
+                      void *cls, struct peer_fanout **out)
+{
+    char **names = NULL;
+    size_t n = 0;
+    int self = -1;
+    *out = NULL;
+    if (peer_names(p, &names, &n, &self))
+        return -ENOMEM;
+    size_t others = n - (self >= 0 && (size_t)self < n ? 1 : 0);
+    struct peer_fanout *f = others ? calloc(1, sizeof(*f)) : NULL;
+    if (!others || !f || !(f->slots = calloc(others, sizeof(*f->slots)))) {
+        free(f);
+        peer_names_free(names);
+        return others ? -ENOMEM : 0;
+    }
+    pthread_mutex_init(&f->mu, NULL);
+    f->done = done;
+    f->cls = cls;
+    for (size_t i = 0; i < n; i++) {
+        if ((int)i == self)
+            continue;
+        struct peer_fanout_slot *sl = &f->slots[f->n++];
+        sl->f = f;
+        sl->node = names[i];
+        names[i] = NULL; /* moved */
+        buf_init(&sl->body, PEER_BODY_MAX);
+    }
+    f->left = f->n + 1; /* one for this call, so no callback ends it while calls start */
+    for (size_t i = 0; i < f->n; i++) {
+        struct peer_fanout_slot *sl = &f->slots[i];
+        struct peer_req r = *tmpl;
+        r.host = sl->node;
+        int rc = peer_call_start(p->http, &r, peer_fanout_one, sl);
+        if (rc) {
+            sl->rc = rc;
+            pthread_mutex_lock(&f->mu);
+            f->left--;
+            pthread_mutex_unlock(&f->mu);
+        }
+    }
+    peer_names_free(names);
+    pthread_mutex_lock(&f->mu);
+    int last = --f->left == 0;
+    pthread_mutex_unlock(&f->mu);
+    *out = f;
+    if (last) /* every call failed to start: answered now */
+        done(cls);
+    return (int)f->n;
+}
+
+size_t peer_fanout_count(const struct peer_fanout *f)
+{
+    return f ? f->n : 0;
+}
+
+const char *peer_fanout_node(const struct peer_fanout *f, size_t i)
+{
+    return f->slots[i].node;
+}
+
+int peer_fanout_rc(const struct peer_fanout *f, size_t i)
+{
+    return f->slots[i].rc;
+}
+
+long peer_fanout_status(const struct peer_fanout *f, size_t i)
+{
+    return f->slots[i].status;
+}
+
+const struct buf *peer_fanout_body(const struct peer_fanout *f, size_t i)
+{
+    return &f->slots[i].body;
+}
+
+void peer_fanout_free(struct peer_fanout *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->n; i++) {
+        free(f->slots[i].node);
+        buf_free(&f->slots[i].body);
+    }
+    free(f->slots);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
 }
 
 void peer_count_proxy(struct peer *p, int fallback)

@@ -62,6 +62,23 @@ void peer_objects_ops(struct peer *p, struct objects_peer_ops *ops);
 unsigned peer_invalidate_all(struct peer *p, const char *bucket, const char *key,
                              const char *prefix, unsigned *sent);
 
+/* An asynchronous request to every other gateway (cluster flush): one call per member of the
+ * ring but this one, @tmpl with its host replaced. @done(@cls) runs once, on the transfer
+ * thread, when the last call ended. Returns the number of calls started; 0 (no other member:
+ * @done is not called) or -errno (nothing started). *@out (when > 0): free with
+ * peer_fanout_free() after @done. */
+struct peer_fanout;
+typedef void peer_fanout_done_f(void *cls);
+int peer_fanout_start(struct peer *p, const struct peer_req *tmpl, peer_fanout_done_f *done,
+                      void *cls, struct peer_fanout **out);
+size_t peer_fanout_count(const struct peer_fanout *f);
+/* Call @i's gateway, transport error (0 or -errno), HTTP status and body. */
+const char *peer_fanout_node(const struct peer_fanout *f, size_t i);
+int peer_fanout_rc(const struct peer_fanout *f, size_t i);
+long peer_fanout_status(const struct peer_fanout *f, size_t i);
+const struct buf *peer_fanout_body(const struct peer_fanout *f, size_t i);
+void peer_fanout_free(struct peer_fanout *f);
+
 struct peer_counters {
     uint64_t proxied;             /* GET/HEAD answered by their owner through this gateway */
     uint64_t proxy_fallbacks;     /* ... served here because the owner could not be reached */

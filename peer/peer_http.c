@@ -437,8 +437,10 @@ static int px_build(struct peer_http *ph, struct peer_xfer *x, const struct peer
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)ph->connect_ms);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)S3C_MAX(1, (ph->stall_ms + 999) / 1000));
+    if (!r->no_stall_limit) {
+        curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)S3C_MAX(1, (ph->stall_ms + 999) / 1000));
+    }
     if (r->timeout_ms > 0)
         curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)r->timeout_ms);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, px_header_cb);

@@ -55,6 +55,7 @@ struct peer_req {
     size_t body_len;
     const char *request_id;            /* sent as PEER_REQUEST_ID_HEADER; NULL: none */
     int64_t timeout_ms;                /* whole transfer; 0: only the stall limit */
+    int no_stall_limit;                /* an answer that may rightly take long (a flush) */
 };
 
 struct peer_http_opts {
