@@ -299,16 +299,17 @@ def disagreeing_members():
     g5 = gateway(p5, peers5, self5)
     g5.start()
     try:
-        k = None
-        for cand, o in zip(ck, cown):
-            if o != 0 and owners("cold", [cand], peers5)[0] == 0 and cand != ck[5]:
-                k = cand
-                break
+        cands = ["dis-%03d" % i for i in range(200)]
+        k = next((c for c, o4, o5 in zip(cands, owners("cold", cands), owners("cold", cands, peers5))
+                  if o4 != 0 and o5 == 0), None)
         if k is None:
             raise E.Fail("no key that gateway 5 sends to gateway 0 while gateway 0 does not own it")
+        body = b"disagree " * 1000
+        with open(os.path.join(origin.store, "cold", k), "wb") as f:
+            f.write(body)
         r = get(g5.endpoint, "/cold/" + k)
         E.eq("status via the fifth gateway", r.status, 200)
-        E.same_bytes("GET via the fifth gateway", r.body, cold[k])
+        E.same_bytes("GET via the fifth gateway", r.body, body)
         E.eq("served by", r.h("x-s3cached-owner"), names[0])
         rid = r.h("x-amz-request-id")
         lines = [ln for g in gws + [g5] for ln in open(g.log, errors="replace")
