@@ -31,6 +31,7 @@
 #include "lib/workq.h"
 #include "objects/objects.h"
 #include "objects/warm.h"
+#include "peer/cwarm.h"
 #include "peer/peer.h"
 #include "req_mhd.h"
 #include "server.h"
@@ -276,6 +277,10 @@ static int server_open(struct server *srv, struct errmsg *em)
         struct objects_peer_ops ops;
         peer_objects_ops(srv->peer, &ops);
         objects_set_peer_ops(srv->obj, &ops);
+        if ((rc = cwarm_new(srv->peer, srv->warm, srv->wq, &srv->cwarm))) {
+            errmsg_set(em, "cannot start cluster warm-ups: %s", strerror(-rc));
+            return rc;
+        }
         /* while this gateway was down, writes through the others could not reach it */
         cache_set_valid_after(srv->cache, s3c_real_ns());
     }
@@ -285,6 +290,7 @@ static int server_open(struct server *srv, struct errmsg *em)
 /* After a failed start: frees what server_open() made (no request was served). */
 static void server_release(struct server *srv)
 {
+    cwarm_free(srv->cwarm);
     peer_close(srv->peer);
     if (srv->stats)
         stats_free(srv->stats);
@@ -416,7 +422,9 @@ static void server_shutdown(struct server *srv)
     fair_free(srv->fair); /* every connection has completed */
     workq_free(srv->wq); /* background fills finish; nothing resumes connections any more */
     srv->wq = NULL;
-    peer_close(srv->peer); /* after the workers: cluster warm-ups call peers from them */
+    cwarm_free(srv->cwarm); /* after the workers: cluster warm-ups call peers from them */
+    srv->cwarm = NULL;
+    peer_close(srv->peer);
     srv->peer = NULL;
     if (qfd != MHD_INVALID_SOCKET)
         close(qfd);

@@ -28,6 +28,7 @@ struct server {
     struct rl *rl;
     struct fair *fair;            /* --max-bandwidth, or NULL */
     struct peer *peer;            /* cluster mode (--peers), or NULL */
+    struct cwarm *cwarm;          /* cluster mode's warm-ups, or NULL */
     uint64_t start_ns;
     unsigned long req_seq;
     unsigned long inflight;       /* requests being processed or answered */

@@ -312,10 +312,14 @@ def disagreeing_members():
         E.same_bytes("GET via the fifth gateway", r.body, body)
         E.eq("served by", r.h("x-s3cached-owner"), names[0])
         rid = r.h("x-amz-request-id")
-        lines = [ln for g in gws + [g5] for ln in open(g.log, errors="replace")
-                 if " access %s " % rid in ln]
+
+        def lines():  # an access line is written once its answer went out: wait for both
+            got = [ln for g in gws + [g5] for ln in open(g.log, errors="replace")
+                   if " access %s " % rid in ln]
+            return got if len(got) >= 2 else None
+        got = E.wait_until(lines, timeout=10) or []
         E.eq("access lines with the request's id (client at gateway 5, peer at gateway 0)",
-             len(lines), 2)
+             len(got), 2)
     finally:
         g5.stop()
         g5.cleanup()
@@ -338,6 +342,222 @@ def invalidate_fans_out():
 
 
 t.check("DELETE /_/cache and POST /_/flush fan out to every gateway", invalidate_fans_out)
+
+# --- cluster warm-ups ------------------------------------------------------------------------------
+
+def cli(*args, timeout=90):
+    return subprocess.run([E.BIN] + list(args), capture_output=True, timeout=timeout,
+                          env=dict(os.environ, S3CACHED_ADMIN_TOKEN=TOKEN))
+
+
+def wait_job(ep, jid, timeout=90):
+    def over():
+        st, j = admin(ep, "GET", "/_/warm/" + jid)
+        return j if st == 200 and j.get("state") not in ("queued", "running") else None
+    j = E.wait_until(over, timeout=timeout, every=0.1)
+    if not j:
+        raise E.Fail("warm job %s not over within %d s: %r" % (jid, timeout, admin(ep, "GET", "/_/warm/" + jid)))
+    return j
+
+
+def check_warmed(bucket, data, before, j):
+    keys = sorted(data)
+    own = owners(bucket, keys)
+    share = [own.count(i) for i in range(N)]
+    E.eq("job state, objects_total, objects_done, errors_total",
+         (j["state"], j["objects_total"], j["objects_done"], j["errors_total"]),
+         ("done", len(keys), len(keys), 0))
+    got = {n["node"]: (n["state"], n["objects_total"], n["objects_done"]) for n in j["nodes"]}
+    want = {names[i]: ("done", share[i], share[i]) for i in range(N) if share[i]}
+    E.eq("the job's share per gateway (each gateway's keys on the ring)", got, want)
+    gets = origin_gets(bucket)
+    E.eq("origin GETs per object (each exactly once)", gets, {k: 1 for k in keys})
+    after = [objects_of(i) for i in range(N)]
+    E.eq("objects cached per gateway: exactly its share", [a - b for a, b in zip(after, before)],
+         share)
+    bad = []
+    for k in keys:
+        r = get(NEP, "/%s/%s" % (bucket, k))
+        if r.status != 200 or r.body != data[k] or r.h("x-cache") != "hit":
+            bad.append((k, r.status, r.h("x-cache"), len(r.body)))
+    if bad:
+        raise E.Fail("%d reads through nginx were not hits with the right bytes, e.g. %r"
+                     % (len(bad), bad[:3]))
+    E.eq("origin GETs after reading everything through nginx", origin_gets(bucket),
+         {k: 1 for k in keys})
+
+
+w1 = make_objects("warm1", NOBJ)
+w2 = make_objects("warm2", NOBJ)
+
+
+def warm_through_nginx():
+    before = [objects_of(i) for i in range(N)]
+    r = cli("warm", "--endpoint", NEP, "s3://warm1/")
+    out = r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+    E.eq("s3cached warm through nginx: exit status (output: %s)" % out[-600:], r.returncode, 0)
+    if out.count("gateway 127.0.0.1:") != N:
+        raise E.Fail("the CLI shows a line per gateway's share: %s" % out[-600:])
+    jid = re.search(r"^job (c[0-9a-f]+)$", out, re.M)
+    if not jid:
+        raise E.Fail("the CLI names no cluster job: %s" % out[-600:])
+    st, j = admin(NEP, "GET", "/_/warm/" + jid.group(1))
+    E.eq("GET /_/warm/ID through nginx (any gateway finds the job)", st, 200)
+    check_warmed("warm1", w1, before, j)
+
+
+t.check("a warm job of %d objects through nginx (s3cached warm): each object read from the "
+        "origin once, cached on exactly its owner, every read through nginx a hit" % NOBJ,
+        warm_through_nginx)
+
+
+def warm_direct():
+    before = [objects_of(i) for i in range(N)]
+    st, js = admin(gws[2].endpoint, "POST", "/_/warm",
+                   json.dumps({"bucket": "warm2", "prefix": ""}))
+    E.eq("POST /_/warm to one gateway", st, 202)
+    check_warmed("warm2", w2, before, wait_job(gws[2].endpoint, js["job"]))
+
+
+t.check("the same job posted to one gateway directly: the same result", warm_direct)
+
+
+def big_streams():
+    # a large object read through non-owners by several slow readers at once: the owner's
+    # answer streams through the bounded buffer (pausing), bytes right
+    big = os.urandom(1 << 20) * 24
+    os.makedirs(os.path.join(origin.store, "big"), exist_ok=True)
+    with open(os.path.join(origin.store, "big", "blob"), "wb") as f:
+        f.write(big)
+    o = owners("big", ["blob"])[0]
+    import threading
+    errs = []
+
+    def reader(i):
+        import hashlib
+        import socket
+        g = gws[(o + 1 + i % (N - 1)) % N]
+        hdrs = {"host": "127.0.0.1:%d" % g.port}
+        E.sign_headers("GET", "/big/blob", "", hdrs, "UNSIGNED-PAYLOAD", AK, SK)
+        sk = socket.create_connection(("127.0.0.1", g.port), timeout=60)
+        sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        sk.sendall(("GET /big/blob HTTP/1.1\r\n" + "".join("%s: %s\r\n" % kv for kv in hdrs.items())
+                    + "connection: close\r\n\r\n").encode())
+        data = b""
+        while True:
+            d = sk.recv(65536)
+            if not d:
+                break
+            data += d
+            if i % 2 == 0 and len(data) < (8 << 20):
+                time.sleep(0.002)  # a slow reader: the owner's answer waits in the buffer
+        sk.close()
+        body = data.partition(b"\r\n\r\n")[2]
+        if hashlib.sha256(body).digest() != hashlib.sha256(big).digest():
+            errs.append("reader %d: %d bytes, not the object" % (i, len(body)))
+
+    th = [threading.Thread(target=reader, args=(i,)) for i in range(6)]
+    for x in th:
+        x.start()
+    for x in th:
+        x.join(120)
+    if errs:
+        raise E.Fail("; ".join(errs))
+    E.eq("origin GETs of the large object", origin_gets("big").get("blob", 0) >= 1, True)
+
+
+t.check("a 24 MiB object read through non-owners by 6 readers at once, 3 of them slow: right "
+        "bytes (the relay pauses and resumes)", big_streams)
+
+
+# --- cluster stats ---------------------------------------------------------------------------------
+
+def cluster_stats():
+    st, c = admin(NEP, "GET", "/_/stats?scope=cluster")
+    E.eq("GET /_/stats?scope=cluster through nginx", (st, c.get("scope"), c.get("nodes_up"),
+                                                      c.get("nodes_total")), (200, "cluster", N, N))
+    per = [g.stats() for g in gws]
+    want_out = sum(r["bytes_out"] for s in per for r in s["clients"] if r["client"] == AK)
+    got = [r for r in c["clients"] if r["client"] == AK]
+    if not got:
+        raise E.Fail("no row of the client in the cluster's clients")
+    # the client's bytes summed over the gateways (those it reached directly or through nginx)
+    E.eq("the client's bytes_out over the cluster = the sum of its rows on every gateway",
+         sum(r["bytes_out"] for r in got), want_out)
+    if not any(len(r["nodes"]) > 1 for r in got):
+        raise E.Fail("per-node rows of the client: %r" % [r["nodes"] for r in got])
+    E.eq("peer traffic is not a client", [r for r in c["clients"] if r["addr"] == "(peer)"], [])
+    if not c.get("peers"):
+        raise E.Fail("the cluster document lists the gateways' traffic to each other apart")
+    E.eq("cache.objects of the cluster = the sum of the gateways'", c["cache"]["objects"],
+         sum(s["cache"]["objects"] for s in per))
+    E.eq("nodes", sorted(n["node"] for n in c["nodes"] if n["up"]), sorted(names))
+    r = cli("stats", "--cluster", "--endpoint", NEP)
+    out = r.stdout.decode(errors="replace")
+    E.eq("s3cached stats --cluster: exit status", r.returncode, 0)
+    if "%d of %d gateways answered" % (N, N) not in out or AK not in out:
+        raise E.Fail("s3cached stats --cluster output:\n" + out[-800:])
+    m = gws[0].req("GET", "/_/metrics", headers={"Authorization": "Bearer " + TOKEN}, anon=True)
+    text = m.body.decode()
+    for fam in ("s3cached_node_info{node=\"%s\"} 1" % names[0], "s3cached_cluster_proxied_total",
+                "s3cached_peer_sent_bytes_total{peer="):
+        if fam not in text:
+            raise E.Fail("/_/metrics has no %s" % fam)
+
+
+t.check("cluster stats: /_/stats?scope=cluster and s3cached stats --cluster merge every "
+        "gateway's clients; peers apart; /_/metrics per node with its name", cluster_stats)
+
+
+# --- a gateway killed during a warm job ------------------------------------------------------
+
+def kill_during_warm():
+    w4 = make_objects("warm4", 60)
+    keys = sorted(w4)
+    own = owners("warm4", keys)
+    victim = next(i for i in range(1, N) if own.count(i))
+    relay.hold_after(0)  # the origin answers nothing for now: the shares stay running
+    try:
+        st, js = admin(gws[0].endpoint, "POST", "/_/warm",
+                       json.dumps({"bucket": "warm4", "keys": keys}))
+        E.eq("POST /_/warm", st, 202)
+        jid = js["job"]
+
+        def handed_out():
+            st, j = admin(gws[0].endpoint, "GET", "/_/warm/" + jid)
+            return j if st == 200 and j["nodes"] and all(n["job"] for n in j["nodes"]) else None
+        j = E.wait_until(handed_out, timeout=30)
+        if not j:
+            raise E.Fail("shares not handed out: %r" % (admin(gws[0].endpoint, "GET", "/_/warm/" + jid),))
+        gws[victim].proc.send_signal(signal.SIGKILL)
+        gws[victim].proc.wait(10)
+        gws[victim].proc = None
+    finally:
+        relay.release()
+    t0 = time.time()
+    j = wait_job(gws[0].endpoint, jid, timeout=60)
+    E.eq("the job ends (failed) without waiting for the dead gateway", j["state"], "failed")
+    by = {n["node"]: n for n in j["nodes"]}
+    dead = by[names[victim]]
+    E.eq("the dead gateway's share", dead["state"], "failed")
+    if "unreachable" not in dead.get("message", ""):
+        raise E.Fail("the dead gateway's share says why: %r" % dead)
+    others = {k: (v["state"], v["objects_done"], v["objects_total"]) for k, v in by.items()
+              if k != names[victim]}
+    E.eq("the other shares complete", others,
+         {names[i]: ("done", own.count(i), own.count(i)) for i in range(N)
+          if i != victim and own.count(i)})
+    E.eq("objects_done = every share but the dead gateway's", j["objects_done"],
+         len(keys) - own.count(victim))
+    print("       # the job ended %.1f s after the kill" % (time.time() - t0))
+    st, c = admin(gws[0].endpoint, "GET", "/_/stats?scope=cluster")
+    E.eq("cluster stats still answer", (st, c["nodes_total"], c["nodes_up"]), (200, N, N - 1))
+    down = [n for n in c["nodes"] if not n["up"]]
+    E.eq("the dead gateway is marked down", [n["node"] for n in down], [names[victim]])
+
+
+t.check("kill -9 of a gateway during a warm job: its share fails, the others complete, the job "
+        "ends; cluster stats mark it down", kill_during_warm)
 
 # --- the end: every server stops cleanly ------------------------------------------------------
 for g in gws:
