@@ -480,8 +480,6 @@ int respond_relay(struct req *rq, int status, const struct respond_hdr *h, size_
             free_fn(cls);
         return respond_error(rq, -ENOMEM);
     }
-    if (bodyless && free_fn)
-        free_fn(cls);
     for (size_t i = 0; i < n; i++) {
         size_t k = 0;
         while (k < ARRAY_SIZE(skip) && strcasecmp(h[i].name, skip[k]))
@@ -489,6 +487,8 @@ int respond_relay(struct req *rq, int status, const struct respond_hdr *h, size_
         if (k == ARRAY_SIZE(skip))
             MHD_add_response_header(r, h[i].name, h[i].value);
     }
+    if (bodyless && free_fn) /* after the headers: they may be @cls's (copied by now) */
+        free_fn(cls);
     rq->bytes_out = bodyless || size == UINT64_MAX ? 0 : size;
     if (!bodyless && size)
         req_fair_start(rq);

@@ -355,8 +355,8 @@ int peer_fanout_start(struct peer *p, const struct peer_req *tmpl, peer_fanout_d
             continue;
         struct peer_fanout_slot *sl = &f->slots[f->n++];
         sl->f = f;
-        sl->node = names[i];
-        names[i] = NULL; /* moved */
+        if (!(sl->node = strdup(names[i])))
+            sl->rc = -ENOMEM;
         buf_init(&sl->body, PEER_BODY_MAX);
     }
     f->left = f->n + 1; /* one for this call, so no callback ends it while calls start */
@@ -364,7 +364,7 @@ int peer_fanout_start(struct peer *p, const struct peer_req *tmpl, peer_fanout_d
         struct peer_fanout_slot *sl = &f->slots[i];
         struct peer_req r = *tmpl;
         r.host = sl->node;
-        int rc = peer_call_start(p->http, &r, peer_fanout_one, sl);
+        int rc = sl->node ? peer_call_start(p->http, &r, peer_fanout_one, sl) : -ENOMEM;
         if (rc) {
             sl->rc = rc;
             pthread_mutex_lock(&f->mu);
@@ -389,7 +389,7 @@ size_t peer_fanout_count(const struct peer_fanout *f)
 
 const char *peer_fanout_node(const struct peer_fanout *f, size_t i)
 {
-    return f->slots[i].node;
+    return f->slots[i].node ? f->slots[i].node : "?";
 }
 
 int peer_fanout_rc(const struct peer_fanout *f, size_t i)

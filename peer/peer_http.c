@@ -170,7 +170,9 @@ static size_t px_header_cb(char *p, size_t sz, size_t n, void *cls)
     while (l && (p[l - 1] == '\r' || p[l - 1] == '\n'))
         l--;
     pthread_mutex_lock(&x->mu);
-    if (len >= 5 && !strncmp(p, "HTTP/", 5)) { /* a status line: a new answer (after a 1xx) */
+    if (x->headers_done) {
+        /* trailers of a chunked body: the headers a reader may be walking stay as they are */
+    } else if (len >= 5 && !strncmp(p, "HTTP/", 5)) { /* a status line: a new answer (after 1xx) */
         const char *sp = memchr(p, ' ', l);
         x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         for (size_t i = 0; i < x->nrh; i++) {
