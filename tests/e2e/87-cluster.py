@@ -559,6 +559,37 @@ def kill_during_warm():
 t.check("kill -9 of a gateway during a warm job: its share fails, the others complete, the job "
         "ends; cluster stats mark it down", kill_during_warm)
 
+
+def owner_down_and_back():
+    # the gateway killed above owns keys of warm1, which it cached before it died
+    victim = next((i for i, g in enumerate(gws) if g.proc is None), None)
+    if victim is None:
+        raise E.Fail("no gateway was killed")
+    keys = sorted(w1)
+    k = next(k for k, o in zip(keys, owners("warm1", keys)) if o == victim)
+    other = gws[(victim + 1) % N]
+    before = other.stats()["cluster"]
+    r = get(other.endpoint, "/warm1/" + k)
+    E.eq("a read of the dead owner's key through another gateway", r.status, 200)
+    E.same_bytes("served there instead", r.body, w1[k])
+    new = b"written while its owner was down " * 100
+    r = get(other.endpoint, "/warm1/" + k, method="PUT", body=new)
+    E.eq("a PUT while the owner is down is still acknowledged", r.status, 200)
+    after = other.stats()["cluster"]
+    E.eq("counted: a fallback read, a notice that could not be delivered",
+         (after["proxy_fallbacks"] - before["proxy_fallbacks"],
+          after["invalidations_failed"] - before["invalidations_failed"] >= 1), (1, True))
+    gws[victim].start()  # same port, same cache: it still holds the old bytes of k
+    r = get(gws[victim].endpoint, "/warm1/" + k)
+    E.eq("the restarted owner revalidates what it cached before (--revalidate-after never)",
+         (r.status, r.body == new), (200, True))
+    r = get(NEP, "/warm1/" + k)
+    E.same_bytes("the new bytes through nginx", r.body, new)
+
+
+t.check("while an owner is down its keys are served by another gateway and a write is still "
+        "acknowledged; once back, it revalidates what it cached before", owner_down_and_back)
+
 # --- the end: every server stops cleanly ------------------------------------------------------
 for g in gws:
     if g.proc is not None:
