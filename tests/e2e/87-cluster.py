@@ -503,10 +503,37 @@ def cluster_stats():
                 "s3cached_peer_sent_bytes_total{peer="):
         if fam not in text:
             raise E.Fail("/_/metrics has no %s" % fam)
+    pc = subprocess.run([os.path.join(E.HERE, "promcheck.sh"), gws[0].endpoint + "/_/metrics",
+                         TOKEN], capture_output=True, timeout=60)
+    if pc.returncode == 77:
+        print("       # promtool not installed: the exposition format is not checked")
+    elif pc.returncode != 0:
+        raise E.Fail("promtool rejects a cluster gateway's /_/metrics: %s" % pc.stderr.decode()[-400:])
 
 
 t.check("cluster stats: /_/stats?scope=cluster and s3cached stats --cluster merge every "
         "gateway's clients; peers apart; /_/metrics per node with its name", cluster_stats)
+
+
+def dns_membership():
+    # --peers dns:NAME:PORT: every address of NAME (here localhost: 127.0.0.1, and ::1 where
+    # it resolves), sorted, this gateway listed by --self ADDR:PORT
+    p = E.free_port()
+    g = gateway(p, "dns:localhost:%d" % p, "127.0.0.1:%d" % p)
+    g.start()
+    try:
+        c = g.stats()["cluster"]
+        if not (c["members"] >= 1 and c["self_listed"] and c["ring_generation"] == 1):
+            raise E.Fail("the ring of dns:localhost: %r" % c)
+        r = get(g.endpoint, "/cold/" + ck[6])
+        E.same_bytes("a read through a gateway of a dns: ring", r.body, cold[ck[6]])
+    finally:
+        g.stop()
+        g.cleanup()
+
+
+t.check("--peers dns:NAME:PORT: the ring is every address of NAME, --self listed in it",
+        dns_membership)
 
 
 # --- a gateway killed during a warm job ------------------------------------------------------
