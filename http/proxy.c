@@ -27,7 +27,8 @@
 struct proxy_state {
     unsigned magic;
     struct req *rq;
-    struct peer_xfer *x;     /* the headers phase's reference (the body has its own) */
+    struct peer_xfer *x;     /* the request's reference (the body's reader has its own): the
+                              * request's waiter is disarmed from it when the request ends */
     char owner[RING_NAME_MAX];
 };
 
@@ -45,7 +46,9 @@ static void proxy_state_free(void *p)
     free(ps);
 }
 
-/* The body's reader: the request's waiter waits on the owner's bytes. */
+/* The body's reader: the request's waiter waits on the owner's bytes. libmicrohttpd may free
+ * the answer after the request (proxy_state_free disarmed the waiter then): the reader
+ * touches the request only while reading. */
 struct proxy_body {
     struct req *rq;
     struct peer_xfer *x;
@@ -60,7 +63,6 @@ static ssize_t proxy_body_read(void *cls, char *buf, size_t max)
 static void proxy_body_free(void *cls)
 {
     struct proxy_body *pb = cls;
-    peer_stream_cancel_wait(pb->x, &pb->rq->pwaiter);
     peer_xfer_release(pb->x);
     free(pb);
 }
@@ -157,8 +159,7 @@ static int h_proxy_end(struct req *rq)
     int64_t clen = peer_xfer_content_length(x);
     pb->rq = rq;
     pb->x = x;
-    /* the body's reference: taken from the state (the headers are read meanwhile) */
-    ps->x = NULL;
+    peer_xfer_ref(x); /* the body's own */
     peer_count_proxy(rq->srv->peer, 0);
     int r = respond_relay(rq, (int)peer_xfer_status(x), h, n + 1,
                           clen >= 0 ? (uint64_t)clen : UINT64_MAX, proxy_body_read,

@@ -127,6 +127,15 @@ static void px_arm_locked(struct peer_xfer *x, struct peer_waiter *w)
     w->suspend(w->cls);
 }
 
+void peer_xfer_ref(struct peer_xfer *x)
+{
+    CHECK_OBJ_NOTNULL(x, PX_MAGIC);
+    pthread_mutex_lock(&x->mu);
+    x->users++;
+    pthread_mutex_unlock(&x->mu);
+    atomic_fetch_add_explicit(&x->refs, 1, memory_order_relaxed);
+}
+
 void peer_xfer_release(struct peer_xfer *x)
 {
     if (!x)

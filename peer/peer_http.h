@@ -112,6 +112,8 @@ size_t peer_xfer_nheaders(const struct peer_xfer *x);
 const struct peer_hdr *peer_xfer_header(const struct peer_xfer *x, size_t i);
 const char *peer_xfer_find_header(const struct peer_xfer *x, const char *name); /* or NULL */
 const struct buf *peer_xfer_body(const struct peer_xfer *x);
+/* Another reference to a stream (its reader and its holder may go in either order). */
+void peer_xfer_ref(struct peer_xfer *x);
 /* Drops a reference; a stream still running is cancelled with the last one. Accepts NULL. */
 void peer_xfer_release(struct peer_xfer *x);
 
