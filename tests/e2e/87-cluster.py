@@ -14,6 +14,8 @@ their S3 backend, through a pausable relay.
     through nginx: the new bytes (404) at once, with --revalidate-after never;
   - members that disagree (a fifth gateway with its own list): its request is served by the
     gateway it believes the owner, which serves it itself: one hop, no loop;
+  - peer traffic is authenticated: a wrong peer secret, an unsigned or missing peer mark
+    get 403; a client's request carrying the mark is relayed as any client's;
   - DELETE /_/cache and POST /_/flush fan out to every gateway;
   - cluster stats: GET /_/stats?scope=cluster and `s3cached stats --cluster` merge the
     clients of every gateway (a client's bytes summed; per-node rows); peer traffic apart;
@@ -327,6 +329,38 @@ def disagreeing_members():
 
 t.check("members that disagree: one hop to the believed owner, which serves it (no loop)",
         disagreeing_members)
+
+
+def peer_auth():
+    # the mark that makes a gateway serve a request itself (never forwarding it again) is
+    # believed only from the peer key with the mark signed: anything else is refused, and a
+    # client that adds the mark to its own signed request is relayed to the owner as usual
+    k, o = ck[1], cown[1]
+    n = (o + 1) % N
+    mark = {"x-s3cached-peer": names[o]}
+    base = ["host", "x-amz-date", "x-amz-content-sha256"]
+    cases = [("the peer key with a wrong secret", dict(mark), "wrong" + PEER_SECRET, base + ["x-s3cached-peer"]),
+             ("the peer key, the mark not signed", dict(mark), PEER_SECRET, base),
+             ("the peer key without the mark", {}, PEER_SECRET, base)]
+    for what, hd, sk, signed in cases:
+        r = E.request(gws[n].endpoint, "GET", "/cold/" + k, headers=hd, ak="s3cached-peer", sk=sk,
+                      signed=signed)
+        E.eq("%s: status" % what, (r.status, r.h("x-s3cached-owner")), (403, None))
+    r = E.request(gws[n].endpoint, "GET", "/cold/" + k, headers=dict(mark), ak=AK, sk=SK,
+                  signed=base + ["x-s3cached-peer"])
+    E.eq("a client's request with the mark signed: relayed to the owner", (r.status, r.h("x-s3cached-owner")),
+         (200, names[o]))
+    E.same_bytes("a client's request with the mark", r.body, cold[k])
+    miss = ["peer-auth-%02d" % i for i in range(40)]
+    mk = next(m for m, mo in zip(miss, owners("cold", miss)) if mo != n)
+    r = E.request(gws[n].endpoint, "GET", "/cold/" + mk, headers={"x-s3cached-peer": names[0]},
+                  ak="s3cached-peer", sk=PEER_SECRET, signed=base + ["x-s3cached-peer"])
+    E.eq("a signed peer request for a key another gateway owns: served where it lands (404 here, "
+         "no owner header)", (r.status, r.h("x-s3cached-owner")), (404, None))
+
+
+t.check("peer traffic is authenticated: the peer key with its secret and the signed mark, else 403; "
+        "the mark from a client changes nothing", peer_auth)
 
 
 def invalidate_fans_out():
