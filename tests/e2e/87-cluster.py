@@ -21,6 +21,7 @@ their S3 backend, through a pausable relay.
     clients of every gateway (a client's bytes summed; per-node rows); peer traffic apart;
   - kill -9 of one gateway during a warm job: its share is reported failed, the others
     complete, the job ends; cluster stats mark the dead gateway and still answer.
+    With it still down, DELETE /_/cache and POST /_/flush answer at once and name it.
 Skipped (reported, not passed) without nginx.
 """
 import json
@@ -619,6 +620,30 @@ def kill_during_warm():
 
 t.check("kill -9 of a gateway during a warm job: its share fails, the others complete, the job "
         "ends; cluster stats mark it down", kill_during_warm)
+
+
+def fanout_with_a_dead_gateway():
+    # the gateway killed above is still down: the fan-outs answer at once, naming it
+    victim = next((i for i, g in enumerate(gws) if g.proc is None), None)
+    if victim is None:
+        raise E.Fail("no gateway was killed")
+    t0 = time.time()
+    st, js = admin(gws[0].endpoint, "DELETE", "/_/cache/cold/" + ck[7])
+    E.eq("DELETE /_/cache with a gateway down: answered, that gateway failed",
+         (st, js.get("peers"), js.get("peers_failed")), (200, N - 1, 1))
+    st, js = admin(gws[0].endpoint, "POST", "/_/flush", "{}")
+    E.eq("POST /_/flush with a gateway down: 504, not flushed", (st, js.get("flushed")), (504, False))
+    by = {n["node"]: n for n in js.get("nodes", [])}
+    E.eq("the flush's line per gateway", sorted(by), sorted(names))
+    E.eq("the dead gateway's line", (by[names[victim]]["flushed"], "error" in by[names[victim]]),
+         (False, True))
+    E.eq("the live gateways flushed", sorted(n for n, v in by.items() if v["flushed"]),
+         sorted(n for i, n in enumerate(names) if i != victim))
+    print("       # both answered in %.1f s" % (time.time() - t0))
+
+
+t.check("with a gateway down, DELETE /_/cache and POST /_/flush still answer and name it",
+        fanout_with_a_dead_gateway)
 
 
 def owner_down_and_back():
