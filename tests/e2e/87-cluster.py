@@ -17,6 +17,8 @@ their S3 backend, through a pausable relay.
   - peer traffic is authenticated: a wrong peer secret, an unsigned or missing peer mark
     get 403; a client's request carrying the mark is relayed as any client's;
   - DELETE /_/cache and POST /_/flush fan out to every gateway;
+  - serve refuses a membership it cannot place itself in (no --self, no key, --self
+    not listed, a misspelt server parameter);
   - cluster stats: GET /_/stats?scope=cluster and `s3cached stats --cluster` merge the
     clients of every gateway (a client's bytes summed; per-node rows); peer traffic apart;
   - kill -9 of one gateway during a warm job: its share is reported failed, the others
@@ -569,6 +571,33 @@ def dns_membership():
 
 t.check("--peers dns:NAME:PORT: the ring is every address of NAME, --self listed in it",
         dns_membership)
+
+
+def bad_membership():
+    # a gateway that cannot know its place in the ring refuses to start, saying why
+    d = os.path.join(tmp, "badm")
+    os.makedirs(os.path.join(d, "store"), exist_ok=True)
+    base = [E.BIN, "serve", "--listen", "127.0.0.1:%d" % E.free_port(), "--cache-dir",
+            os.path.join(d, "cache"), "--backend", "file://" + os.path.join(d, "store"),
+            "--access-key", AK, "--secret-key", SK]
+    cases = [(["--peers", PEERS, "--peer-secret", PEER_SECRET], "--peers needs --self"),
+             (["--peers", PEERS, "--self", names[0]], "--peers needs --peer-secret"),
+             (["--peers", PEERS, "--self", "127.0.0.1:1", "--peer-secret", PEER_SECRET],
+              "is not one of the --peers entries"),
+             (["--peers", names[0] + " wieght=2", "--self", names[0], "--peer-secret", PEER_SECRET],
+              "unknown parameter")]
+    env = dict(os.environ)
+    env.pop("S3CACHED_ADMIN_TOKEN", None)
+    for extra, want in cases:
+        r = subprocess.run(base + extra, capture_output=True, timeout=30, env=env)
+        err = r.stderr.decode(errors="replace")
+        if r.returncode == 0 or want not in err:
+            raise E.Fail("serve %s: exit %d, want an error with %r: %s"
+                         % (" ".join(extra), r.returncode, want, err[-300:]))
+
+
+t.check("--peers without --self or a peer key, a --self not listed, a misspelt parameter: "
+        "serve refuses to start and says why", bad_membership)
 
 
 # --- a gateway killed during a warm job ------------------------------------------------------
