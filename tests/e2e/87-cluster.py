@@ -540,6 +540,15 @@ def cluster_stats():
                 "s3cached_peer_sent_bytes_total{peer="):
         if fam not in text:
             raise E.Fail("/_/metrics has no %s" % fam)
+    # the Grafana dashboard (its cluster row included) queries only names a gateway exports
+    dash = json.load(open(os.path.join(E.REPO, "deploy", "grafana", "s3cached-dashboard.json")))
+    exprs = [tg.get("expr") or "" for pn in dash.get("panels", []) for tg in pn.get("targets", [])]
+    exprs += [v.get("query") if isinstance(v.get("query"), str) else (v.get("query") or {}).get("query", "")
+              for v in (dash.get("templating") or {}).get("list", [])]
+    have = set(re.findall(r"^(s3cached_[a-z0-9_]+)", text, re.M))
+    missing = sorted(set(n for e in exprs if e for n in re.findall(r"s3cached_[a-z0-9_]+", e)) - have)
+    if missing:
+        raise E.Fail("the dashboard queries names a cluster gateway does not export: %s" % missing)
     pc = subprocess.run([os.path.join(E.HERE, "promcheck.sh"), gws[0].endpoint + "/_/metrics",
                          TOKEN], capture_output=True, timeout=60)
     if pc.returncode == 77:
