@@ -11,7 +11,8 @@ their S3 backend, through a pausable relay.
     the key (one origin GET, right bytes, cached on the owner only; a second non-owner read
     costs the origin nothing), a HEAD and a range the same way;
   - read-after-write from any gateway: a PUT and a DELETE through a non-owner, then a GET
-    through nginx: the new bytes (404) at once, with --revalidate-after never;
+    through nginx: the new bytes (404) at once, with --revalidate-after never; the same for
+    CompleteMultipartUpload, CopyObject and DeleteObjects (boto3);
   - members that disagree (a fifth gateway with its own list): its request is served by the
     gateway it believes the owner, which serves it itself: one hop, no loop;
   - peer traffic is authenticated: a wrong peer secret, an unsigned or missing peer mark
@@ -292,6 +293,37 @@ def write_through_non_owner():
 
 t.check("read-after-write from any gateway: PUT and DELETE through a non-owner, GET through "
         "nginx sees them at once (--revalidate-after never)", write_through_non_owner)
+
+
+def other_writes_through_non_owner():
+    # CompleteMultipartUpload, CopyObject and DeleteObjects through gateway 0, of keys it
+    # does not own and whose owner cached the old bytes: the next GET through nginx has the
+    # new state at once (--revalidate-after never)
+    cands = ["wr-%03d" % i for i in range(60)]
+    ks = [c for c, o in zip(cands, owners("cold", cands)) if o != 0][:3]
+    km, kc, kd = ks
+    for k in ks:
+        with open(os.path.join(origin.store, "cold", k), "wb") as f:
+            f.write(b"old " + k.encode() * 1000)
+        E.eq("GET %s through nginx (the owner caches the old bytes)" % k, get(NEP, "/cold/" + k).status, 200)
+    s3 = gws[0].boto3()
+    new = b"multipart " * 20000
+    up = s3.create_multipart_upload(Bucket="cold", Key=km)["UploadId"]
+    et = s3.upload_part(Bucket="cold", Key=km, UploadId=up, PartNumber=1, Body=new)["ETag"]
+    s3.complete_multipart_upload(Bucket="cold", Key=km, UploadId=up,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": et}]})
+    E.same_bytes("GET through nginx after CompleteMultipartUpload through a non-owner",
+                 get(NEP, "/cold/" + km).body, new)
+    s3.copy_object(Bucket="cold", Key=kc, CopySource={"Bucket": "cold", "Key": km})
+    E.same_bytes("GET through nginx after CopyObject through a non-owner",
+                 get(NEP, "/cold/" + kc).body, new)
+    s3.delete_objects(Bucket="cold", Delete={"Objects": [{"Key": kd}]})
+    E.expect_error("GET through nginx after DeleteObjects through a non-owner",
+                   get(NEP, "/cold/" + kd), 404, "NoSuchKey")
+
+
+t.check("CompleteMultipartUpload, CopyObject and DeleteObjects through a non-owner: seen "
+        "through nginx at once", other_writes_through_non_owner)
 
 
 def disagreeing_members():
