@@ -13,7 +13,8 @@ health-gated depends_on, Prometheus config. Cluster mode: a workload with
 S3CACHED_PEERS dns:NAME:PORT has a headless Service NAME over its pods, --self from the
 pod IP on that port and a peer key; compose gateways share one --peers list, each --self
 its own entry, all scraped by Prometheus. Dockerfile: stages, base image ARG, non-root
-USER, HEALTHCHECK, VOLUME, COPY sources that exist, runtime packages. systemd unit,
+USER, HEALTHCHECK, VOLUME, COPY sources that exist (and every Makefile DIRS folder copied and
+let through Dockerfile.dockerignore), runtime packages. systemd unit,
 nginx.conf and envoy.yaml: the directives the README promises. Every S3CACHED_* name
 used anywhere in deploy/ must be an option of `s3cached serve` (from `s3cached help`).
 Prints ok/FAIL/skip lines and the last line "check_deploy: N passed, N failed".
@@ -468,6 +469,20 @@ else:
         build_runs = " ".join(a for k, a in stages[0]["body"] if k == "RUN")
         if "make" not in build_runs:
             probs.append("the build stage does not run make")
+        # every source folder the Makefile builds (DIRS) goes into the build stage and through
+        # the .dockerignore (a new folder forgotten here breaks only the image build)
+        mk = os.path.join(REPO, "Makefile")
+        dm = re.search(r"^DIRS\s*:?=\s*(.*)$", read(mk), re.M) if os.path.isfile(mk) else None
+        copied = {t.rstrip("/") for k, a in stages[0]["body"] if k == "COPY" and "--from" not in a
+                  for t in a.split()[:-1]}
+        ign = os.path.join(D, "Dockerfile.dockerignore")
+        allowed = {ln.strip()[1:].rstrip("/") for ln in read(ign).splitlines()
+                   if ln.strip().startswith("!")} if os.path.isfile(ign) else None
+        for d in (dm.group(1).split() if dm else []):
+            if d not in copied:
+                probs.append("the Makefile builds %s/, which the build stage does not COPY" % d)
+            if allowed is not None and d not in allowed:
+                probs.append("Dockerfile.dockerignore keeps %s/ out of the build context" % d)
         check("Dockerfile: COPY sources exist in the repository and the build stage runs make", probs)
         ep = [a for k, a in rt if k in ("ENTRYPOINT", "CMD")]
         check("Dockerfile: ENTRYPOINT/CMD run s3cached serve",

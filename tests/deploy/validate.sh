@@ -111,6 +111,8 @@ else
     mutate "an unknown S3CACHED_ option" k8s/configmap.yaml 's/S3CACHED_CACHE_SIZE:/S3CACHED_CACHE_SIZ:/'
     mutate "USER root in the runtime stage" Dockerfile 's/^USER s3cached:s3cached/USER root/'
     mutate "a COPY of a missing source" Dockerfile 's#^COPY cache/ cache/#COPY cachex/ cache/#'
+    mutate "a source folder the build stage does not copy" Dockerfile '/^COPY peer\/ peer\//d'
+    mutate "a source folder the .dockerignore keeps out" Dockerfile.dockerignore '/^!peer\/$/d'
     mutate "a unit without ProtectSystem=strict" systemd/s3cached.service 's/^ProtectSystem=strict/ProtectSystem=full/'
     mutate "nginx hashing on \$request_uri" scale-out/nginx.conf 's/hash \$uri consistent;/hash $request_uri;/'
     mutate "compose publishing beyond loopback" compose.yaml 's/"127.0.0.1:9000:9000"/"9000:9000"/'
