@@ -248,7 +248,7 @@ void stats_tick(struct stats *s)
             c->ring_out[idx] = LOAD(c->bytes_out);
             c->ring_in[idx] = LOAD(c->bytes_in);
             stall_acc_sample(&c->stall, seq, now);
-            if (c->refs == 0 && now - c->last_seen_ns > s->idle_ns) {
+            if (c->refs == 0 && !c->is_peer && now - c->last_seen_ns > s->idle_ns) {
                 *pp = c->next;
                 s->n_clients--;
                 client_fold(s, c, seq);
@@ -362,6 +362,7 @@ struct stats_client *stats_client_ref(struct stats *s, const char *access_key, c
     uint32_t h = stats_hash(key, a);
     /* ("other", "-") is the overflow row itself: never a second row by that name. */
     int is_other = !strcmp(key, STATS_OTHER) && !strcmp(a, STATS_OTHER_ADDR);
+    int is_peer = !strcmp(a, STATS_PEER_ADDR); /* a few, one per gateway: always a row */
 
     pthread_mutex_lock(&s->lock);
     uint64_t now = s->now(s->now_cls);
@@ -369,9 +370,10 @@ struct stats_client *stats_client_ref(struct stats *s, const char *access_key, c
     for (c = *head; c; c = c->next)
         if (c->hash == h && !strcmp(c->key, key) && !strcmp(c->addr, a))
             break;
-    if (!c && !is_other && s->n_clients < s->max_clients) {
+    if (!c && !is_other && (s->n_clients < s->max_clients || is_peer)) {
         c = client_new(key, a, h, now, s->tick_seq);
         if (c) {
+            c->is_peer = is_peer;
             c->next = *head;
             *head = c;
             s->n_clients++;
@@ -500,6 +502,7 @@ static void row_from_client(const struct stats *s, const struct stats_client *c,
     memcpy(r->key, c->key, sizeof(r->key));
     memcpy(r->addr, c->addr, sizeof(r->addr));
     r->is_other = c->is_other;
+    r->is_peer = c->is_peer;
     r->in_flight = c->refs;
     client_rates(s, c, &r->rate_out, &r->rate_in);
     r->requests = LOAD(c->requests);

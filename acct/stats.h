@@ -38,6 +38,7 @@
 #define STATS_OTHER_ADDR "-"
 #define STATS_OTHER_BUCKET "_other" /* overflow bucket row: no real bucket starts with '_' */
 #define STATS_ANONYMOUS "anonymous" /* client name when access_key is NULL or "" */
+#define STATS_PEER_ADDR "(peer)"   /* addr of the row of another gateway's requests (cluster) */
 #define STATS_KEY_MAX 128          /* longer access keys / bucket names are truncated */
 #define STATS_ADDR_MAX 64
 

@@ -30,6 +30,26 @@ static double stats_uptime_s(struct stats *s)
     return now > start ? (double)(now - start) / 1e9 : 0.0;
 }
 
+/* Moves the rows of other gateways' requests (cluster mode) after the clients' rows, keeping
+ * both in order. Returns the number of client rows. */
+static size_t split_peers(struct stats_row *r, size_t n)
+{
+    size_t k = 0;
+    struct stats_row *tmp = n ? malloc(n * sizeof(*tmp)) : NULL;
+    if (!tmp)
+        return n; /* no memory: peers are shown as clients */
+    for (size_t i = 0; i < n; i++)
+        if (!r[i].is_peer)
+            tmp[k++] = r[i];
+    size_t nc = k;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].is_peer)
+            tmp[k++] = r[i];
+    memcpy(r, tmp, n * sizeof(*tmp));
+    free(tmp);
+    return nc;
+}
+
 /* --- JSON ------------------------------------------------------------------------------ */
 
 static int json_by_op(struct buf *out, const uint64_t *by_op)
@@ -161,6 +181,8 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                         cs->batches, cs->batch_items, cs->batch_item_errors);
     if (!rc)
         rc = json_by_op(out, by_op);
+    size_t nall = ncl;
+    ncl = split_peers(cl, ncl);
     if (!rc)
         rc = buf_puts(out, ",\n \"clients\": [");
     for (size_t i = 0; i < ncl && !rc; i++) {
@@ -199,8 +221,24 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
         if (!rc)
             rc = buf_puts(out, "}");
     }
+    /* cluster mode: other gateways' requests, apart from the clients' (counted where they
+     * entered the cluster) */
     if (!rc)
-        rc = buf_puts(out, nbk ? "\n ]" : "]");
+        rc = buf_puts(out, nbk ? "\n ],\n \"peers\": [" : "],\n \"peers\": [");
+    for (size_t i = ncl; i < nall && !rc; i++) {
+        rc = buf_puts(out, i > ncl ? ",\n  {\"peer\": " : "\n  {\"peer\": ");
+        if (!rc)
+            rc = buf_json_str(out, cl[i].key);
+        if (!rc)
+            rc = buf_puts(out, ", ");
+        if (!rc)
+            rc = json_common(out, &cl[i]);
+        if (!rc)
+            rc = buf_printf(out, ", \"in_flight\": %u, \"rate_out_bps\": %.0f, \"rate_in_bps\": %.0f}",
+                            cl[i].in_flight, cl[i].rate_out, cl[i].rate_in);
+    }
+    if (!rc)
+        rc = buf_puts(out, nall > ncl ? "\n ]" : "]");
     if (!rc)
         rc = json_jobs_process(s, out);
     if (!rc)
@@ -436,6 +474,33 @@ static int prom_histograms(struct stats *s, struct buf *out)
     return rc;
 }
 
+/* Cluster mode: other gateways' requests to this one, by peer (apart from the client_*
+ * families, so that a sum over gateways of a client's bytes counts each byte once). */
+static int prom_peers(struct buf *out, const struct stats_row *r, size_t n)
+{
+    static const struct prom_field f[] = {
+        {"s3cached_peer_requests_total", "counter", "Requests of other gateways, by peer.",
+         offsetof(struct stats_row, requests)},
+        {"s3cached_peer_sent_bytes_total", "counter", "Body bytes sent to other gateways, by peer.",
+         offsetof(struct stats_row, bytes_out)},
+        {"s3cached_peer_received_bytes_total", "counter",
+         "Body bytes received from other gateways, by peer.",
+         offsetof(struct stats_row, bytes_in)},
+    };
+    int rc = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(f) && !rc; i++) {
+        rc = prom_family(out, f[i].name, f[i].type, f[i].help);
+        for (size_t k = 0; k < n && !rc; k++) {
+            rc = buf_printf(out, "%s{peer=\"", f[i].name);
+            if (!rc)
+                rc = prom_label(out, r[k].key);
+            if (!rc)
+                rc = buf_printf(out, "\"} %" PRIu64 "\n", field_u64(&r[k], f[i].off));
+        }
+    }
+    return rc;
+}
+
 /* The fair share's gauges (zeros when it is off). */
 static int prom_fair_gauges(struct buf *out, const struct fair_stats *fs)
 {
@@ -607,6 +672,8 @@ int stats_prometheus(struct stats *s, const struct cache_stats *cs,
                         "s3cached_request_errors_total{class=\"4xx\"} %" PRIu64 "\n"
                         "s3cached_request_errors_total{class=\"5xx\"} %" PRIu64 "\n",
                         LOAD(s->err_4xx), LOAD(s->err_5xx));
+    size_t nall = ncl;
+    ncl = split_peers(cl, ncl);
     if (!rc)
         rc = prom_rows(out, prom_client, ARRAY_SIZE(prom_client), cl, ncl, 1);
     if (!rc)
@@ -627,6 +694,8 @@ int stats_prometheus(struct stats *s, const struct cache_stats *cs,
         rc = prom_histograms(s, out);
     if (!rc)
         rc = prom_jobs_process(s, out);
+    if (!rc)
+        rc = prom_peers(out, cl + ncl, nall - ncl);
 out:
     free(cl);
     free(bk);

@@ -44,6 +44,7 @@ struct stats_client {
     /* Cold: guarded by stats->lock. */
     _Alignas(64) unsigned refs;
     int is_other;
+    int is_peer;           /* another gateway's requests (addr STATS_PEER_ADDR): never folded */
     uint32_t hash;
     uint64_t last_seen_ns; /* last ref or release */
     uint64_t born_ns;
@@ -113,6 +114,7 @@ struct stats_row {
     char key[STATS_KEY_MAX];
     char addr[STATS_ADDR_MAX];
     int is_other;
+    int is_peer;
     unsigned in_flight;
     double rate_out, rate_in;
     uint64_t requests, bytes_out, bytes_in, fill_bytes, hits, misses, coalesced, err_4xx,

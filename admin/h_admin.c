@@ -4,6 +4,7 @@
  * 400 without a CORS Origin.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,22 +21,193 @@
 #include "lib/json.h"
 #include "lib/s3err.h"
 #include "objects/warm.h"
+#include "peer/cstats.h"
+#include "peer/cwarm.h"
+#include "peer/peer.h"
 
 enum { PH_START = 0, PH_JOB_DONE };
+
+/* Cluster mode: this gateway's part of /_/stats ("cluster": its name, the ring, what it sent
+ * to and served for the others) and of /_/metrics (s3cached_cluster_*; s3cached_node_info
+ * names the node, so a `sum by` over gateways can join on it), appended to @b. */
+static int admin_cluster_figures(struct server *srv, int prometheus, struct buf *b)
+{
+    struct peer_counters pc;
+    peer_get_counters(srv->peer, &pc);
+    if (prometheus) {
+        int rc = buf_puts(b, "# HELP s3cached_node_info This gateway's name on the ring.\n"
+                             "# TYPE s3cached_node_info gauge\ns3cached_node_info{node=\"");
+        for (const char *c = peer_self(srv->peer); !rc && *c; c++)
+            rc = *c == '"' || *c == '\\' ? buf_printf(b, "\\%c", *c) : buf_append(b, c, 1);
+        if (!rc)
+            rc = buf_printf(
+                b,
+                "\"} 1\n"
+                "# HELP s3cached_cluster_members Gateways on the ring.\n"
+                "# TYPE s3cached_cluster_members gauge\ns3cached_cluster_members %llu\n"
+                "# HELP s3cached_cluster_ring_generation Ring rebuilds since start (+1).\n"
+                "# TYPE s3cached_cluster_ring_generation gauge\n"
+                "s3cached_cluster_ring_generation %llu\n"
+                "# HELP s3cached_cluster_proxied_total Reads answered by their owner through this "
+                "gateway.\n# TYPE s3cached_cluster_proxied_total counter\n"
+                "s3cached_cluster_proxied_total %llu\n"
+                "# HELP s3cached_cluster_proxy_fallbacks_total Reads served here because their "
+                "owner could not be reached.\n"
+                "# TYPE s3cached_cluster_proxy_fallbacks_total counter\n"
+                "s3cached_cluster_proxy_fallbacks_total %llu\n"
+                "# HELP s3cached_cluster_invalidations_sent_total Write notices sent to other "
+                "gateways.\n# TYPE s3cached_cluster_invalidations_sent_total counter\n"
+                "s3cached_cluster_invalidations_sent_total %llu\n"
+                "# HELP s3cached_cluster_invalidations_failed_total Write notices that did not "
+                "reach their gateway.\n# TYPE s3cached_cluster_invalidations_failed_total "
+                "counter\ns3cached_cluster_invalidations_failed_total %llu\n",
+                (unsigned long long)pc.members, (unsigned long long)pc.generation,
+                (unsigned long long)pc.proxied, (unsigned long long)pc.proxy_fallbacks,
+                (unsigned long long)pc.invalidations_sent,
+                (unsigned long long)pc.invalidations_failed);
+        return rc;
+    }
+    /* the JSON document ends "}\n": the member goes before that brace */
+    while (b->len && (b->p[b->len - 1] == '\n' || b->p[b->len - 1] == '}'))
+        if (b->p[--b->len] == '}')
+            break;
+    int rc = buf_puts(b, ",\n \"cluster\": {\"self\": ") || buf_json_str(b, peer_self(srv->peer));
+    if (!rc)
+        rc = buf_printf(b, ", \"members\": %llu, \"self_listed\": %s, \"ring_generation\": %llu, "
+                           "\"proxied\": %llu, \"proxy_fallbacks\": %llu, "
+                           "\"invalidations_sent\": %llu, \"invalidations_failed\": %llu}}\n",
+                        (unsigned long long)pc.members, pc.self_index >= 0 ? "true" : "false",
+                        (unsigned long long)pc.generation, (unsigned long long)pc.proxied,
+                        (unsigned long long)pc.proxy_fallbacks,
+                        (unsigned long long)pc.invalidations_sent,
+                        (unsigned long long)pc.invalidations_failed);
+    return rc;
+}
+
+/* This gateway's /_/stats (or /_/metrics) into @b. */
+static int admin_stats_doc(struct server *srv, int prometheus, struct buf *b)
+{
+    struct cache_stats cs;
+    struct backend_counters bc;
+    struct fair_stats fs;
+    cache_get_stats(srv->cache, &cs);
+    fair_get_stats(srv->fair, &fs);
+    backend_counters_get(srv->be, &bc);
+    int rc = prometheus ? stats_prometheus(srv->stats, &cs, &bc, &fs, b)
+                        : stats_json(srv->stats, &cs, &bc, &fs, b);
+    if (!rc && srv->peer)
+        rc = admin_cluster_figures(srv, prometheus, b);
+    return rc;
+}
+
+/* GET /_/stats?scope=cluster: every gateway's document (asked at once, each bounded by
+ * --peer-timeout), merged (peer/cstats.c). On a worker. */
+struct cstats_state {
+    int rc;
+    struct buf out;
+};
+
+static void cstats_state_free(void *p)
+{
+    struct cstats_state *s = p;
+    if (!s)
+        return;
+    buf_free(&s->out);
+    free(s);
+}
+
+static void cstats_job(struct req *rq)
+{
+    struct cstats_state *s = rq->job_state;
+    struct server *srv = rq->srv;
+    char **names = NULL;
+    size_t n = 0, k = 0;
+    int self = -1;
+    struct buf local;
+    buf_init(&local, 64u << 20);
+    s->rc = admin_stats_doc(srv, 0, &local);
+    if (!s->rc)
+        s->rc = peer_names(srv->peer, &names, &n, &self);
+    struct peer_req *prq = calloc(n + 1, sizeof(*prq));
+    struct peer_result *res = calloc(n + 1, sizeof(*res));
+    struct cstats_node *nodes = calloc(n + 1, sizeof(*nodes));
+    size_t *which = calloc(n + 1, sizeof(*which));
+    if (!s->rc && (!prq || !res || !nodes || !which))
+        s->rc = -ENOMEM;
+    size_t nn = 0;
+    if (!s->rc && self < 0) /* not (yet) on the ring: still a gateway of the cluster */
+        nodes[nn++] = (struct cstats_node){peer_self(srv->peer), 1, local.p, local.len, NULL};
+    for (size_t i = 0; !s->rc && i < n; i++) {
+        if ((int)i == self) {
+            nodes[nn++] = (struct cstats_node){names[i], 1, local.p, local.len, NULL};
+            continue;
+        }
+        prq[k] = (struct peer_req){.host = names[i], .method = "GET", .path = "/_/stats",
+                                   .request_id = rq->id, .timeout_ms = peer_timeout_ms(srv->peer)};
+        which[k++] = nn;
+        nodes[nn++] = (struct cstats_node){names[i], 0, NULL, 0, NULL};
+    }
+    if (!s->rc && k)
+        peer_call_many(peer_client(srv->peer), prq, k, res);
+    char (*why)[96] = calloc(k + 1, sizeof(*why));
+    for (size_t i = 0; !s->rc && i < k; i++) {
+        struct cstats_node *nd = &nodes[which[i]];
+        if (!res[i].rc && res[i].status == 200 && res[i].body.p) {
+            nd->doc = res[i].body.p;
+            nd->len = res[i].body.len;
+        } else if (why) {
+            if (res[i].rc)
+                snprintf(why[i], sizeof(why[i]), "%s", s3c_strerror(res[i].rc));
+            else
+                snprintf(why[i], sizeof(why[i]), "HTTP %ld", res[i].status);
+            nd->error = why[i];
+        }
+    }
+    if (!s->rc)
+        s->rc = cstats_merge(nodes, nn, &s->out);
+    for (size_t i = 0; res && i < k; i++)
+        buf_free(&res[i].body);
+    free(why);
+    free(prq);
+    free(res);
+    free(nodes);
+    free(which);
+    peer_names_free(names);
+    buf_free(&local);
+}
+
+static int admin_stats_cluster(struct req *rq)
+{
+    struct cstats_state *s = rq->job_state;
+    if (rq->phase == PH_JOB_DONE)
+        return s->rc ? respond_error(rq, s->rc)
+                     : respond_text(rq, 200, "application/json", s->out.p, s->out.len);
+    if (!(s = calloc(1, sizeof(*s))))
+        return respond_error(rq, -ENOMEM);
+    buf_init(&s->out, 64u << 20);
+    rq->job_state = s;
+    rq->job_state_free = cstats_state_free;
+    rq->phase = PH_JOB_DONE;
+    int rc = req_run_job(rq, cstats_job);
+    return rc ? respond_error(rq, rc) : REQ_OK;
+}
 
 static int admin_stats(struct req *rq, int prometheus)
 {
     struct server *srv = rq->srv;
-    struct cache_stats cs;
-    struct backend_counters bc;
-    struct fair_stats fs;
     struct buf b;
-    cache_get_stats(srv->cache, &cs);
-    fair_get_stats(srv->fair, &fs);
-    backend_counters_get(srv->be, &bc);
+    const char *scope = req_query(rq, "scope");
+    if (scope && strcmp(scope, "cluster") && strcmp(scope, "node"))
+        return respond_error_msg(rq, -S3E_INVALID_ARGUMENT, "scope is node or cluster");
+    if (scope && !strcmp(scope, "cluster") && !prometheus) {
+        if (!srv->peer)
+            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
+                                     "scope=cluster needs a gateway started with --peers");
+        if (!rq->is_peer)
+            return admin_stats_cluster(rq);
+    }
     buf_init(&b, 64u << 20);
-    int rc = prometheus ? stats_prometheus(srv->stats, &cs, &bc, &fs, &b)
-                        : stats_json(srv->stats, &cs, &bc, &fs, &b);
+    int rc = admin_stats_doc(srv, prometheus, &b);
     if (rc) {
         buf_free(&b);
         return respond_error(rq, rc);
@@ -54,6 +226,8 @@ struct inval_state {
     char *key;
     char *prefix;
     uint64_t n;
+    int rewarm;              /* ?warm=1 (a peer's write notice): fetch the new version back */
+    unsigned peers, peers_failed;
 };
 
 static void inval_state_free(void *p)
@@ -73,10 +247,16 @@ static void inval_job(struct req *rq)
     if (s->key) {
         rq->rc = cache_invalidate(rq->srv->cache, s->bucket, s->key);
         s->n = rq->rc ? 0 : 1;
+        if (s->rewarm && !rq->rc)
+            (void)warm_object(rq->srv->warm, s->bucket, s->key);
     } else {
         rq->rc = cache_invalidate_prefix(rq->srv->cache, s->bucket, s->prefix ? s->prefix : "",
                                          &s->n);
     }
+    /* cluster mode: an operator's invalidation reaches every gateway (a peer's stays here) */
+    if (rq->srv->peer && !rq->is_peer)
+        s->peers_failed = peer_invalidate_all(rq->srv->peer, s->bucket, s->key,
+                                              s->prefix ? s->prefix : "", &s->peers);
 }
 
 /* DELETE /_/cache/BUCKET/KEY or /_/cache/BUCKET?prefix=P */
@@ -86,7 +266,11 @@ static int admin_invalidate(struct req *rq, const char *rest)
         struct inval_state *s = rq->job_state;
         struct buf b;
         buf_init(&b, 256);
-        buf_printf(&b, "{\"invalidated\":%llu}\n", (unsigned long long)s->n);
+        if (rq->srv->peer && !rq->is_peer)
+            buf_printf(&b, "{\"invalidated\":%llu,\"peers\":%u,\"peers_failed\":%u}\n",
+                       (unsigned long long)s->n, s->peers, s->peers_failed);
+        else
+            buf_printf(&b, "{\"invalidated\":%llu}\n", (unsigned long long)s->n);
         int r = respond_text(rq, 200, "application/json", b.p, b.len);
         buf_free(&b);
         return r;
@@ -108,12 +292,65 @@ static int admin_invalidate(struct req *rq, const char *rest)
         const char *p = req_query(rq, "prefix");
         s->prefix = strdup(p ? p : "");
     }
+    const char *w = req_query(rq, "warm");
+    s->rewarm = w && !strcmp(w, "1");
     rq->phase = PH_JOB_DONE;
     int rc = req_run_job(rq, inval_job);
     return rc ? respond_error(rq, rc) : REQ_OK;
 }
 
-/* /_/warm[/ID]: POST starts a job, GET reports one or all, DELETE cancels one. */
+/* A cluster warm job (cluster mode): its status or its cancel ask other gateways, so they run
+ * on a worker; a job this gateway does not have is looked for on the others (the balancer
+ * sends /_/warm/ID to another gateway than /_/warm). */
+struct cwarm_req {
+    char id[64];
+    int rc;
+    struct buf out;
+};
+
+static void cwarm_req_free(void *p)
+{
+    struct cwarm_req *s = p;
+    if (!s)
+        return;
+    buf_free(&s->out);
+    free(s);
+}
+
+static void cwarm_job(struct req *rq)
+{
+    struct cwarm_req *s = rq->job_state;
+    int del = !strcmp(rq->method, "DELETE");
+    s->rc = del ? cwarm_cancel(rq->srv->cwarm, s->id, &s->out)
+                : cwarm_status(rq->srv->cwarm, s->id, &s->out);
+    if (s->rc == -S3E_NOT_FOUND && !rq->is_peer)
+        s->rc = cwarm_elsewhere(rq->srv->cwarm, del ? "DELETE" : "GET", s->id, &s->out);
+}
+
+static int admin_cwarm(struct req *rq, const char *id)
+{
+    struct cwarm_req *s = rq->job_state;
+    if (rq->phase == PH_JOB_DONE)
+        return s->rc ? respond_error(rq, s->rc)
+                     : respond_text(rq, 200, "application/json", s->out.p, s->out.len);
+    if (strcmp(rq->method, "GET") && strcmp(rq->method, "DELETE"))
+        return respond_error(rq, -S3E_METHOD_NOT_ALLOWED);
+    if (strlen(id) >= sizeof(s->id))
+        return respond_error(rq, -S3E_NOT_FOUND);
+    if (!(s = calloc(1, sizeof(*s))))
+        return respond_error(rq, -ENOMEM);
+    snprintf(s->id, sizeof(s->id), "%s", id);
+    buf_init(&s->out, 64u << 20);
+    rq->job_state = s;
+    rq->job_state_free = cwarm_req_free;
+    rq->phase = PH_JOB_DONE;
+    int rc = req_run_job(rq, cwarm_job);
+    return rc ? respond_error(rq, rc) : REQ_OK;
+}
+
+/* /_/warm[/ID]: POST starts a job, GET reports one or all, DELETE cancels one. In cluster mode
+ * a client's job is a cluster job (peer/cwarm.c): shares of it reach the other gateways as
+ * their own jobs. */
 static int admin_warm(struct req *rq, const char *rest)
 {
     struct warm *w = rq->srv->warm;
@@ -121,8 +358,17 @@ static int admin_warm(struct req *rq, const char *rest)
     struct buf b;
     int rc;
     const char *id = rest[0] == '/' && rest[1] ? rest + 1 : NULL;
+    if (id && rq->srv->cwarm && cwarm_is_id(id))
+        return admin_cwarm(rq, id);
     buf_init(&b, 64u << 20);
-    if (!strcmp(rq->method, "POST") && !id) {
+    if (!strcmp(rq->method, "POST") && !id && rq->srv->cwarm && !rq->is_peer) {
+        rc = cwarm_start(rq->srv->cwarm, rq->body.p, rq->body.len, &b, &em);
+        if (!rc) {
+            int r = respond_text(rq, 202, "application/json", b.p, b.len);
+            buf_free(&b);
+            return r;
+        }
+    } else if (!strcmp(rq->method, "POST") && !id) {
         rc = warm_start(w, rq->body.p, rq->body.len, &b, &em);
         if (!rc) {
             int r = respond_text(rq, 202, "application/json", b.p, b.len);
@@ -182,6 +428,11 @@ struct flush_state {
     int64_t timeout_ms;
     int rc; /* not rq->rc: a timeout is an answer here, not a failed job */
     struct cache_flush_result res;
+    /* cluster mode: the same flush at every other gateway, answered when all are */
+    pthread_mutex_t mu;
+    int pending;               /* parts not answered yet (this gateway's, the others') */
+    struct peer_fanout *fan;
+    int fan_rc;                /* < 0: the others could not be asked */
 };
 
 static void flush_state_free(void *p)
@@ -191,7 +442,20 @@ static void flush_state_free(void *p)
         return;
     free(s->bucket);
     free(s->prefix);
+    peer_fanout_free(s->fan);
+    pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+/* One part of the flush answered: the last one wakes the request. */
+static void flush_part_done(struct req *rq)
+{
+    struct flush_state *s = rq->job_state;
+    pthread_mutex_lock(&s->mu);
+    int last = --s->pending == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (last)
+        req_resume(rq);
 }
 
 /* The flush's answer (cache_flush_cb, from the drain's flush thread). */
@@ -201,7 +465,104 @@ static void flush_done(void *arg, int rc, const struct cache_flush_result *res)
     struct flush_state *s = rq->job_state;
     s->rc = rc;
     s->res = *res;
-    req_resume(rq);
+    flush_part_done(rq);
+}
+
+static void flush_fan_done(void *arg)
+{
+    flush_part_done(arg);
+}
+
+/* Cluster mode: asks every other gateway to flush the same (their answers, once all came,
+ * resume the request with this gateway's). Counts as one part of s->pending. */
+static void flush_fan_start(struct req *rq, struct flush_state *s)
+{
+    struct buf body;
+    buf_init(&body, 16384);
+    buf_puts(&body, "{");
+    if (s->bucket) {
+        buf_puts(&body, "\"bucket\":");
+        buf_json_str(&body, s->bucket);
+        if (s->prefix) {
+            buf_puts(&body, ",\"prefix\":");
+            buf_json_str(&body, s->prefix);
+        }
+    }
+    if (s->timeout_ms >= 0)
+        buf_printf(&body, "%s\"timeout_s\":%.3f", s->bucket ? "," : "", s->timeout_ms / 1e3);
+    buf_puts(&body, "}");
+    struct peer *p = rq->srv->peer;
+    struct peer_req tmpl = {
+        .method = "POST", .path = "/_/flush", .body = body.p, .body_len = body.len,
+        .request_id = rq->id, .no_stall_limit = 1,
+        .timeout_ms = s->timeout_ms >= 0 ? s->timeout_ms + peer_timeout_ms(p) : 0,
+    };
+    int n = body.p ? peer_fanout_start(p, &tmpl, flush_fan_done, rq, &s->fan) : -ENOMEM;
+    buf_free(&body);
+    if (n <= 0) {
+        s->fan_rc = n;
+        flush_part_done(rq);
+    }
+}
+
+/* The cluster's answer to a flush: this gateway's part and every other's. */
+static int flush_answer_cluster(struct req *rq, struct flush_state *s)
+{
+    struct buf b;
+    struct cache_flush_result t = s->res;
+    int all = !s->rc && s->fan_rc >= 0;
+    buf_init(&b, 1u << 20);
+    buf_puts(&b, "\"nodes\":[{\"node\":");
+    buf_json_str(&b, peer_self(rq->srv->peer));
+    buf_printf(&b, ",\"flushed\":%s,\"remaining_objects\":%llu}", s->rc ? "false" : "true",
+               (unsigned long long)s->res.remaining_objects);
+    for (size_t i = 0; i < peer_fanout_count(s->fan); i++) {
+        struct json *j = NULL;
+        struct errmsg em;
+        const struct buf *pb = peer_fanout_body(s->fan, i);
+        int rc = peer_fanout_rc(s->fan, i);
+        long st = peer_fanout_status(s->fan, i);
+        int ok = !rc && (st == 200 || st == 504) && pb->p && !json_parse(pb->p, pb->len, &j, &em);
+        const struct json *fl = ok ? json_get(j, "flushed") : NULL;
+        int flushed = fl && fl->type == JSON_BOOL && fl->b;
+        all = all && flushed;
+        if (ok) {
+            t.uploaded_objects += (uint64_t)json_get_num(j, "objects", 0);
+            t.uploaded_bytes += (uint64_t)json_get_num(j, "bytes", 0);
+            t.remaining_objects += (uint64_t)json_get_num(j, "remaining_objects", 0);
+            t.remaining_bytes += (uint64_t)json_get_num(j, "remaining_bytes", 0);
+        }
+        buf_puts(&b, ",{\"node\":");
+        buf_json_str(&b, peer_fanout_node(s->fan, i));
+        buf_printf(&b, ",\"flushed\":%s", flushed ? "true" : "false");
+        if (ok)
+            buf_printf(&b, ",\"remaining_objects\":%llu",
+                       (unsigned long long)json_get_num(j, "remaining_objects", 0));
+        else {
+            char why[96];
+            snprintf(why, sizeof(why), "%s", rc ? s3c_strerror(rc) : "HTTP error");
+            if (!rc)
+                snprintf(why, sizeof(why), "HTTP %ld", st);
+            buf_puts(&b, ",\"error\":");
+            buf_json_str(&b, why);
+        }
+        buf_puts(&b, "}");
+        json_free(j);
+    }
+    buf_puts(&b, "]");
+    struct buf out;
+    buf_init(&out, 2u << 20);
+    buf_printf(&out,
+               "{\"flushed\":%s,\"objects\":%llu,\"bytes\":%llu,\"remaining_objects\":%llu,"
+               "\"remaining_bytes\":%llu,\"seconds\":%.3f,%s}\n",
+               all ? "true" : "false", (unsigned long long)t.uploaded_objects,
+               (unsigned long long)t.uploaded_bytes, (unsigned long long)t.remaining_objects,
+               (unsigned long long)t.remaining_bytes, s->res.seconds, b.p ? b.p : "\"nodes\":[]");
+    int r = out.p ? respond_text(rq, all ? 200 : 504, "application/json", out.p, out.len)
+                  : respond_error(rq, -ENOMEM);
+    buf_free(&b);
+    buf_free(&out);
+    return r;
 }
 
 static int admin_flush(struct req *rq)
@@ -215,6 +576,8 @@ static int admin_flush(struct req *rq)
                                                 "its restart");
         if (s->rc && s->rc != -ETIMEDOUT)
             return respond_error(rq, s->rc);
+        if (rq->srv->peer && !rq->is_peer)
+            return flush_answer_cluster(rq, s);
         int n = snprintf(out, sizeof(out),
                          "{\"flushed\":%s,\"objects\":%llu,\"bytes\":%llu,"
                          "\"remaining_objects\":%llu,\"remaining_bytes\":%llu,\"seconds\":%.3f}\n",
@@ -230,6 +593,7 @@ static int admin_flush(struct req *rq)
     s = calloc(1, sizeof(*s));
     if (!s)
         return respond_error(rq, -ENOMEM);
+    pthread_mutex_init(&s->mu, NULL);
     rq->job_state = s;
     rq->job_state_free = flush_state_free;
     s->timeout_ms = -1;
@@ -257,12 +621,16 @@ static int admin_flush(struct req *rq)
     if (timeout_s >= 0)
         s->timeout_ms = (int64_t)(timeout_s * 1000.0);
     rq->phase = PH_JOB_DONE;
+    int cluster = rq->srv->peer && !rq->is_peer;
+    s->pending = cluster ? 2 : 1;
     req_suspend(rq);
+    if (cluster)
+        flush_fan_start(rq, s);
     int rc = cache_flush_start(rq->srv->cache, s->bucket, s->prefix, s->timeout_ms, flush_done,
                                rq);
     if (rc) {
-        req_resume(rq);
-        return respond_error(rq, rc);
+        s->rc = rc;
+        flush_part_done(rq); /* answered with the error once the others answered */
     }
     return REQ_OK;
 }
@@ -405,6 +773,8 @@ static int h_admin_begin(struct req *rq)
         snprintf(rq->err_msg, sizeof(rq->err_msg), "No such admin endpoint");
         return -S3E_NOT_FOUND;
     }
+    if (rq->is_peer && !strcmp(p, "/warm"))
+        rq->body.max = 64u << 20; /* a cluster warm-up's share: up to a listing's keys */
     return 0;
 }
 

@@ -602,3 +602,9 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     out->drain_oldest_dirty_age_s = ds.oldest_dirty_age_s;
 }
 
+void cache_set_valid_after(struct cache *c, int64_t ns)
+{
+    pthread_mutex_lock(&c->mu);
+    c->valid_after_ns = ns;
+    pthread_mutex_unlock(&c->mu);
+}

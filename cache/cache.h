@@ -195,6 +195,10 @@ struct cache_drain_stats {
 void cache_drain_stats(struct cache *c, struct cache_drain_stats *out);
 
 void cache_get_stats(struct cache *c, struct cache_stats *out);
+/* Entries last validated before @ns (CLOCK_REALTIME) are checked with the backend before they
+ * are served again, whatever --revalidate-after says (dirty ones excepted). Cluster mode sets
+ * it at start: while this gateway was down, writes through the others could not reach it. */
+void cache_set_valid_after(struct cache *c, int64_t ns);
 /* Cache jobs queued or running on the workq (fills, lookups, background flushes): 0 when the
  * cache is idle. For tests and shutdown diagnostics. */
 unsigned cache_busy(struct cache *c);

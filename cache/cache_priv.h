@@ -153,6 +153,7 @@ struct cache {
     char dir[2048];
     uint64_t cap, block_size, readahead;
     int64_t revalidate_ms; /* < 0: never */
+    int64_t valid_after_ns; /* entries validated before this are revalidated (cluster restart) */
     int miss_source;       /* cold GETs send from the local backend's file (--miss-source) */
 
     pthread_mutex_t mu;

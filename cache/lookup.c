@@ -289,7 +289,11 @@ static int lookup_start_locked(struct cache *c, struct ckey *ck)
 static int fresh(struct cache *c, const struct cver *v)
 {
     /* a dirty entry is newer than the backend's copy: the backend cannot confirm it */
-    if (c->revalidate_ms < 0 || (v->flags & INDEX_F_DIRTY))
+    if (v->flags & INDEX_F_DIRTY)
+        return 1;
+    if (v->validated_ns < c->valid_after_ns)
+        return 0; /* cached before a restart in cluster mode: writes may have been missed */
+    if (c->revalidate_ms < 0)
         return 1;
     int64_t age_ms = (s3c_real_ns() - v->validated_ns) / 1000000;
     return age_ms < c->revalidate_ms;

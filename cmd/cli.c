@@ -30,6 +30,7 @@ struct cli_opts {
     const char *target; /* s3://BUCKET/PREFIX */
     int pin;
     int fit;
+    int cluster;         /* stats: the cluster's figures (?scope=cluster) */
     const char *timeout; /* flush: a duration (conf syntax), NULL = wait as long as it takes */
 };
 
@@ -181,7 +182,29 @@ static void stats_table(const struct json *st, FILE *f)
                 json_get_num(fair, "active_clients", 0),
                 sat && sat->type == JSON_BOOL && sat->b ? ", saturated" : "");
     }
-    fputs("\n\n", f);
+    fputs("\n", f);
+    const struct json *nodes = json_get(st, "nodes");
+    if (nodes && nodes->type == JSON_ARR) { /* --cluster: a line per gateway */
+        fprintf(f, "cluster: %.0f of %.0f gateways answered\n", json_get_num(st, "nodes_up", 0),
+                json_get_num(st, "nodes_total", 0));
+        for (size_t i = 0; i < nodes->n; i++) {
+            const struct json *nd = &nodes->items[i], *up = json_get(nd, "up");
+            const char *name = json_get_str(nd, "node");
+            if (!up || up->type != JSON_BOOL || !up->b) {
+                fprintf(f, "  %-24s down: %s\n", name ? name : "-",
+                        json_get_str(nd, "error") ? json_get_str(nd, "error") : "no answer");
+                continue;
+            }
+            const struct json *nc = json_get(nd, "cache");
+            human_bytes(json_get_num(nc, "used_bytes", 0), a, sizeof(a));
+            fprintf(f, "  %-24s up %.0fs, cache %s, %.0f objects, %.0f hits, %.0f misses, "
+                       "%.0f requests\n",
+                    name ? name : "-", json_get_num(nd, "uptime_s", 0), a,
+                    json_get_num(nc, "objects", 0), json_get_num(nc, "hits", 0),
+                    json_get_num(nc, "misses", 0), json_get_num(nd, "requests", 0));
+        }
+    }
+    fputs("\n", f);
     fprintf(f, "%-24s %-16s %9s %12s %12s %12s %12s %8s %8s\n", "CLIENT", "ADDR", "REQUESTS",
             "SENT", "RECEIVED", "OUT/s", "IN/s", "HITS", "MISSES");
     size_t n = clients && clients->type == JSON_ARR ? clients->n : 0;
@@ -218,7 +241,8 @@ static int cmd_stats(const struct cli_opts *o)
         struct json *st = NULL;
         struct errmsg em = {{0}};
         buf_init(&b, 64u << 20);
-        long status = cli_request(o, "GET", "/_/stats", NULL, &b);
+        long status = cli_request(o, "GET", o->cluster ? "/_/stats?scope=cluster" : "/_/stats",
+                                  NULL, &b);
         if (status != 200) {
             if (status > 0)
                 cli_fail("GET /_/stats", status, &b);
@@ -335,17 +359,27 @@ static void warm_progress(const struct json *j, int tty, double elapsed)
     if (rate > 0 && bt > bd)
         snprintf(eta, sizeof(eta), "%.0fs", (bt - bd) / rate);
     const char *state = json_get_str(j, "state");
+    const struct json *nodes = json_get(j, "nodes"); /* a cluster job: its shares */
+    char nd[48] = "";
+    if (nodes && nodes->type == JSON_ARR) {
+        size_t fin = 0;
+        for (size_t i = 0; i < nodes->n; i++) {
+            const char *ns = json_get_str(&nodes->items[i], "state");
+            fin += ns && strcmp(ns, "queued") && strcmp(ns, "running");
+        }
+        snprintf(nd, sizeof(nd), "  gateways %zu/%zu", fin, nodes->n);
+    }
     if (tty) {
         int width = 30, fill = bt > 0 ? (int)(width * bd / bt) : (ot > 0 ? (int)(width * od / ot) : 0);
         char bar[64];
         for (int i = 0; i < width; i++)
             bar[i] = i < fill ? '#' : '.';
         bar[width] = '\0';
-        printf("\r[%s] %.0f/%.0f objects  %s/%s  %s/s  ETA %s  %-9s", bar, od, ot, sb, st, sr,
-               eta, state ? state : "");
+        printf("\r[%s] %.0f/%.0f objects  %s/%s  %s/s  ETA %s%s  %-9s", bar, od, ot, sb, st, sr,
+               eta, nd, state ? state : "");
     } else {
-        printf("%s objects %.0f/%.0f bytes %.0f/%.0f rate %.0f B/s eta %s\n",
-               state ? state : "-", od, ot, bd, bt, rate, eta);
+        printf("%s objects %.0f/%.0f bytes %.0f/%.0f rate %.0f B/s eta %s%s\n",
+               state ? state : "-", od, ot, bd, bt, rate, eta, nd);
     }
     fflush(stdout);
 }
@@ -377,6 +411,8 @@ static int cmd_warm(const struct cli_opts *o)
         return 1;
     }
     snprintf(path, sizeof(path), "/_/warm/%s", json_get_str(j, "job"));
+    printf("job %s\n", json_get_str(j, "job")); /* GET /_/warm/ID follows it later */
+    fflush(stdout);
     json_free(j);
     int tty = isatty(1), rc = 1;
     struct timespec t0, t1;
@@ -413,6 +449,16 @@ static int cmd_warm(const struct cli_opts *o)
             }
             if (ne > 20)
                 fprintf(stderr, "... and %zu more failures\n", ne - 20);
+            const struct json *nodes = json_get(j, "nodes"); /* a cluster job: each share */
+            for (size_t i = 0; nodes && nodes->type == JSON_ARR && i < nodes->n; i++) {
+                const struct json *nd = &nodes->items[i];
+                const char *ns = json_get_str(nd, "state"), *nm = json_get_str(nd, "message");
+                int ok = ns && !strcmp(ns, "done");
+                fprintf(ok ? stdout : stderr, "gateway %s: %s, %.0f/%.0f objects%s%s\n",
+                        json_get_str(nd, "node") ? json_get_str(nd, "node") : "?",
+                        ns ? ns : "?", json_get_num(nd, "objects_done", 0),
+                        json_get_num(nd, "objects_total", 0), nm ? ": " : "", nm ? nm : "");
+            }
             if (json_get_str(j, "message"))
                 fprintf(stderr, "s3cached warm: %s\n", json_get_str(j, "message"));
             rc = !strcmp(state, "done") && ne == 0 ? 0 : 1;
@@ -516,6 +562,8 @@ int cli_main(const char *cmd, int argc, char **argv)
             o.pin = 1;
         } else if (!strcmp(a, "--fit")) {
             o.fit = 1;
+        } else if (!strcmp(a, "--cluster")) {
+            o.cluster = 1;
         } else if (!strcmp(a, "--timeout") && v) {
             o.timeout = v;
             i++;

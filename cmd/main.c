@@ -17,7 +17,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "s3cached %s: an S3-compatible caching gateway for training data\n\n"
                "usage: s3cached serve [options]       run the gateway (options below)\n"
-               "       s3cached stats --endpoint URL [--watch] [--interval S]\n"
+               "       s3cached stats --endpoint URL [--watch] [--interval S] [--cluster]\n"
                "       s3cached warm --endpoint URL [--pin] [--fit] s3://BUCKET/PREFIX\n"
                "                     | --keys FILE s3://BUCKET | --manifest s3://BUCKET/KEY\n"
                "       s3cached flush --endpoint URL [s3://BUCKET/PREFIX]\n"

@@ -22,6 +22,7 @@
 
 #include "auth.h"
 #include "lib/conf.h"
+#include "peer/peer_http.h"
 #include "req.h"
 #include "router.h"
 #include "sig/sigv4.h"
@@ -283,10 +284,59 @@ static const struct cred *table_find(const struct cred_table *t, const char *ak)
     return NULL;
 }
 
+struct auth_lookup {
+    const struct cred_table *t;
+    const char *peer_secret; /* cluster mode: the secret of PEER_ACCESS_KEY, else NULL */
+};
+
 static const char *auth_lookup_secret(void *cls, const char *access_key)
 {
-    const struct cred *c = table_find(cls, access_key);
+    const struct auth_lookup *l = cls;
+    if (l->peer_secret && !strcmp(access_key, PEER_ACCESS_KEY))
+        return l->peer_secret;
+    const struct cred *c = table_find(l->t, access_key);
     return c ? c->secret_key : NULL;
+}
+
+/* The secret of peer requests: --peer-secret, else the admin token; only in cluster mode. */
+static const char *auth_peer_secret(const struct conf *cf)
+{
+    if (!cf->peers || !*cf->peers)
+        return NULL;
+    if (cf->peer_secret && *cf->peer_secret)
+        return cf->peer_secret;
+    return cf->admin_token && *cf->admin_token ? cf->admin_token : NULL;
+}
+
+/* A request signed with the peer key is a peer's only when it names its sender in a signed
+ * PEER_HEADER: the mark that keeps it from being forwarded again must not be added by anyone
+ * else. 0, filling rq->is_peer and rq->peer_name, or -S3E_ACCESS_DENIED. */
+static int auth_peer(struct req *rq, struct errmsg *em)
+{
+    const char *authz = req_header(rq, "Authorization");
+    const char *name = req_header(rq, PEER_HEADER);
+    const char *sh = authz ? strstr(authz, "SignedHeaders=") : NULL;
+    int signed_mark = 0;
+    if (sh) {
+        sh += 14;
+        size_t len = strcspn(sh, ", "), hl = strlen(PEER_HEADER);
+        for (const char *t = sh; t < sh + len;) {
+            size_t tl = strcspn(t, ";,");
+            if (tl > len - (size_t)(t - sh))
+                tl = len - (size_t)(t - sh);
+            if (tl == hl && !strncasecmp(t, PEER_HEADER, hl))
+                signed_mark = 1;
+            t += tl + 1;
+        }
+    }
+    if (!name || !*name || !signed_mark || rq->auth.presigned) {
+        errmsg_set(em, "a request with the peer key must sign the %s header", PEER_HEADER);
+        return -S3E_ACCESS_DENIED;
+    }
+    rq->is_peer = 1;
+    rq->is_admin = 1;
+    snprintf(rq->peer_name, sizeof(rq->peer_name), "%s", name);
+    return 0;
 }
 
 static int auth_bearer(struct auth *a, struct req *rq, const char *authz)
@@ -353,6 +403,7 @@ int auth_check(struct auth *a, struct req *rq, struct errmsg *em)
         return a->cf->anonymous ? auth_anonymous_fallback(rq) : -S3E_ACCESS_DENIED;
     }
     struct cred_table *t = table_get(a);
+    struct auth_lookup lk = {t, v2 ? NULL : auth_peer_secret(a->cf)};
     struct sigv4_input in = {
         .method = rq->method, .path = rq->path, .query = rq->query, .n_query = rq->n_query,
         .headers = rq->headers, .n_headers = rq->n_headers,
@@ -370,12 +421,15 @@ int auth_check(struct auth *a, struct req *rq, struct errmsg *em)
         }
         if (!rc)
             rc = sigv2_verify(&in, resource ? resource : rq->raw_path, time(NULL),
-                              auth_lookup_secret, t, &rq->auth, em);
+                              auth_lookup_secret, &lk, &rq->auth, em);
         free(resource);
     } else {
-        rc = sigv4_verify(&in, time(NULL), auth_lookup_secret, t, &rq->auth, em);
+        rc = sigv4_verify(&in, time(NULL), auth_lookup_secret, &lk, &rq->auth, em);
     }
-    if (!rc) {
+    if (!rc && lk.peer_secret && !strcmp(rq->auth.access_key, PEER_ACCESS_KEY)) {
+        snprintf(rq->access_key, sizeof(rq->access_key), "%s", PEER_ACCESS_KEY);
+        rc = auth_peer(rq, em);
+    } else if (!rc) {
         const struct cred *c = table_find(t, rq->auth.access_key);
         snprintf(rq->access_key, sizeof(rq->access_key), "%s", rq->auth.access_key);
         rq->is_admin = c && c->admin;

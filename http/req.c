@@ -26,6 +26,7 @@
 #include "lib/s3err.h"
 #include "lib/workq.h"
 #include "lib/xml.h"
+#include "proxy.h"
 #include "req.h"
 #include "req_mhd.h"
 #include "reqbody.h"
@@ -110,6 +111,9 @@ static struct req *req_new(struct server *srv, struct MHD_Connection *conn, cons
     rq->waiter.suspend = req_waiter_suspend;
     rq->waiter.resume = req_waiter_resume;
     rq->waiter.cls = rq;
+    rq->pwaiter.suspend = req_waiter_suspend;
+    rq->pwaiter.resume = req_waiter_resume;
+    rq->pwaiter.cls = rq;
     rq->auth.payload = SIGV4_PAYLOAD_UNSIGNED; /* until a signature says otherwise */
     buf_init(&rq->body, XML_BODY_MAX);
     const union MHD_ConnectionInfo *ci =
@@ -191,7 +195,7 @@ int req_throttle(struct req *rq, size_t *max)
 
 void req_fair_start(struct req *rq)
 {
-    if (!rq->srv->fair)
+    if (!rq->srv->fair || rq->is_peer) /* a peer's answer: its client is paced where it is */
         return;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -381,6 +385,20 @@ static int req_job_begin(struct req *rq, uint64_t key_need)
     return 0;
 }
 
+/* A peer's request keeps the id of the client request it serves (PEER_REQUEST_ID_HEADER),
+ * so the error document and both gateways' access lines carry the id the client saw. */
+static void req_adopt_id(struct req *rq)
+{
+    const char *id = req_header(rq, PEER_REQUEST_ID_HEADER);
+    size_t n = id ? strlen(id) : 0;
+    if (!n || n >= sizeof(rq->id))
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'A' && id[i] <= 'F')))
+            return;
+    memcpy(rq->id, id, n + 1);
+}
+
 static int req_start(struct req *rq, const char *url)
 {
     struct server *srv = rq->srv;
@@ -427,18 +445,28 @@ static int req_start(struct req *rq, const char *url)
             return req_fail_early(rq, rc);
         }
     }
-    if (srv->cf->accounting)
+    if (rq->is_peer) {
+        /* The request of a client of another gateway: it keeps that request's id, and its
+         * bytes count as peer traffic, apart from clients (they counted where they entered). */
+        req_adopt_id(rq);
+        if (srv->cf->accounting)
+            rq->sc = stats_client_ref(srv->stats, rq->peer_name, STATS_PEER_ADDR);
+    } else if (srv->cf->accounting) {
         rq->sc = stats_client_ref(srv->stats, rq->access_key[0] ? rq->access_key : "anonymous",
                                   rq->addr);
+    }
     if (route_rc)
         return req_fail_early(rq, route_rc);
     uint64_t rate = 0, need = 0;
-    if (rq->access_key[0])
+    if (rq->access_key[0] && !rq->is_peer)
         auth_limits(srv->auth, rq->access_key, &rate, &need);
     if (rate && rq->op != OP_ADMIN)
         rq->rlb = rl_bucket_ref(srv->rl, rq->access_key, rate);
-    if (srv->jobs && (rc = req_job_begin(rq, need)))
+    /* a peer's request is charged to no job: the gateway the client entered charges it */
+    if (srv->jobs && !rq->is_peer && (rc = req_job_begin(rq, need)))
         return req_fail_early(rq, rc);
+    if (proxy_route(rq, url))
+        return REQ_OK; /* the owner answers (http/proxy.c) */
     rq->h = srv->handlers[rq->op];
     if (!rq->h)
         return req_fail_early(rq, -S3E_NOT_IMPLEMENTED);
@@ -707,7 +735,9 @@ void req_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         /* a miss or an uncached read: what it sent, the backend sent for it */
         if (rq->cache_how == CACHE_MISS || rq->cache_how == CACHE_BYPASS)
             stats_client_filled(rq->sc, sent);
-        stats_request_done(srv->stats, rq->sc, rq->bucket, req_stats_op(rq->op),
+        /* a peer's request counted in its bucket where the client's request entered */
+        stats_request_done(srv->stats, rq->sc, rq->is_peer ? NULL : rq->bucket,
+                           req_stats_op(rq->op),
                            rq->status ? rq->status : 499, rq->cache_how, now - rq->t_start_ns,
                            sent, rq->bytes_in);
     }

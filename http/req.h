@@ -22,6 +22,7 @@
 #include "cache/cache.h"
 #include "lib/buf.h"
 #include "lib/s3c.h"
+#include "peer/peer_http.h"
 #include "router.h"
 #include "sig/sigv4.h"
 
@@ -68,6 +69,8 @@ struct req {
     size_t header_bytes;          /* request line and header lines, about as sent */
     char access_key[129];         /* authenticated key, "anonymous", or "" */
     int is_admin;
+    int is_peer;                  /* signed by a peer (PEER_HEADER): served here, never forwarded */
+    char peer_name[256];          /* the sending peer's --self */
     struct sigv4_result auth;
     const struct handler *h;
     int rc;                       /* first error; latched */
@@ -100,6 +103,7 @@ struct req {
     struct buf body;              /* small XML bodies */
     struct cache_obj *obj;
     struct cache_waiter waiter;
+    struct peer_waiter pwaiter;   /* a wait on a peer's answer (http/proxy.c) */
     const struct be_meta *meta;   /* borrowed from obj */
     uint64_t off, len;            /* range being served */
     int partial;

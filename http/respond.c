@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -479,6 +480,105 @@ int respond_generated(struct req *rq, int status, const char *ctype, uint64_t le
     if (len)
         req_fair_start(rq);
     if (len >= (1u << 20))
+        rq->tcp_acked_start = req_tcp_bytes_acked(rq) + 1;
+    return respond_queue(rq, status, r);
+}
+
+/* ---------------------------------------------------------------- relayed answers */
+
+struct relay {
+    unsigned magic;
+#define RELAY_MAGIC 0x5e7a1a11
+    struct req *rq;
+    respond_relay_read_f *read;
+    void (*free_fn)(void *);
+    void *cls;
+};
+
+static ssize_t relay_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct relay *rl;
+    CAST_OBJ_NOTNULL(rl, cls, RELAY_MAGIC);
+    struct req *rq = rl->rq;
+    (void)pos; /* the relayed body is read in order */
+    size_t granted = max;
+    if (req_throttle(rq, &granted) == -EAGAIN)
+        return 0; /* suspended; the rate limiter's timer resumes us */
+    ssize_t n = rl->read(rl->cls, buf, granted);
+    if (rq->rlb)
+        rl_refund(rq->rlb, n > 0 ? granted - (size_t)n : granted);
+    if (n > 0) {
+        rq->bytes_out_streamed += (uint64_t)n;
+        if (rq->sc)
+            stats_client_sent(rq->sc, (uint64_t)n);
+        return n;
+    }
+    if (n == 0)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (n == -EAGAIN)
+        return 0; /* suspended by the reader; its waker resumes us */
+    log_warn("%s: %s/%s: relayed answer cut at byte %llu: %s", rq->id, rq->bucket ? rq->bucket : "",
+             rq->key ? rq->key : "", (unsigned long long)rq->bytes_out_streamed,
+             s3c_strerror((int)n));
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void relay_free(void *cls)
+{
+    struct relay *rl;
+    CAST_OBJ_NOTNULL(rl, cls, RELAY_MAGIC);
+    if (rl->free_fn)
+        rl->free_fn(rl->cls);
+    rl->magic = 0;
+    free(rl);
+}
+
+int respond_relay(struct req *rq, int status, const struct respond_hdr *h, size_t n,
+                  uint64_t size, respond_relay_read_f *read, void (*free_fn)(void *), void *cls)
+{
+    static const char *const skip[] = {"Content-Length", "Transfer-Encoding", "Connection",
+                                       "Keep-Alive", "Date", "Server", "x-amz-request-id",
+                                       "x-amz-id-2"};
+    int is_head = !strcmp(rq->method, "HEAD");
+    int bodyless = is_head || status == 204 || status == 304 || status < 200;
+    struct MHD_Response *r;
+    struct relay *rl = NULL;
+    if (bodyless) {
+        r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+        if (r && is_head && size != UINT64_MAX) {
+            /* a HEAD says the object's length; libmicrohttpd sends no body for it */
+            MHD_destroy_response(r);
+            r = MHD_create_response_from_callback(size, 4096, relay_read, NULL, NULL);
+        }
+    } else {
+        rl = calloc(1, sizeof(*rl));
+        r = rl ? MHD_create_response_from_callback(size == UINT64_MAX ? MHD_SIZE_UNKNOWN : size,
+                                                   STREAM_BLOCK, relay_read, rl, relay_free)
+               : NULL;
+        if (rl && r) {
+            *rl = (struct relay){RELAY_MAGIC, rq, read, free_fn, cls};
+            free_fn = NULL; /* relay_free calls it now */
+        }
+    }
+    if (!r) {
+        free(rl);
+        if (free_fn)
+            free_fn(cls);
+        return respond_error(rq, -ENOMEM);
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < ARRAY_SIZE(skip) && strcasecmp(h[i].name, skip[k]))
+            k++;
+        if (k == ARRAY_SIZE(skip))
+            MHD_add_response_header(r, h[i].name, h[i].value);
+    }
+    if (bodyless && free_fn) /* after the headers: they may be @cls's (copied by now) */
+        free_fn(cls);
+    rq->bytes_out = bodyless || size == UINT64_MAX ? 0 : size;
+    if (!bodyless && size)
+        req_fair_start(rq);
+    if (!bodyless && size != UINT64_MAX && size >= (1u << 20))
         rq->tcp_acked_start = req_tcp_bytes_acked(rq) + 1;
     return respond_queue(rq, status, r);
 }

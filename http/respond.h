@@ -51,6 +51,20 @@ int respond_object_at(struct req *rq, const struct be_meta *m, int fd, int statu
 typedef ssize_t respond_read_f(void *cls, uint64_t pos, char *buf, size_t max);
 int respond_generated(struct req *rq, int status, const char *ctype, uint64_t len,
                       respond_read_f *read, void *cls, const char *const *headers);
+/* An answer relayed from another gateway (http/proxy.c): reads up to @max body bytes into
+ * @buf: >0, 0 at the end of the body, -EAGAIN after suspending the request (its waker resumes
+ * it), or another negative error (the answer is cut short). */
+typedef ssize_t respond_relay_read_f(void *cls, char *buf, size_t max);
+struct respond_hdr {
+    const char *name, *value;
+};
+/* @status with the @n headers @h (copied; Content-Length, Transfer-Encoding, Connection,
+ * Keep-Alive, Date, Server and the request ids are left out: this answer has its own) and a
+ * body of @size bytes (UINT64_MAX: unknown, sent chunked) from @read(@cls, ...); @free_fn(@cls)
+ * once libmicrohttpd is done with it, or at once when no answer could be queued. HEAD, 204
+ * and 304 carry no body. Rate limits, fair share and accounting as respond_object(). */
+int respond_relay(struct req *rq, int status, const struct respond_hdr *h, size_t n,
+                  uint64_t size, respond_relay_read_f *read, void (*free_fn)(void *), void *cls);
 /* XML document prolog into @b. */
 void respond_xml_start(struct buf *b, const char *root);
 /* <name>@v</name> into @b, @v URL-encoded ('/' kept) when @url (encoding-type=url was asked). */

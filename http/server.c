@@ -32,6 +32,8 @@
 #include "lib/workq.h"
 #include "objects/objects.h"
 #include "objects/warm.h"
+#include "peer/cwarm.h"
+#include "peer/peer.h"
 #include "req_mhd.h"
 #include "server.h"
 
@@ -283,12 +285,27 @@ static int server_open(struct server *srv, struct errmsg *em)
         errmsg_set(em, "cannot start fair sharing: %s", strerror(-rc));
         return rc;
     }
+    if ((rc = peer_open(cf, &srv->peer, em)))
+        return rc;
+    if (srv->peer) {
+        struct objects_peer_ops ops;
+        peer_objects_ops(srv->peer, &ops);
+        objects_set_peer_ops(srv->obj, &ops);
+        if ((rc = cwarm_new(srv->peer, srv->warm, srv->wq, &srv->cwarm))) {
+            errmsg_set(em, "cannot start cluster warm-ups: %s", strerror(-rc));
+            return rc;
+        }
+        /* while this gateway was down, writes through the others could not reach it */
+        cache_set_valid_after(srv->cache, s3c_real_ns());
+    }
     return 0;
 }
 
 /* After a failed start: frees what server_open() made (no request was served). */
 static void server_release(struct server *srv)
 {
+    cwarm_free(srv->cwarm);
+    peer_close(srv->peer);
     if (srv->stats)
         stats_free(srv->stats);
     jobs_free(srv->jobs); /* after the stats ticker that ticks it */
@@ -424,6 +441,10 @@ static void server_shutdown(struct server *srv)
     fair_free(srv->fair); /* every connection has completed */
     workq_free(srv->wq); /* background fills finish; nothing resumes connections any more */
     srv->wq = NULL;
+    cwarm_free(srv->cwarm); /* after the workers: cluster warm-ups call peers from them */
+    srv->cwarm = NULL;
+    peer_close(srv->peer);
+    srv->peer = NULL;
     if (qfd != MHD_INVALID_SOCKET)
         close(qfd);
     cache_close(srv->cache);

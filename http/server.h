@@ -33,6 +33,8 @@ struct server {
                                    * --accounting or --stall-accounting is off */
     struct rl *rl;
     struct fair *fair;            /* --max-bandwidth, or NULL */
+    struct peer *peer;            /* cluster mode (--peers), or NULL */
+    struct cwarm *cwarm;          /* cluster mode's warm-ups, or NULL */
     uint64_t start_ns;
     unsigned long req_seq;
     unsigned long inflight;       /* requests being processed or answered */

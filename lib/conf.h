@@ -55,6 +55,10 @@ enum conf_type {
     X("max-bandwidth",       SIZE, max_bandwidth,       "",               "total download bandwidth in bytes/s, shared equally among active clients when reached (0 = none)") \
     X("accounting",          BOOL, accounting,          "true",           "count bytes and requests per client and bucket (/_/stats, /_/metrics)") \
     X("stall-accounting",    BOOL, stall_accounting,    "true",           "per client and per job (x-s3cached-job): where GETs wait (backend, fill, rate limit, queue), delivered vs needed, a verdict") \
+    X("peers",               STR,  peers,               "",               "the gateways acting as one cache: the balancer's server lines, comma-separated ('10.0.0.5:9000,10.0.0.6:9000 weight=2'), or dns:NAME:PORT (every address of NAME, re-resolved every 10 s); empty = a gateway alone") \
+    X("self",                STR,  self,                "",               "this gateway's entry in --peers, as the balancer names it (HOST:PORT; with dns: its ADDR:PORT)") \
+    X("peer-secret",         STR,  peer_secret,         "",               "secret the gateways sign their requests to each other with (default: --admin-token)") \
+    X("peer-timeout",        DUR,  peer_timeout,        "5s",             "connect timeout of a request to a peer, and the longest a control request (invalidation, warm share, stats) may take") \
     X("tls-cert",            STR,  tls_cert,            "",               "PEM certificate: serve HTTPS") \
     X("tls-key",             STR,  tls_key,             "",               "PEM private key of --tls-cert") \
     X("threads",             INT,  threads,             "0",              "HTTP worker threads (0 = one per core)") \

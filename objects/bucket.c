@@ -41,6 +41,7 @@ int bucket_delete(struct objects *o, const char *bucket)
     if (!rc) {
         uint64_t n;
         cache_invalidate_prefix(o->cache, bucket, "", &n);
+        objects_changed(o, bucket, NULL, 0);
     }
     return rc;
 }

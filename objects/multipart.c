@@ -226,8 +226,10 @@ static int multipart_complete_wb(struct objects *o, const char *bucket, const ch
         return 0;
     if (!rc)
         rc = cache_adopt_dirty(o->cache, bucket, key, staged, out);
-    if (!rc)
+    if (!rc) {
         wb_mpu_finish(o, bucket, key, upload_id, parts, n, out);
+        objects_changed(o, bucket, key, 0);
+    }
     if (seal >= 0)
         close(seal); /* UploadPart may use the data file again: it is no longer the upload's */
     return rc;
@@ -254,12 +256,17 @@ int multipart_complete(struct objects *o, const char *bucket, const char *key,
     else
         cache_forget(o->cache, bucket, key); /* the backend's object is newer */
     cache_write_end(o->cache, bucket, key);
+    if (rc)
+        return rc;
     /* A freshly written object stays in the cache in both modes: the parts went to the backend
      * one by one, so the object is fetched back in the background (a warm-up job; a GET before
-     * it ends joins its fill). Best effort: the upload succeeded either way. */
-    if (!rc && out->size && o->warm)
+     * it ends joins its fill; in cluster mode the owner's). Best effort: the upload succeeded
+     * either way. */
+    int keep = objects_keep(o, bucket, key);
+    objects_changed(o, bucket, key, !keep && out->size);
+    if (out->size && o->warm && keep)
         (void)warm_object(o->warm, bucket, key);
-    return rc;
+    return 0;
 }
 
 int multipart_abort(struct objects *o, const char *bucket, const char *key,

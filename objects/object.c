@@ -26,7 +26,10 @@ int object_put(struct objects *o, const char *bucket, const char *key, int fd,
         if (!staged)
             return -S3E_INTERNAL;
         *staged_taken = 1; /* consumed either way */
-        return cache_adopt_dirty(o->cache, bucket, key, staged, meta);
+        int wrc = cache_adopt_dirty(o->cache, bucket, key, staged, meta);
+        if (!wrc)
+            objects_changed(o, bucket, key, 0);
+        return wrc;
     }
     cache_write_begin(o->cache, bucket, key); /* no drain of an older dirty copy */
     int rc = backend_put(o->be, bucket, key, fd, meta->size, meta);
@@ -42,13 +45,15 @@ int object_put(struct objects *o, const char *bucket, const char *key, int fd,
         meta->mtime_ns = stored.mtime_ns;
         memcpy(meta->etag, stored.etag, sizeof(meta->etag));
     }
-    if (staged) {
+    int keep = objects_keep(o, bucket, key);
+    if (staged && keep) {
         cache_adopt(o->cache, bucket, key, staged, meta);
         *staged_taken = 1;
     } else {
-        cache_forget(o->cache, bucket, key);
+        cache_forget(o->cache, bucket, key); /* cluster mode: the owner caches it */
     }
     cache_write_end(o->cache, bucket, key);
+    objects_changed(o, bucket, key, !keep);
     return 0;
 }
 
@@ -103,8 +108,10 @@ static int object_copy_write_back(struct objects *o, const char *src_bucket, con
     }
     m.mtime_ns = s3c_real_ns();
     rc = cache_adopt_dirty(o->cache, bucket, key, path, &m);
-    if (!rc)
+    if (!rc) {
         *out = m;
+        objects_changed(o, bucket, key, 0);
+    }
 out:
     if (in >= 0)
         close(in);
@@ -136,10 +143,15 @@ int object_copy(struct objects *o, const char *src_bucket, const char *src_key,
     else
         cache_forget(o->cache, bucket, key); /* the backend's copy is newer */
     cache_write_end(o->cache, bucket, key);
-    /* a fresh object stays in the cache in both modes: fetched back in the background */
-    if (!rc && src.size && o->warm)
+    if (rc)
+        return rc;
+    /* a fresh object stays in the cache in both modes: fetched back in the background (in
+     * cluster mode by its owner) */
+    int keep = objects_keep(o, bucket, key);
+    objects_changed(o, bucket, key, !keep && src.size);
+    if (src.size && o->warm && keep)
         (void)warm_object(o->warm, bucket, key);
-    return rc;
+    return 0;
 }
 
 int object_delete(struct objects *o, const char *bucket, const char *key)
@@ -153,6 +165,8 @@ int object_delete(struct objects *o, const char *bucket, const char *key)
     else
         cache_invalidate(o->cache, bucket, key); /* a dirty copy stays: it was not deleted */
     cache_write_end(o->cache, bucket, key);
+    if (!rc)
+        objects_changed(o, bucket, key, 0);
     return rc;
 }
 

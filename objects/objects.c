@@ -35,6 +35,22 @@ void objects_free(struct objects *o)
     free(o);
 }
 
+void objects_set_peer_ops(struct objects *o, const struct objects_peer_ops *ops)
+{
+    o->peer = *ops;
+}
+
+int objects_keep(const struct objects *o, const char *bucket, const char *key)
+{
+    return !o->peer.keep || o->peer.keep(o->peer.cls, bucket, key);
+}
+
+void objects_changed(const struct objects *o, const char *bucket, const char *key, int rewarm)
+{
+    if (o->peer.changed)
+        o->peer.changed(o->peer.cls, bucket, key, rewarm);
+}
+
 int objects_write_back(const struct objects *o)
 {
     return o->mode == CONF_WRITE_BACK;

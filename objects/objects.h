@@ -17,6 +17,19 @@ struct backend;
 struct cache;
 struct warm;
 
+/* Cluster mode (--peers): what the gateways acting as one cache need to hear from the write
+ * path. Set once by the server before serving; absent, every gateway keeps what it wrote. */
+struct objects_peer_ops {
+    /* 1 when this gateway may keep a cached copy of (@bucket, @key): it owns the key on the
+     * ring (or has no ring); 0 when another gateway does, which then caches it. */
+    int (*keep)(void *cls, const char *bucket, const char *key);
+    /* (@bucket, @key) was written or deleted (@key NULL: the bucket was deleted), before the
+     * client is answered: every other gateway forgets its copy. @rewarm: the owner fetches
+     * the new version back (this gateway did not keep it). Blocking, bounded. */
+    void (*changed)(void *cls, const char *bucket, const char *key, int rewarm);
+    void *cls;
+};
+
 struct objects {
     unsigned magic;
 #define OBJECTS_MAGIC 0x0b1ec75a
@@ -25,6 +38,7 @@ struct objects {
     struct cache *cache;
     struct warm *warm;         /* fetches written objects back into the cache (write-through) */
     enum conf_write_mode mode; /* --write-mode, parsed once */
+    struct objects_peer_ops peer; /* cluster mode; all NULL otherwise */
 };
 
 /* The object layer over @be and @c (borrowed: they outlive it); @warm (borrowed, NULL: none)
@@ -33,6 +47,13 @@ struct objects {
 int objects_new(const struct conf *cf, struct backend *be, struct cache *c, struct warm *warm,
                 struct objects **out);
 void objects_free(struct objects *o);
+/* Cluster mode: @ops (copied) from now on. Before serving. */
+void objects_set_peer_ops(struct objects *o, const struct objects_peer_ops *ops);
+/* Whether this gateway keeps a cached copy of what it writes to (@bucket, @key) (always but
+ * in cluster mode, where only the key's owner does), and the write's notice to the cluster
+ * (nothing outside cluster mode). */
+int objects_keep(const struct objects *o, const char *bucket, const char *key);
+void objects_changed(const struct objects *o, const char *bucket, const char *key, int rewarm);
 /* Whether writes are written back (durable in the cache, drained later). Non-blocking. */
 int objects_write_back(const struct objects *o);
 

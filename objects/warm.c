@@ -607,6 +607,23 @@ static int job_parse(const char *body, size_t len, struct warm_job **out, struct
             rc = job_add_key(j, k->str, strlen(k->str));
         }
     }
+    /* "sizes" (a cluster warm-up's share: the listing's sizes of its keys) */
+    const struct json *sizes = json_get(js, "sizes");
+    if (!rc && sizes && (sizes->type != JSON_ARR || !keys || sizes->n != keys->n)) {
+        errmsg_set(em, "\"sizes\" must be an array of numbers, one per key");
+        rc = -S3E_INVALID_ARGUMENT;
+    }
+    if (!rc && sizes && j->nkeys && !(j->sizes = calloc(j->nkeys, sizeof(uint64_t))))
+        rc = -ENOMEM;
+    for (size_t i = 0; !rc && sizes && i < sizes->n; i++) {
+        if (sizes->items[i].type != JSON_NUM || sizes->items[i].num < 0) {
+            errmsg_set(em, "\"sizes\"[%zu] is not a size", i);
+            rc = -S3E_INVALID_ARGUMENT;
+        } else {
+            j->sizes[i] = (uint64_t)sizes->items[i].num;
+            j->bytes_total += j->sizes[i];
+        }
+    }
     json_free(js);
     if (rc) {
         j->refs = 1;
@@ -754,4 +771,52 @@ int warm_unpin(struct warm *w, const char *body, size_t len, uint64_t *n, struct
     job_release_locked(j);
     pthread_mutex_unlock(&w->mu);
     return rc;
+}
+
+int warm_validate(const char *body, size_t len, struct errmsg *em)
+{
+    struct warm_job *j;
+    int rc = job_parse(body, len, &j, em);
+    if (!rc)
+        job_release_locked(j); /* never shared: no lock needed */
+    return rc;
+}
+
+int warm_resolve(struct warm *w, const char *body, size_t len, struct warm_keys *out,
+                 struct errmsg *em)
+{
+    struct warm_job *j;
+    memset(out, 0, sizeof(*out));
+    int rc = job_parse(body, len, &j, em);
+    if (rc)
+        return rc;
+    rc = job_resolve(w, j);
+    if (rc) {
+        errmsg_set(em, "%s", s3c_strerror(rc));
+    } else {
+        out->bucket = j->bucket;
+        out->keys = j->keys;
+        out->sizes = j->sizes;
+        out->n = j->nkeys;
+        out->pin = j->pin;
+        out->fit = j->fit;
+        j->bucket = NULL; /* moved */
+        j->keys = NULL;
+        j->sizes = NULL;
+        j->nkeys = 0;
+    }
+    pthread_mutex_lock(&w->mu);
+    job_release_locked(j);
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+void warm_keys_free(struct warm_keys *k)
+{
+    for (size_t i = 0; i < k->n; i++)
+        free(k->keys[i]);
+    free(k->keys);
+    free(k->sizes);
+    free(k->bucket);
+    memset(k, 0, sizeof(*k));
 }

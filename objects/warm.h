@@ -7,6 +7,9 @@
 #ifndef S3C_WARM_H
 #define S3C_WARM_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "lib/buf.h"
 
 struct warm;
@@ -33,5 +36,22 @@ int warm_status(struct warm *w, const char *id, struct buf *out);
 int warm_cancel(struct warm *w, const char *id);
 /* POST /_/unpin (blocking: call on a worker). *@n keys unpinned. */
 int warm_unpin(struct warm *w, const char *body, size_t len, uint64_t *n, struct errmsg *em);
+
+/* Cluster warm-ups (peer/cwarm.c) split a job's keys by owner and start each share as a job
+ * of "keys" (with their "sizes", when the listing gave them) on its owner. */
+struct warm_keys {
+    char *bucket;
+    char **keys;
+    uint64_t *sizes; /* NULL when not known (a key list, a manifest) */
+    size_t n;
+    int pin, fit;
+};
+/* Checks a POST /_/warm body without starting anything: 0 or -S3E_INVALID_ARGUMENT with @em. */
+int warm_validate(const char *body, size_t len, struct errmsg *em);
+/* The keys a POST /_/warm body names, in order (listing a prefix, reading a manifest: blocking,
+ * call on a worker). 0 with *@out (free with warm_keys_free), or -S3E_* with @em. */
+int warm_resolve(struct warm *w, const char *body, size_t len, struct warm_keys *out,
+                 struct errmsg *em);
+void warm_keys_free(struct warm_keys *k);
 
 #endif

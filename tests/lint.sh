@@ -14,7 +14,9 @@ bad=0
 fail() { echo "lint: $*"; bad=1; }
 
 # bottom to top
-RANKS="lib:0 sig:1 backends:2 cache:3 cluster:4 objects:5 acct:6 http:7 s3:8 admin:8 cmd:9"
+# peer/ (cluster mode: the peer client, fan-outs, cluster warm-ups and stats) sits beside acct/:
+# it uses the ring (cluster/), the object layer's hooks and warm-ups (objects/); http/ uses it.
+RANKS="lib:0 sig:1 backends:2 cache:3 cluster:4 objects:5 acct:6 peer:6 http:7 s3:8 admin:8 cmd:9"
 declare -A rank
 for r in $RANKS; do rank[${r%%:*}]=${r##*:}; done
 DIRS=$(for r in $RANKS; do echo "${r%%:*}"; done)
@@ -72,7 +74,7 @@ only_in() { # HEADER FILE...
 }
 only_in lmdb.h cache/index.c
 only_in curl/curl.h backends/be_s3.c backends/be_s3_call.c backends/be_s3_parse.c \
-    backends/be_s3_priv.h lib/range.c cmd/cli.c cmd/check_io.c sig/sigv2.c
+    backends/be_s3_priv.h lib/range.c cmd/cli.c cmd/check_io.c sig/sigv2.c peer/peer_http.c
 only_in microhttpd.h http/server.c http/req.c http/req_mhd.h http/respond.c
 # the parsers' libraries, each behind one file
 only_in expat.h lib/xml.c

@@ -9,8 +9,12 @@ declared volume, ConfigMap/Secret references (names and keys) that exist in depl
 Services whose selector matches a workload and whose targetPort is a container port,
 prometheus.io annotations pointing at /_/metrics on a container port. compose.yaml:
 services, build context/Dockerfile, volumes, secrets (and their files or .example),
-health-gated depends_on, Prometheus config. Dockerfile: stages, base image ARG, non-root
-USER, HEALTHCHECK, VOLUME, COPY sources that exist, runtime packages. systemd unit,
+health-gated depends_on, Prometheus config. Cluster mode: a workload with
+S3CACHED_PEERS dns:NAME:PORT has a headless Service NAME over its pods, --self from the
+pod IP on that port and a peer key; compose gateways share one --peers list, each --self
+its own entry, all scraped by Prometheus. Dockerfile: stages, base image ARG, non-root
+USER, HEALTHCHECK, VOLUME, COPY sources that exist (and every Makefile DIRS folder copied and
+let through Dockerfile.dockerignore), runtime packages. systemd unit,
 nginx.conf and envoy.yaml: the directives the README promises. Every S3CACHED_* name
 used anywhere in deploy/ must be an option of `s3cached serve` (from `s3cached help`).
 Prints ok/FAIL/skip lines and the last line "check_deploy: N passed, N failed".
@@ -465,6 +469,20 @@ else:
         build_runs = " ".join(a for k, a in stages[0]["body"] if k == "RUN")
         if "make" not in build_runs:
             probs.append("the build stage does not run make")
+        # every source folder the Makefile builds (DIRS) goes into the build stage and through
+        # the .dockerignore (a new folder forgotten here breaks only the image build)
+        mk = os.path.join(REPO, "Makefile")
+        dm = re.search(r"^DIRS\s*:?=\s*(.*)$", read(mk), re.M) if os.path.isfile(mk) else None
+        copied = {t.rstrip("/") for k, a in stages[0]["body"] if k == "COPY" and "--from" not in a
+                  for t in a.split()[:-1]}
+        ign = os.path.join(D, "Dockerfile.dockerignore")
+        allowed = {ln.strip()[1:].rstrip("/") for ln in read(ign).splitlines()
+                   if ln.strip().startswith("!")} if os.path.isfile(ign) else None
+        for d in (dm.group(1).split() if dm else []):
+            if d not in copied:
+                probs.append("the Makefile builds %s/, which the build stage does not COPY" % d)
+            if allowed is not None and d not in allowed:
+                probs.append("Dockerfile.dockerignore keeps %s/ out of the build context" % d)
         check("Dockerfile: COPY sources exist in the repository and the build stage runs make", probs)
         ep = [a for k, a in rt if k in ("ENTRYPOINT", "CMD")]
         check("Dockerfile: ENTRYPOINT/CMD run s3cached serve",
@@ -501,6 +519,118 @@ if os.path.isfile(upath):
         names = re.findall(r"^#?\s*(S3CACHED_[A-Z0-9_]+)=", read(envf), re.M)
         check("systemd env file: S3CACHED_* names are serve options" + ("" if OPTIONS else " (skipped)"),
               env_names_ok("s3cached.env", names))
+
+# --- cluster mode (--peers) ------------------------------------------------------------------
+# A peered set-up must name the same members everywhere: a k8s workload with S3CACHED_PEERS
+# dns:NAME:PORT needs a headless Service NAME over its own pods on a port that reaches
+# them, --self from the pod's IP on that port, a peer key (--peer-secret or the admin token)
+# and several replicas; compose gateways must list each other identically, each --self its
+# own entry on the port it listens on, and Prometheus must scrape every one of them.
+
+
+def env_value(c, name):
+    for e in c.get("env") or []:
+        if e.get("name") == name:
+            return e
+    return None
+
+
+peered = 0
+for fn, w in kinds.get("Deployment", []) + kinds.get("DaemonSet", []):
+    tmpl = (w.get("spec") or {}).get("template") or {}
+    labels = (tmpl.get("metadata") or {}).get("labels") or {}
+    for c in (tmpl.get("spec") or {}).get("containers") or []:
+        pe = env_value(c, "S3CACHED_PEERS")
+        if not pe:
+            continue
+        peered += 1
+        probs = []
+        cports = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
+        m = re.match(r"^dns:([a-z0-9.-]+):(\d+)$", str(pe.get("value", "")))
+        if not m:
+            probs.append("S3CACHED_PEERS %r is not dns:NAME:PORT" % pe.get("value"))
+        else:
+            svc_name, port = m.group(1).split(".")[0], int(m.group(2))
+            svc = [s for _, s in kinds.get("Service", []) if s["metadata"]["name"] == svc_name]
+            if not svc:
+                probs.append("no Service %s for --peers %s" % (svc_name, pe["value"]))
+            else:
+                sp = svc[0].get("spec") or {}
+                if sp.get("clusterIP") != "None":
+                    probs.append("Service %s is not headless (clusterIP: None): DNS would give one "
+                                 "virtual IP, not every pod" % svc_name)
+                if sp.get("publishNotReadyAddresses"):
+                    probs.append("Service %s publishes pods that are not ready" % svc_name)
+                sel = sp.get("selector") or {}
+                if not sel or any(labels.get(k) != v for k, v in sel.items()):
+                    probs.append("Service %s selector %s does not select this workload's pods" % (svc_name, sel))
+                sports = [p for p in sp.get("ports") or [] if p.get("port") == port]
+                if not sports:
+                    probs.append("Service %s has no port %d" % (svc_name, port))
+                else:
+                    tp = sports[0].get("targetPort", port)
+                    if cports.get(tp, tp) != port:
+                        probs.append("Service %s port %d targets %r, not container port %d: the "
+                                     "members' names would not be where they listen" % (svc_name, port, tp, port))
+            se = env_value(c, "S3CACHED_SELF")
+            sv = str((se or {}).get("value", ""))
+            vm = re.match(r"^\$\(([A-Z0-9_]+)\):(\d+)$", sv)
+            if not vm:
+                probs.append("S3CACHED_SELF %r is not $(POD_IP_VAR):PORT" % sv)
+            else:
+                src = env_value(c, vm.group(1))
+                fp = (((src or {}).get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+                if fp != "status.podIP":
+                    probs.append("S3CACHED_SELF uses $(%s), which is not the pod's IP (fieldRef "
+                                 "status.podIP)" % vm.group(1))
+                elif [e.get("name") for e in c["env"]].index(vm.group(1)) > \
+                        [e.get("name") for e in c["env"]].index("S3CACHED_SELF"):
+                    probs.append("$(%s) is defined after S3CACHED_SELF (Kubernetes expands only "
+                                 "earlier variables)" % vm.group(1))
+                if int(vm.group(2)) != port:
+                    probs.append("S3CACHED_SELF port %s differs from the --peers port %d" % (vm.group(2), port))
+        if not (env_value(c, "S3CACHED_PEER_SECRET") or env_value(c, "S3CACHED_ADMIN_TOKEN")):
+            probs.append("no S3CACHED_PEER_SECRET nor S3CACHED_ADMIN_TOKEN: peers cannot authenticate")
+        if w["kind"] == "Deployment" and int((w.get("spec") or {}).get("replicas", 1)) < 2:
+            probs.append("a peered Deployment with fewer than 2 replicas")
+        check("k8s %s %s: peered through a headless Service over its own pods, --self the pod IP, "
+              "a peer key" % (w["kind"], w["metadata"]["name"]), probs)
+check("k8s: a workload runs in cluster mode (S3CACHED_PEERS)", [] if peered else ["none sets S3CACHED_PEERS"])
+
+if comp is not None:
+    svcs = comp.get("services") or {}
+    probs = []
+    gws = {sn: s.get("environment") or {} for sn, s in svcs.items()
+           if isinstance(s.get("environment"), dict) and "S3CACHED_PEERS" in s["environment"]}
+    if len(gws) < 2:
+        probs.append("fewer than two compose services set S3CACHED_PEERS")
+    lists = {sn: str(e["S3CACHED_PEERS"]).split(",") for sn, e in gws.items()}
+    for sn, e in gws.items():
+        if lists[sn] != lists[next(iter(lists))]:
+            probs.append("%s lists %s, %s lists %s: every member must list the same servers"
+                         % (sn, lists[sn], next(iter(lists)), lists[next(iter(lists))]))
+        self_ = str(e.get("S3CACHED_SELF", ""))
+        port = str(e.get("S3CACHED_LISTEN", "")).rsplit(":", 1)[-1]
+        if self_ != "%s:%s" % (sn, port):
+            probs.append("%s: S3CACHED_SELF %r, want %s:%s (its name and listening port)" % (sn, self_, sn, port))
+        if self_ not in lists[sn]:
+            probs.append("%s: S3CACHED_SELF %r is not in its S3CACHED_PEERS" % (sn, self_))
+        if not str((svcs[sn].get("command") or "")).count("S3CACHED_ADMIN_TOKEN") and \
+                "S3CACHED_PEER_SECRET" not in e:
+            probs.append("%s: neither an admin token nor a peer secret: peers cannot authenticate" % sn)
+    for sn, lst in lists.items():
+        for ent in lst:
+            if ent.split(":")[0] not in gws:
+                probs.append("%s lists %s, which is not a peered compose service" % (sn, ent))
+    pconf = os.path.join(D, "prometheus", "prometheus.yml")
+    if os.path.isfile(pconf):
+        pc = yaml.safe_load(read(pconf))
+        targets = [t for j in pc.get("scrape_configs") or [] if j.get("metrics_path") == "/_/metrics"
+                   for sc in j.get("static_configs") or [] for t in sc.get("targets") or []]
+        for ent in next(iter(lists.values()), []):
+            if ent not in targets:
+                probs.append("Prometheus does not scrape %s (/_/metrics is per gateway)" % ent)
+    check("compose: %d gateways peered with one list, each --self its own entry, all scraped" % len(gws), probs)
 
 # --- scale-out ---------------------------------------------------------------------------------
 npath = os.path.join(D, "scale-out", "nginx.conf")

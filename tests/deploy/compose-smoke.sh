@@ -3,8 +3,9 @@
 # deploy/compose.yaml as compose would (their entrypoint, command with $$ unescaped,
 # environment, named volumes, file secrets under /run/secrets), with podman and the host
 # network on loopback instead of a compose bridge (only 127.0.0.1 here; no compose tool
-# needed). Overridden: S3CACHED_LISTEN (free loopback ports) and the gateway's
-# S3CACHED_BACKEND (the store's port instead of the name `store`). Checks: both answer
+# needed). Overridden: S3CACHED_LISTEN (free loopback ports), the gateway's
+# S3CACHED_BACKEND (the store's port instead of the name `store`) and its --peers/--self
+# (a ring of itself: the other gateway services are not started here). Checks: both answer
 # /_/health, a client key from the credentials secret writes and reads through the
 # gateway (miss, then hit), the object is in the store (read with the store's key), and
 # /_/metrics takes the admin_token secret. Called by build-image.sh (make test, make test-image).
@@ -63,6 +64,10 @@ env = {k: interp(v) for k, v in (svc.get("environment") or {}).items()}
 env["S3CACHED_LISTEN"] = listen
 if backend:
     env["S3CACHED_BACKEND"] = backend
+if env.get("S3CACHED_PEERS"):
+    # its peers are compose's other gateway services, not on the host network: a ring of
+    # this one gateway (cluster mode on, every key its own)
+    env["S3CACHED_PEERS"] = env["S3CACHED_SELF"] = listen
 for k, v in env.items():
     out += ["-e", "%s=%s" % (k, v)]
 for v in svc.get("volumes") or []:

@@ -5,8 +5,8 @@
 #     pointed at the built binary;                       skipped without systemd-analyze
 #   - yamllint of every YAML file in deploy/;             skipped without yamllint
 #   - check_deploy.py: structure of the k8s manifests, compose.yaml, Dockerfile, unit,
-#     nginx.conf and envoy.yaml (python3-yaml), plus a self-test that it rejects broken
-#     copies;                                             skipped without python3-yaml
+#     nginx.conf and envoy.yaml, the peered (cluster mode) set-ups (python3-yaml), plus a
+#     self-test that it rejects broken copies;            skipped without python3-yaml
 #   - check_envoy_ring.py: the envoy.yaml settings cluster/ring_envoy.c reproduces (ring
 #     hash function and size, the hashed :path, no path rewriting), plus a self-test
 #   - k8s_schema.sh: deploy/k8s against the Kubernetes API schema (npm kubernetes-models
@@ -111,9 +111,15 @@ else
     mutate "an unknown S3CACHED_ option" k8s/configmap.yaml 's/S3CACHED_CACHE_SIZE:/S3CACHED_CACHE_SIZ:/'
     mutate "USER root in the runtime stage" Dockerfile 's/^USER s3cached:s3cached/USER root/'
     mutate "a COPY of a missing source" Dockerfile 's#^COPY cache/ cache/#COPY cachex/ cache/#'
+    mutate "a source folder the build stage does not copy" Dockerfile '/^COPY peer\/ peer\//d'
+    mutate "a source folder the .dockerignore keeps out" Dockerfile.dockerignore '/^!peer\/$/d'
     mutate "a unit without ProtectSystem=strict" systemd/s3cached.service 's/^ProtectSystem=strict/ProtectSystem=full/'
     mutate "nginx hashing on \$request_uri" scale-out/nginx.conf 's/hash \$uri consistent;/hash $request_uri;/'
     mutate "compose publishing beyond loopback" compose.yaml 's/"127.0.0.1:9000:9000"/"9000:9000"/'
+    mutate "a --peers Service that is not headless" k8s/deployment.yaml '/clusterIP: None/d'
+    mutate "--self from the node's IP, not the pod's" k8s/deployment.yaml 's/fieldPath: status.podIP/fieldPath: status.hostIP/'
+    mutate "a compose gateway whose --self is another's" compose.yaml 's/S3CACHED_SELF: gateway-2:9000/S3CACHED_SELF: gateway:9000/'
+    mutate "a peered gateway Prometheus does not scrape" prometheus/prometheus.yml 's/, "gateway-3:9000"//'
 
     # Envoy's ring as the gateways reproduce it (cluster/ring_envoy.c): the settings it
     # assumes, and a self-test that a copy breaking each is rejected
