@@ -226,6 +226,8 @@ void cache_obj_release(struct cache_obj *o)
         }
         evict_touch_locked(c, o->v, 0);
     }
+    if (o->v && o->v->refs <= 1 + (o->k->cur == o->v))
+        fill_drop_finished_locked(o->v); /* the last reader: bypass bytes go */
     cache_ver_put_locked(c, o->v);
     cache_key_put_locked(c, o->k);
     evict_kick_locked(c);

@@ -235,6 +235,9 @@ int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1
 struct fetch *fill_find_locked(struct cver *v, uint64_t pos);
 void fill_fail_all_locked(struct cache *c, int err);
 void fill_free(struct fetch *f);
+/* Frees @v's finished fetches kept for their readers (bypass bytes in memory): when no request
+ * reads @v any more. An idle version must not hold them (blocks of memory per key). */
+void fill_drop_finished_locked(struct cver *v);
 /* Starts a run of blocks [@first, @first + @n) on a worker. A chain run also names the block
  * its chain ends at (@follow_to, else 0) and may be handed the backend file the previous run
  * copied from (@given_fd, owned by the run once this returns 0). */

@@ -62,8 +62,10 @@ static void fetch_remove_locked(struct cver *v, struct fetch *f)
     f->next = NULL;
 }
 
-/* Keeps a bounded number of finished bypass fetches (their bytes) per version. */
-static void prune_bypass_locked(struct cver *v)
+/* Keeps a bounded number of finished bypass fetches (their bytes) per version; @just, which
+ * just finished and whose readers have not taken its bytes yet, is never the one dropped (it
+ * was: a reader then fetched the block again, and again, while older bytes were kept). */
+static void prune_bypass_locked(struct cver *v, struct fetch *just)
 {
     unsigned keep = v->refs > 2 ? v->refs : 2, n = 0;
     for (struct fetch *f = v->fetches; f; f = f->next)
@@ -72,11 +74,26 @@ static void prune_bypass_locked(struct cver *v)
     while (n > keep) {
         struct fetch *low = NULL;
         for (struct fetch *f = v->fetches; f; f = f->next)
-            if (!f->running && (!low || f->off < low->off))
+            if (!f->running && f != just && (!low || f->off < low->off))
                 low = f;
+        if (!low)
+            break;
         fetch_remove_locked(v, low);
         fill_free(low);
         n--;
+    }
+}
+
+void fill_drop_finished_locked(struct cver *v)
+{
+    for (struct fetch **p = &v->fetches; *p;) {
+        struct fetch *f = *p;
+        if (f->running) {
+            p = &f->next;
+            continue;
+        }
+        *p = f->next;
+        fill_free(f);
     }
 }
 
@@ -591,7 +608,7 @@ static void fetch_run(void *arg)
         fetch_remove_locked(v, f);
         fill_free(f);
     } else if (f->bypass || unsynced) {
-        prune_bypass_locked(v); /* kept for the readers still streaming its bytes */
+        prune_bypass_locked(v, f); /* kept for the readers still streaming its bytes */
     } else {
         fetch_remove_locked(v, f);
         fill_free(f);
