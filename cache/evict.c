@@ -1,12 +1,18 @@
 /*
- * evict.c: capacity and LRU. Capacity is a hard cap: used (indexed block
+ * evict.c: capacity and eviction. Capacity is a hard cap: used (indexed block
  * bytes) + reserved (blocks being fetched) never exceeds cf->cache_size; a
  * reservation that would is made room for by evicting least recently used,
- * unpinned, unopened entries down to 90%. Access times are batched in memory
- * and flushed in one transaction (before eviction decisions, when the batch
- * fills, at close). Unlinks of dropped files are queued and done off-lock.
+ * unpinned, unopened entries down to 90%. Which entries may go is the policy's
+ * (policy.c): objects of a keep prefix in use are skipped; a fetch for a keep
+ * prefix takes only the others last read before its pass began (none: it is a
+ * bypass), any other reservation takes keep objects too, least recently used
+ * first and only the bytes it still needs, once nothing else is left. Access
+ * times are batched in memory and flushed in one transaction (before eviction
+ * decisions, when the batch fills, at close). Unlinks of dropped files are
+ * queued and done off-lock.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,6 +25,10 @@
 #define EVICT_LOW_PCT 90
 #define EVICT_BATCH 256
 #define TOUCH_EVERY_NS 1000000000LL
+/* A keep reservation that found nothing evictable fails at once (a bypass) for this long,
+ * unless something may have become evictable meanwhile (cache.evict_gen, the policy's gen):
+ * without it each bypassed block would walk the whole LRU table. */
+#define EVICT_KEEP_MEMO_NS 250000000LL
 
 void evict_unreserve_locked(struct cache *c, uint64_t bytes)
 {
@@ -129,12 +139,20 @@ struct victim_scan {
     struct victim *v;
     size_t n;
     uint64_t want, got;
+    int keep_too;   /* keep objects may go (a reservation that is not a keep prefix's) */
+    int64_t before; /* only entries last read before this (a keep prefix's pass start) */
+    int64_t now_ns; /* for the policy's idle bound */
 };
 
-static int victim_cb(void *arg, const struct index_key *k, uint64_t version, uint64_t used)
+static int victim_cb(void *arg, const struct index_key *k, uint64_t version, uint64_t used,
+                     int64_t atime_ns)
 {
     struct victim_scan *vs = arg;
     struct cache *c = vs->c;
+    if (atime_ns >= vs->before)
+        return 1; /* the rest is newer still */
+    if (!vs->keep_too && policy_keeps(c->pol, k->b, k->len, vs->now_ns, NULL))
+        return 0; /* a keep prefix's object in use */
     pthread_mutex_lock(&c->mu);
     struct ckey *ck = cache_key_find_locked(c, k);
     int take = 1;
@@ -171,7 +189,41 @@ static int victim_cb(void *arg, const struct index_key *k, uint64_t version, uin
     return vs->n >= EVICT_BATCH || vs->got >= vs->want;
 }
 
-int evict_reserve(struct cache *c, uint64_t bytes)
+/* Evicts up to @want bytes (a batch at most) of entries last read before @before, keep
+ * objects too with @keep_too. Returns how many entries it took. evict_mu held. */
+static size_t evict_batch(struct cache *c, struct victim *vbuf, uint64_t want, int keep_too,
+                          int64_t before)
+{
+    struct victim_scan vs = { c, vbuf, 0, want, 0, keep_too, before, s3c_real_ns() };
+    int r = index_lru_scan(c->ix, victim_cb, &vs);
+    if (r < 0)
+        log_err("cache: scanning the LRU: %s", s3c_strerror(r));
+    for (size_t i = 0; i < vs.n; i++) {
+        struct ckey *ck = vbuf[i].ck;
+        int64_t delta = 0;
+        int d = index_del(c->ix, &ck->k, vbuf[i].version, &delta);
+        char p[STORE_PATH_MAX];
+        store_data_path(c->dir, ck->k.b, ck->k.len, vbuf[i].version, p);
+        if (d == 0) {
+            unlink(p);
+            policy_evicted(c->pol, ck->k.b, ck->k.len);
+        } else if (d != -ESTALE) {
+            log_err("cache: evicting: index_del: %s", s3c_strerror(d));
+        }
+        pthread_mutex_lock(&c->mu);
+        if (d == 0) {
+            c->used = (uint64_t)((int64_t)c->used + delta);
+            c->st.evictions++;
+        }
+        cache_key_index_written_locked(c, ck, d, 1);
+        cache_key_put_locked(c, ck);
+        pthread_mutex_unlock(&c->mu);
+    }
+    evict_drain_unlinks(c);
+    return vs.n;
+}
+
+int evict_reserve(struct cache *c, uint64_t bytes, int for_keep, int64_t since)
 {
     if (bytes > c->cap)
         return -ENOSPC;
@@ -190,36 +242,29 @@ int evict_reserve(struct cache *c, uint64_t bytes)
         if (low + bytes > c->cap)
             low = c->cap - bytes;
         uint64_t want = c->used + c->reserved + bytes - low;
+        uint64_t need = c->used + c->reserved + bytes - c->cap;
         int closing = c->closing;
+        uint64_t gen = c->evict_gen + policy_gen(c->pol);
+        int64_t now = (int64_t)s3c_mono_ns();
+        int memo = for_keep && c->keep_memo_valid && c->keep_memo_gen == gen
+                   && c->keep_memo_since == since && now - c->keep_memo_ns < EVICT_KEEP_MEMO_NS;
         pthread_mutex_unlock(&c->mu);
-        if (closing)
+        if (closing || memo)
             break;
         evict_flush_touches(c);
-        struct victim_scan vs = { c, vbuf, 0, want, 0 };
-        int r = index_lru_scan(c->ix, victim_cb, &vs);
-        if (r < 0)
-            log_err("cache: scanning the LRU: %s", s3c_strerror(r));
-        for (size_t i = 0; i < vs.n; i++) {
-            struct ckey *ck = vbuf[i].ck;
-            int64_t delta = 0;
-            int d = index_del(c->ix, &ck->k, vbuf[i].version, &delta);
-            char p[STORE_PATH_MAX];
-            store_data_path(c->dir, ck->k.b, ck->k.len, vbuf[i].version, p);
-            if (d == 0)
-                unlink(p);
-            else if (d != -ESTALE)
-                log_err("cache: evicting: index_del: %s", s3c_strerror(d));
+        size_t n = evict_batch(c, vbuf, want, 0, for_keep ? since : INT64_MAX);
+        if (n == 0 && for_keep) {
             pthread_mutex_lock(&c->mu);
-            if (d == 0) {
-                c->used = (uint64_t)((int64_t)c->used + delta);
-                c->st.evictions++;
-            }
-            cache_key_index_written_locked(c, ck, d, 1);
-            cache_key_put_locked(c, ck);
+            c->keep_memo_valid = 1;
+            c->keep_memo_gen = gen;
+            c->keep_memo_ns = now;
+            c->keep_memo_since = since;
             pthread_mutex_unlock(&c->mu);
+            break; /* only the keep prefixes' own objects left: the caller bypasses */
         }
-        evict_drain_unlinks(c);
-        if (vs.n == 0)
+        if (n == 0)
+            n = evict_batch(c, vbuf, need, 1, INT64_MAX); /* keep ones: only what is needed */
+        if (n == 0)
             break; /* nothing evictable: the caller bypasses */
     }
     pthread_mutex_unlock(&c->evict_mu);

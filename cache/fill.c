@@ -163,8 +163,10 @@ static int fetch_complete_blocks(struct fetch *f, uint64_t from, uint64_t to)
         uint64_t rel = S3C_MIN(acct, f->reserved);
         f->reserved -= rel;
         evict_unreserve_locked(c, rel);
-        if (indexed)
+        if (indexed) {
             c->used = (uint64_t)((int64_t)c->used + delta);
+            c->evict_gen++;
+        }
     }
     f->marked = to - f->first;
     cache_wake_locked(&v->waiters);
@@ -482,7 +484,7 @@ static int fetch_to_memory(struct fetch *f)
     pthread_mutex_lock(&c->mu);
     f->mem = mem;
     f->bypass = 1;
-    v->bypass_seen = 1;
+    v->bypass_seen++;
     pthread_mutex_unlock(&c->mu);
     struct be_sink sink = { fill_on_meta, fetch_on_data, f };
     int rc = backend_get(c->be, v->key->bucket, v->key->key, f->off, f->end - f->off, &sink);
@@ -503,14 +505,19 @@ static void fetch_run(void *arg)
         uint64_t acct = 0;
         for (uint64_t b = f->first; b < f->first + f->n; b++)
             acct += index_acct(index_block_bytes(v->meta.size, v->bs, b));
-        int r = evict_reserve(c, acct);
+        pthread_mutex_lock(&c->mu);
+        int as_lru = f->as_lru;
+        pthread_mutex_unlock(&c->mu);
+        int64_t since = 0;
+        int for_keep = !as_lru && policy_keeps(c->pol, ck->k.b, ck->k.len, s3c_real_ns(), &since);
+        int r = evict_reserve(c, acct, for_keep, since);
         if (r && f->n > 1) {
             /* not room for the whole run: one block at a time (readers of the rest retry) */
             pthread_mutex_lock(&c->mu);
             fetch_shrink_locked(f);
             pthread_mutex_unlock(&c->mu);
             acct = index_acct(index_block_bytes(v->meta.size, v->bs, f->first));
-            r = evict_reserve(c, acct);
+            r = evict_reserve(c, acct, for_keep, since);
         }
         if (r == 0) {
             pthread_mutex_lock(&c->mu);
@@ -522,7 +529,7 @@ static void fetch_run(void *arg)
             if (mem) {
                 f->mem = mem;
                 f->bypass = 1;
-                v->bypass_seen = 1;
+                v->bypass_seen++;
             } else {
                 rc = -ENOMEM;
             }
@@ -771,6 +778,15 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
         end = v->meta.size;
     o->range_end = end;
     uint64_t b0 = off / v->bs, b1 = (end + v->bs - 1) / v->bs;
+    if (!o->opened) { /* what the request reads, and how much of it the SSD holds (policy.c) */
+        o->opened = 1;
+        o->read_off = off < end ? off : end;
+        o->read_end = end;
+        o->hit_bytes = 0;
+        for (uint64_t b = b0; b < b1; b++)
+            if (cache_bit(v->present, b))
+                o->hit_bytes += S3C_MIN(end, (b + 1) * v->bs) - S3C_MAX(off, b * v->bs);
+    }
     uint64_t miss = b1;
     for (uint64_t b = b0; b < b1; b++) {
         if (!cache_bit(v->present, b)) {
