@@ -55,7 +55,8 @@ static int json_common(struct buf *out, const struct stats_row *r)
 }
 
 int stats_json(struct stats *s, const struct cache_stats *cs, const struct backend_counters *bc,
-               const struct fair_stats *fs, struct buf *out)
+               const struct fair_stats *fs, const struct cache_policy_report *pr,
+               struct buf *out)
 {
     CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
     static const struct cache_stats cs0;
@@ -152,7 +153,13 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
             rc = buf_puts(out, "}");
     }
     if (!rc)
-        rc = buf_puts(out, nbk ? "\n ]}\n" : "]}\n");
+        rc = buf_puts(out, nbk ? "\n ]" : "]");
+    if (!rc)
+        rc = buf_puts(out, ",\n \"policy\": ");
+    if (!rc)
+        rc = stats_policy_json(out, pr);
+    if (!rc)
+        rc = buf_puts(out, "}\n");
 out:
     free(cl);
     free(bk);
@@ -389,7 +396,7 @@ static int prom_fair_gauges(struct buf *out, const struct fair_stats *fs)
 
 int stats_prometheus(struct stats *s, const struct cache_stats *cs,
                      const struct backend_counters *bc, const struct fair_stats *fs,
-                     struct buf *out)
+                     const struct cache_policy_report *pr, struct buf *out)
 {
     CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
     static const struct cache_stats cs0;
@@ -456,6 +463,8 @@ int stats_prometheus(struct stats *s, const struct cache_stats *cs,
         rc = prom_rows(out, prom_bucket, ARRAY_SIZE(prom_bucket), bk, nbk, 0);
     if (!rc)
         rc = prom_histograms(s, out);
+    if (!rc)
+        rc = stats_policy_prom(out, pr);
 out:
     free(cl);
     free(bk);
