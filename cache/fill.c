@@ -615,7 +615,15 @@ static void fetch_run(void *arg)
         fetch_remove_locked(v, f);
         fill_free(f);
     } else if (f->bypass || unsynced) {
-        prune_bypass_locked(v, f); /* kept for the readers still streaming its bytes */
+        /* kept for the readers still streaming its bytes; with none left (they went while it
+         * ran: read-ahead), nobody will read them */
+        unsigned held = 1 + (ck->cur == v); /* this run's reference and the key's */
+        for (struct fetch *x = v->fetches; x; x = x->next)
+            held += x->running;
+        if (v->refs <= held)
+            fill_drop_finished_locked(v); /* f too */
+        else
+            prune_bypass_locked(v, f);
     } else {
         fetch_remove_locked(v, f);
         fill_free(f);
