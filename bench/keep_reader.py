@@ -11,8 +11,11 @@ import random
 import sys
 import time
 import urllib.request
+import warnings
 
 WORKERS = 4
+# torch warns that 4 workers exceed a 2-core machine's count: the readers wait on the network
+warnings.filterwarnings("ignore", message=".*worker process")
 
 
 def get(url):
