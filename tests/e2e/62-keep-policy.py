@@ -1,4 +1,4 @@
-"""57-keep-policy: issue 23's experiment. 24 objects of 4 MiB (96 MiB) through a 64 MiB cache,
+"""62-keep-policy: issue 23's experiment. 24 objects of 4 MiB (96 MiB) through a 64 MiB cache,
 read whole in epochs, the origin a second s3cached on a file backend (its /_/stats counts the
 bytes it sent the gateway). Under LRU (a prefix set to lru with PUT /_/policy) an in-order epoch
 hits nothing, as the issue measured; under keep (--keep-prefix) three in-order and three
@@ -24,7 +24,7 @@ N = 24
 SIZE = 4 * MiB
 CACHE = 64 * MiB
 B = "epochs"
-t = E.Suite("57-keep-policy.py")
+t = E.Suite("62-keep-policy.py")
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHA = {}
 
