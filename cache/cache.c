@@ -494,7 +494,7 @@ static int adopt(struct cache *c, const char *bucket, const char *key, const cha
     }
     /* An upload reserves as LRU, whatever its prefix's policy: a write-back object must be
      * held (or the writer slowed down), never refused because keep objects fill the cache. */
-    if (evict_reserve(c, acct, 0, 0)) {
+    if (evict_reserve(c, acct, 0, 0, NULL)) {
         unlink(path);
         if (dirty) {
             /* everything else is dirty or pinned: the writer retries once some drained */

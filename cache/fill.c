@@ -510,14 +510,14 @@ static void fetch_run(void *arg)
         pthread_mutex_unlock(&c->mu);
         int64_t since = 0;
         int for_keep = !as_lru && policy_keeps(c->pol, ck->k.b, ck->k.len, s3c_real_ns(), &since);
-        int r = evict_reserve(c, acct, for_keep, since);
+        int r = evict_reserve(c, acct, for_keep, since, &ck->k);
         if (r && f->n > 1) {
             /* not room for the whole run: one block at a time (readers of the rest retry) */
             pthread_mutex_lock(&c->mu);
             fetch_shrink_locked(f);
             pthread_mutex_unlock(&c->mu);
             acct = index_acct(index_block_bytes(v->meta.size, v->bs, f->first));
-            r = evict_reserve(c, acct, for_keep, since);
+            r = evict_reserve(c, acct, for_keep, since, &ck->k);
         }
         if (r == 0) {
             pthread_mutex_lock(&c->mu);

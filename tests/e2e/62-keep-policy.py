@@ -187,11 +187,10 @@ def main():
     def mixed():
         # Three in-order training epochs, each training read followed by a one-off read of the
         # LRU prefix (each lru/ object is long gone from the cache). The one-offs evict each
-        # other and, with nothing else left, a keep object: once, or again when the previous
-        # one-off is still being filled as the next one starts (seen: 13 to 16 training hits
-        # an epoch, 15 most often); a keep fetch takes the room back from one-offs read before
-        # its pass began. The bound: 12 (16 less two one-offs' room, less two objects left
-        # partly cached). Under LRU the training set hits nothing. The LRU prefix still
+        # other and, once, with nothing else left, a keep object: 15 training hits an epoch.
+        # The bound, 14, also fails a gateway that lets a one-off take a keep object's place
+        # while the previous one-off's fill is still finishing (seen: 13 to 15, before
+        # evict.c waited for it). Under LRU the training set hits nothing. The LRU prefix still
         # caches what it reads: the last one-off, read again at once, is a hit.
         oneoff = iter(range(N * 3))
         for e in range(3):
@@ -212,12 +211,12 @@ def main():
                   "(24 one-offs: 96 MiB of it); train/'s pass: %.1f MiB of %.1f from "
                   "the cache" % (e + 1, hits, N, sent / MiB, lp["hit_bytes"] / MiB,
                                  lp["bytes"] / MiB))
-            if hits < 12 or sent > (2 * N - 12) * SIZE:
-                raise E.Fail("mixed epoch %d: %d training hits (want >= 12), origin %d bytes "
-                             "(bound %d)" % (e + 1, hits, sent, (2 * N - 12) * SIZE))
+            if hits < 14 or sent > (2 * N - 14) * SIZE:
+                raise E.Fail("mixed epoch %d: %d training hits (want >= 14), origin %d bytes "
+                             "(bound %d)" % (e + 1, hits, sent, (2 * N - 14) * SIZE))
         r = gw.req("GET", "/%s/lru/%02d" % (B, j), timeout=120)
         E.eq("the last one-off read again: x-cache", r.h("x-cache"), "hit")
-    t.check("keep beside one-off reads of an LRU prefix: >= 12 of 24 training hits per epoch, "
+    t.check("keep beside one-off reads of an LRU prefix: >= 14 of 24 training hits per epoch, "
             "the LRU prefix still caches what it reads", mixed)
 
     def bad_calls():
