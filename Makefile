@@ -168,6 +168,7 @@ bench: deps-test
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/checkpoint.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/shards.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/stall.sh
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/keep.sh
 
 # Deployment files: the static checks of make test (tests/deploy/validate.sh, with the
 # Kubernetes API schema check whose npm packages deps-test installs), then a real

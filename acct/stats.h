@@ -125,15 +125,21 @@ void stats_request_done(struct stats *s, struct stats_client *c, const char *buc
  * active_clients, responses, paced_responses, saturated); per client
  * coalesced, errors_4xx, errors_5xx, backend_fill_bytes, in_flight, requests_by_op; and
  * buckets[] with bucket, requests, bytes_out, bytes_in, hits, misses, coalesced, errors_4xx,
- * errors_5xx, requests_by_op. Clients sorted by (client, addr), "other" last.
+ * errors_5xx, requests_by_op. Clients sorted by (client, addr), "other" last. Last, "policy":
+ * the eviction policy of every prefix @pr follows (may be NULL: none).
  * 0, -EMSGSIZE (@out's cap) or -ENOMEM; @out may hold a partial document on failure. */
 int stats_json(struct stats *s, const struct cache_stats *cs, const struct backend_counters *bc,
-               const struct fair_stats *fs, struct buf *out);
+               const struct fair_stats *fs, const struct cache_policy_report *pr,
+               struct buf *out);
 /* Appends the same figures in Prometheus text exposition format 0.0.4 (Content-Type
  * "text/plain; version=0.0.4; charset=utf-8"). Same returns as stats_json(). */
 int stats_prometheus(struct stats *s, const struct cache_stats *cs,
                      const struct backend_counters *bc, const struct fair_stats *fs,
-                     struct buf *out);
+                     const struct cache_policy_report *pr, struct buf *out);
+/* The "policy" object of /_/stats (and of GET /_/policy): auto, keep_idle_s, available_bytes,
+ * prefixes[] (bucket, prefix, policy, source, keep_active, idle_s, passes, ideal_hit_ratio,
+ * last_pass, current_pass, ...). @pr may be NULL (no prefixes). Same returns as stats_json(). */
+int stats_policy_json(struct buf *out, const struct cache_policy_report *pr);
 #define STATS_PROMETHEUS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 #endif

@@ -112,7 +112,8 @@ static int json_jobs_process(struct stats *s, struct buf *out)
 }
 
 int stats_json(struct stats *s, const struct cache_stats *cs, const struct backend_counters *bc,
-               const struct fair_stats *fs, struct buf *out)
+               const struct fair_stats *fs, const struct cache_policy_report *pr,
+               struct buf *out)
 {
     CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
     static const struct cache_stats cs0;
@@ -239,6 +240,10 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
     }
     if (!rc)
         rc = buf_puts(out, nall > ncl ? "\n ]" : "]");
+    if (!rc)
+        rc = buf_puts(out, ",\n \"policy\": ");
+    if (!rc)
+        rc = stats_policy_json(out, pr);
     if (!rc)
         rc = json_jobs_process(s, out);
     if (!rc)
@@ -621,7 +626,7 @@ static int prom_jobs_process(struct stats *s, struct buf *out)
 
 int stats_prometheus(struct stats *s, const struct cache_stats *cs,
                      const struct backend_counters *bc, const struct fair_stats *fs,
-                     struct buf *out)
+                     const struct cache_policy_report *pr, struct buf *out)
 {
     CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
     static const struct cache_stats cs0;
@@ -696,6 +701,8 @@ int stats_prometheus(struct stats *s, const struct cache_stats *cs,
         rc = prom_jobs_process(s, out);
     if (!rc)
         rc = prom_peers(out, cl + ncl, nall - ncl);
+    if (!rc)
+        rc = stats_policy_prom(out, pr);
 out:
     free(cl);
     free(bk);

@@ -1,5 +1,6 @@
 /*
- * stats_priv.h: what the accounting (stats.c) shares with its writers (stats_out.c): the
+ * stats_priv.h: what the accounting (stats.c) shares with its writers (stats_out.c,
+ * stats_policy.c): the
  * client and bucket rows, struct stats, the latency buckets and name tables, and snapshots of
  * the rows. Only acct/stats*.c include it.
  */
@@ -22,6 +23,10 @@
 #define STATS_N_HOW 5
 #define STATS_N_LE 16                        /* 15 finite bounds + +Inf */
 
+
+/* stats_policy.c: the s3cached_prefix_* families of /_/metrics (stats_policy_json() in
+ * stats.h writes the JSON). @pr may be NULL (no prefixes). */
+int stats_policy_prom(struct buf *out, const struct cache_policy_report *pr);
 
 extern const char *const stats_op_names[STATS_OP__N];
 extern const char *const stats_how_names[STATS_N_HOW];

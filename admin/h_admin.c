@@ -1,7 +1,7 @@
 /*
  * h_admin.c: the reserved /_/ endpoints: health (no auth), stats (JSON),
- * metrics (Prometheus), cache invalidation; and OPTIONS, which S3 answers
- * 400 without a CORS Origin.
+ * metrics (Prometheus), cache invalidation, eviction policies; and OPTIONS,
+ * which S3 answers 400 without a CORS Origin.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -93,8 +93,13 @@ static int admin_stats_doc(struct server *srv, int prometheus, struct buf *b)
     cache_get_stats(srv->cache, &cs);
     fair_get_stats(srv->fair, &fs);
     backend_counters_get(srv->be, &bc);
-    int rc = prometheus ? stats_prometheus(srv->stats, &cs, &bc, &fs, b)
-                        : stats_json(srv->stats, &cs, &bc, &fs, b);
+    struct cache_policy_report pr;
+    int rc = cache_policy_report(srv->cache, &pr);
+    if (rc)
+        return rc;
+    rc = prometheus ? stats_prometheus(srv->stats, &cs, &bc, &fs, &pr, b)
+                    : stats_json(srv->stats, &cs, &bc, &fs, &pr, b);
+    cache_policy_report_free(&pr);
     if (!rc && srv->peer)
         rc = admin_cluster_figures(srv, prometheus, b);
     return rc;
@@ -722,6 +727,56 @@ static int admin_jobs(struct req *rq, const char *rest)
     return r;
 }
 
+/* /_/policy: GET lists the eviction policy of every prefix the cache follows (the "policy"
+ * object of /_/stats); PUT {"bucket":"b","prefix":"p","policy":"keep|lru|auto"} sets one
+ * (no prefix: the whole bucket; auto drops the rule: LRU, watched) and answers the list. */
+static int admin_policy(struct req *rq)
+{
+    struct cache *cache = rq->srv->cache;
+    if (!strcmp(rq->method, "PUT")) {
+        struct json *j = NULL;
+        struct errmsg em = {{0}};
+        if (json_parse(rq->body.p ? rq->body.p : "", rq->body.len, &j, &em) ||
+            j->type != JSON_OBJ) {
+            json_free(j);
+            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
+                                     em.buf[0] ? em.buf
+                                               : "the body must be a JSON object: {\"bucket\": "
+                                                 "B, \"prefix\": P, \"policy\": "
+                                                 "\"keep|lru|auto\"}");
+        }
+        const char *b = json_get_str(j, "bucket"), *p = json_get_str(j, "prefix");
+        const char *m = json_get_str(j, "policy");
+        int rc = 0;
+        if (!b || !m || (json_get(j, "prefix") && !p)) {
+            rc = -S3E_INVALID_ARGUMENT;
+            errmsg_set(&em, "\"bucket\" and \"policy\" (keep, lru or auto) are strings, "
+                            "\"prefix\" an optional string");
+        } else {
+            rc = cache_policy_set(cache, b, p ? p : "", m, &em);
+        }
+        json_free(j);
+        if (rc)
+            return respond_error_msg(rq, rc == -EINVAL ? -S3E_INVALID_ARGUMENT : rc,
+                                     em.buf[0] ? em.buf : NULL);
+    } else if (strcmp(rq->method, "GET") && strcmp(rq->method, "HEAD")) {
+        return respond_error(rq, -S3E_METHOD_NOT_ALLOWED);
+    }
+    struct cache_policy_report pr;
+    struct buf b;
+    int rc = cache_policy_report(cache, &pr);
+    if (rc)
+        return respond_error(rq, rc);
+    buf_init(&b, 64u << 20);
+    rc = stats_policy_json(&b, &pr);
+    if (!rc)
+        rc = buf_puts(&b, "\n");
+    cache_policy_report_free(&pr);
+    int r = rc ? respond_error(rq, rc) : respond_text(rq, 200, "application/json", b.p, b.len);
+    buf_free(&b);
+    return r;
+}
+
 static int h_admin_end(struct req *rq)
 {
     const char *p = rq->path + 2; /* after "/_" */
@@ -744,6 +799,8 @@ static int h_admin_end(struct req *rq)
         return admin_flush(rq);
     if (!strcmp(p, "/jobs") || !strncmp(p, "/jobs/", 6))
         return admin_jobs(rq, p + 5);
+    if (!strcmp(p, "/policy"))
+        return admin_policy(rq);
     return respond_error_msg(rq, -S3E_NOT_FOUND, "No such admin endpoint");
 }
 
@@ -754,7 +811,8 @@ static int admin_known(const char *p, const char *method)
     return ((!strcmp(p, "/stats") || !strcmp(p, "/metrics")) && get) ||
            (!strncmp(p, "/cache/", 7) && !strcmp(method, "DELETE")) || !strcmp(p, "/warm") ||
            !strncmp(p, "/warm/", 6) || (!strcmp(p, "/unpin") && !strcmp(method, "POST")) ||
-           !strcmp(p, "/flush") || !strcmp(p, "/jobs") || !strncmp(p, "/jobs/", 6);
+           !strcmp(p, "/flush") || !strcmp(p, "/jobs") || !strncmp(p, "/jobs/", 6) ||
+           !strcmp(p, "/policy");
 }
 
 /* Headers only: a request that is not an admin's, or names no admin endpoint, is refused
@@ -778,10 +836,11 @@ static int h_admin_begin(struct req *rq)
     return 0;
 }
 
-/* Only the POST endpoints (warm, unpin, flush, jobs) read a body; others are not kept. */
+/* Only the POST endpoints (warm, unpin, flush, jobs) and PUT /_/policy read a body; others
+ * are not kept. */
 static int h_admin_body(struct req *rq, const char *data, size_t len)
 {
-    if (strcmp(rq->method, "POST"))
+    if (strcmp(rq->method, "POST") && (strcmp(rq->method, "PUT") || strcmp(rq->path, "/_/policy")))
         return 0;
     int rc = buf_append(&rq->body, data, len);
     return rc == -EMSGSIZE ? -S3E_ENTITY_TOO_LARGE : rc;

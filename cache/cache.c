@@ -2,8 +2,8 @@
  * cache.c: the public API of cache/cache.h: open and close, request handles (cache_obj_*),
  * pins, adopt, invalidate and forget, the staging of uploads and the stats. Keys and versions
  * live in table.c, metadata lookups in lookup.c, block fetches and reads in fill.c (with
- * --miss-source in missource.c), capacity and LRU in evict.c, write-back in drain.c, the index
- * in index.c.
+ * --miss-source in missource.c), capacity and LRU in evict.c, keep or LRU per prefix in
+ * policy.c, write-back in drain.c, the index in index.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -67,6 +67,12 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     pthread_mutex_init(&c->evict_mu, NULL);
     pthread_mutex_init(&c->record_mu, NULL);
     pthread_cond_init(&c->jobs_cv, NULL);
+    if ((rc = policy_new(cf->keep_prefix, cf->lru_prefix, cf->keep_auto, cf->keep_idle,
+                         s3c_real_ns(), &c->pol, em))) {
+        if (rc == -ENOMEM)
+            errmsg_set(em, "cache: out of memory");
+        goto fail;
+    }
     if ((rc = store_init(c->dir))) {
         errmsg_set(em, "cache: cannot create %s: %s", c->dir, strerror(-rc));
         goto fail;
@@ -87,6 +93,7 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     return 0;
 fail:
     index_close(c->ix);
+    policy_free(c->pol);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->evict_mu);
     pthread_mutex_destroy(&c->record_mu);
@@ -143,6 +150,7 @@ void cache_close(struct cache *c)
      * but drop our view of them */
     pthread_mutex_unlock(&c->mu);
     index_close(c->ix);
+    policy_free(c->pol);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->evict_mu);
     pthread_mutex_destroy(&c->record_mu);
@@ -162,6 +170,7 @@ int cache_obj_get(struct cache *c, const char *bucket, const char *key, struct c
     if (!h)
         return -ENOMEM;
     index_key_make(bucket, key, &k);
+    policy_touch(c->pol, k.b, k.len, s3c_real_ns()); /* its prefix is in use */
     pthread_mutex_lock(&c->mu);
     h->k = cache_key_get_locked(c, bucket, key, &k);
     pthread_mutex_unlock(&c->mu);
@@ -225,7 +234,15 @@ void cache_obj_release(struct cache_obj *o)
         case CACHE_BYPASS: c->st.bypassed++; break;
         }
         evict_touch_locked(c, o->v, 0);
+        if (o->opened && !o->internal) {
+            struct policy_read pr = { o->v->meta.size, o->read_end - o->read_off,
+                                      S3C_MIN(o->hit_bytes, o->read_end - o->read_off),
+                                      o->how != CACHE_HIT };
+            policy_read(c->pol, o->k->k.b, o->k->k.len, &pr, s3c_real_ns());
+        }
     }
+    if (o->v && o->v->refs <= 1 + (o->k->cur == o->v))
+        fill_drop_finished_locked(o->v); /* the last reader: bypass bytes go */
     cache_ver_put_locked(c, o->v);
     cache_key_put_locked(c, o->k);
     evict_kick_locked(c);
@@ -286,6 +303,7 @@ int cache_pin(struct cache *c, const char *bucket, const char *key, int on)
             v->flags |= INDEX_F_PINNED;
         else
             v->flags &= ~INDEX_F_PINNED;
+        c->evict_gen += !on; /* evictable again */
     }
     cache_ver_put_locked(c, v);
     cache_key_put_locked(c, ck);
@@ -357,6 +375,7 @@ void cache_ver_clean(struct cache *c, const struct index_key *k, uint64_t versio
         pthread_mutex_unlock(&c->mu);
         return;
     }
+    c->evict_gen++; /* clean: evictable */
     int same = (!etag || !etag[0] || !strcmp(etag, v->meta.etag)) &&
                (!mtime_ns || mtime_ns == v->meta.mtime_ns);
     if (same) {
@@ -473,7 +492,9 @@ static int adopt(struct cache *c, const char *bucket, const char *key, const cha
         unlink(path);
         return -ENOMEM;
     }
-    if (evict_reserve(c, acct)) {
+    /* An upload reserves as LRU, whatever its prefix's policy: a write-back object must be
+     * held (or the writer slowed down), never refused because keep objects fill the cache. */
+    if (evict_reserve(c, acct, 0, 0, NULL)) {
         unlink(path);
         if (dirty) {
             /* everything else is dirty or pinned: the writer retries once some drained */
@@ -516,6 +537,7 @@ static int adopt(struct cache *c, const char *bucket, const char *key, const cha
     pthread_mutex_lock(&c->mu);
     evict_unreserve_locked(c, acct);
     c->used = (uint64_t)((int64_t)c->used + delta);
+    c->evict_gen++;
     cache_key_index_written_locked(c, ck, 0, 0);
     uint64_t curv = ck->cur ? ck->cur->version : 0;
     cache_ver_drop_locked(c, ck);
@@ -607,4 +629,52 @@ void cache_set_valid_after(struct cache *c, int64_t ns)
     pthread_mutex_lock(&c->mu);
     c->valid_after_ns = ns;
     pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- policies -------------------------------------------------------------------------- */
+
+int cache_policy_report(struct cache *c, struct cache_policy_report *out)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct index_totals t;
+    memset(out, 0, sizeof(*out));
+    memset(&t, 0, sizeof(t));
+    index_totals(c->ix, &t);
+    out->auto_on = policy_auto(c->pol);
+    out->idle_ms = policy_idle_ms(c->pol);
+    uint64_t held = t.pinned_bytes + t.dirty_bytes;
+    out->available_bytes = c->cap > held ? c->cap - held : 0;
+    int rc = policy_report(c->pol, s3c_real_ns(), &out->rows, &out->n);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < out->n; i++) {
+        uint64_t ws = out->rows[i].last.working_set_bytes;
+        out->rows[i].ideal = !ws ? 0 : out->available_bytes >= ws ? 1.0
+                                      : (double)out->available_bytes / (double)ws;
+    }
+    return 0;
+}
+
+void cache_policy_report_free(struct cache_policy_report *r)
+{
+    if (!r)
+        return;
+    free(r->rows);
+    r->rows = NULL;
+    r->n = 0;
+}
+
+int cache_policy_set(struct cache *c, const char *bucket, const char *prefix, const char *mode,
+                     struct errmsg *em)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    return policy_set(c->pol, bucket, prefix, mode, s3c_real_ns(), em);
+}
+
+int cache_policy_check(const struct conf *cf, struct errmsg *em)
+{
+    struct policy *p = NULL;
+    int rc = policy_new(cf->keep_prefix, cf->lru_prefix, 0, cf->keep_idle, 0, &p, em);
+    policy_free(p);
+    return rc;
 }

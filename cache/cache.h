@@ -199,6 +199,52 @@ void cache_get_stats(struct cache *c, struct cache_stats *out);
  * are served again, whatever --revalidate-after says (dirty ones excepted). Cluster mode sets
  * it at start: while this gateway was down, writes through the others could not reach it. */
 void cache_set_valid_after(struct cache *c, int64_t ns);
+
+/* --- eviction policies (cache/policy.c) -----------------------------------------------------
+ * LRU for everything, except prefixes under "keep": for repeated passes over a data set
+ * larger than the cache. A keep object, once cached, is not evicted to make room for objects
+ * of a keep prefix (a miss that finds no other room is served uncached, a bypass), nor for
+ * LRU objects while anything else can go; once its prefix has had no read for --keep-idle it
+ * is evicted like an LRU object. Chosen per prefix by --keep-prefix/--lru-prefix, by
+ * cache_policy_set(), or automatically (--keep-auto) when a prefix's misses are re-reads of
+ * objects that LRU evicted. Pins, the cap and dirty bytes are as before. */
+struct cache_pass {
+    uint64_t reads, hits;                 /* GETs, and those served whole from the SSD */
+    uint64_t bytes, hit_bytes;            /* bytes they asked for, and those on the SSD */
+    uint64_t objects, working_set_bytes;  /* distinct objects read, and their sizes */
+};
+struct cache_prefix_row {
+    char bucket[64];
+    char prefix[448];
+    const char *policy;  /* "keep" | "lru" */
+    const char *source;  /* "config" | "admin" | "auto" (switched) | "default" (LRU, watched) */
+    int keep_active;     /* keep, and read within --keep-idle: its objects are protected */
+    double idle_s;       /* since its last request */
+    uint64_t passes;     /* passes completed */
+    int last_cut;        /* the last pass ended at POLICY_SEEN_MAX objects, not by a re-read */
+    struct cache_pass last, cur;
+    uint64_t misses, thrash; /* this pass: reads that fetched, and re-reads of evicted objects */
+    uint64_t read_bytes, hit_bytes; /* since start */
+    double ideal;        /* min(1, available capacity / last.working_set_bytes); 0: no pass yet */
+};
+struct cache_policy_report {
+    int auto_on;
+    int64_t idle_ms;
+    uint64_t available_bytes; /* capacity minus pinned and dirty bytes */
+    struct cache_prefix_row *rows;
+    size_t n;
+};
+/* 0 and *@out (release with cache_policy_report_free()), or -ENOMEM. */
+int cache_policy_report(struct cache *c, struct cache_policy_report *out);
+void cache_policy_report_free(struct cache_policy_report *r);
+/* Checks --keep-prefix and --lru-prefix of @cf (what cache_open() would refuse): 0, or -EINVAL
+ * with @em naming the entry. For `serve` to exit as on any bad option. */
+int cache_policy_check(const struct conf *cf, struct errmsg *em);
+/* Sets the policy of @bucket/@prefix: @mode "keep", "lru", or "auto" (drops the rule: LRU with
+ * automatic detection). Kept in memory (config rules are the durable way). 0,
+ * -S3E_INVALID_BUCKET_NAME or -EINVAL with @em. */
+int cache_policy_set(struct cache *c, const char *bucket, const char *prefix, const char *mode,
+                     struct errmsg *em);
 /* Cache jobs queued or running on the workq (fills, lookups, background flushes): 0 when the
  * cache is idle. For tests and shutdown diagnostics. */
 unsigned cache_busy(struct cache *c);

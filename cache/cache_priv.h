@@ -2,8 +2,10 @@
  * cache_priv.h: the in-memory state shared by cache.c (API), table.c (keys,
  * versions), lookup.c (metadata lookups), fill.c (block fetches, reads),
  * missource.c (--miss-source), drain.c (write-back) and evict.c (capacity, LRU,
- * unlinks). One mutex, c->mu, guards everything here; waiters are suspended and resumed
- * under it. Nothing holds c->mu across backend, disk or index I/O.
+ * unlinks), which asks policy.c (keep or LRU, per prefix) what it may take. One
+ * mutex, c->mu, guards everything here; waiters are suspended and resumed under
+ * it (policy.c has its own, taken last). Nothing holds c->mu across backend, disk
+ * or index I/O.
  *
  *   struct ckey   one per (bucket, key) while referenced; authoritative over
  *                 the index while alive (loaded once from it).
@@ -21,6 +23,7 @@
 #include "lib/s3err.h"
 #include "lib/workq.h"
 #include "index.h"
+#include "policy.h"
 #include "store.h"
 
 #define CACHE_MAGIC 0xcac4e001u
@@ -74,6 +77,8 @@ struct fetch {
     uint64_t woke_at;
     int need_reserve, bypass, running, err;
     int direct;            /* a warm-up's: written around the page cache (set under c->mu) */
+    int as_lru;            /* reserves as an LRU fetch whatever the key's policy (a copy
+                            * source must be cached whole; set under c->mu) */
     unsigned char *mem;    /* bypass: the bytes */
     /* A direct run from a remote backend (fetch_stage_open): bytes gather in @stage, aligned,
      * and go to @dfd (the data file opened O_DIRECT) a chunk at a time. Owned by the run. */
@@ -104,7 +109,7 @@ struct cver {
     int unindexed; /* the index could not take it (LMDB map full, index error): it has no data
                     * file (cache_ver_fd_locked() fails with -ENOSPC, so fetches go to memory
                     * as bypasses) and is not kept once no request holds its key */
-    int bypass_seen;
+    unsigned bypass_seen; /* fetches of it that went to memory (a bypass): none, or how many */
     int unrecorded; /* not in the index yet: recorded before its data file is created or it is
                      * pinned (cache_ver_record); a cold GET sent from the backend's file does
                      * not wait for that write (--miss-source) */
@@ -137,6 +142,9 @@ struct cache_obj {
     struct cache_waiter *w_armed; /* the waiter we armed, if any */
     int from_source; /* sending from a run's backend file (counted in v->src_readers) */
     int source_waited; /* suspended once for a run to open that file: never starts another */
+    int internal;      /* a warm-up's or a copy's, not a client read: no pass accounting */
+    int opened;        /* open_range ran: [read_off, range_end) is what the request reads */
+    uint64_t read_off, read_end, hit_bytes; /* and the bytes of it present when it began */
 };
 
 struct unlink_item {
@@ -175,6 +183,14 @@ struct cache {
     int unlink_queued;
 
     pthread_mutex_t evict_mu; /* one evictor at a time */
+    struct policy *pol;       /* keep or LRU, per prefix (policy.c; its own lock, taken last) */
+    /* Bumped when entries may have become evictable (blocks indexed, an adopt, an unpin, a
+     * clean); with the policy's gen it validates the memo of a keep reservation that found
+     * nothing to evict (evict.c). */
+    uint64_t evict_gen;
+    int keep_memo_valid;
+    uint64_t keep_memo_gen;
+    int64_t keep_memo_ns, keep_memo_since;
     pthread_mutex_t record_mu; /* one cache_ver_record() at a time (taken before mu) */
     struct drain *dr;         /* write-back (drain.c) */
     uint64_t members_mem;     /* bytes of member indexes held by versions (members.c) */
@@ -240,6 +256,9 @@ int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1
 struct fetch *fill_find_locked(struct cver *v, uint64_t pos);
 void fill_fail_all_locked(struct cache *c, int err);
 void fill_free(struct fetch *f);
+/* Frees @v's finished fetches kept for their readers (bypass bytes in memory): when no request
+ * reads @v any more. An idle version must not hold them (blocks of memory per key). */
+void fill_drop_finished_locked(struct cver *v);
 /* Starts a run of blocks [@first, @first + @n) on a worker. A chain run also names the block
  * its chain ends at (@follow_to, else 0) and may be handed the backend file the previous run
  * copied from (@given_fd, owned by the run once this returns 0). */
@@ -298,9 +317,14 @@ void members_forget_locked(struct cache *c, struct cver *v);
 #define CACHE_MEMBERS_MEM_MAX (256ull << 20)
 
 /* evict.c */
-/* Reserves @bytes of capacity, evicting LRU entries if needed. Blocks (worker only). 0 or
- * -ENOSPC when nothing more can be evicted. */
-int evict_reserve(struct cache *c, uint64_t bytes);
+/* Reserves @bytes of capacity, evicting LRU entries if needed: for a keep prefix's fetch
+ * (@for_keep) only entries that are not a keep prefix's in use and were last read before
+ * @since (its pass's start, policy_keeps()); otherwise those first (waiting up to 500 ms for
+ * LRU objects other than @self, the reserving object's entry or NULL, that are open or being
+ * filled), then keep entries for the bytes still needed. Blocks (worker only). 0 or -ENOSPC
+ * when nothing more can be evicted (the caller bypasses). */
+int evict_reserve(struct cache *c, uint64_t bytes, int for_keep, int64_t since,
+                  const struct index_key *self);
 void evict_unreserve_locked(struct cache *c, uint64_t bytes);
 void evict_touch_locked(struct cache *c, struct cver *v, int64_t validated_ns);
 void evict_flush_touches(struct cache *c);

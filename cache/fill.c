@@ -62,8 +62,10 @@ static void fetch_remove_locked(struct cver *v, struct fetch *f)
     f->next = NULL;
 }
 
-/* Keeps a bounded number of finished bypass fetches (their bytes) per version. */
-static void prune_bypass_locked(struct cver *v)
+/* Keeps a bounded number of finished bypass fetches (their bytes) per version; @just, which
+ * just finished and whose readers have not taken its bytes yet, is never the one dropped (it
+ * was: a reader then fetched the block again, and again, while older bytes were kept). */
+static void prune_bypass_locked(struct cver *v, struct fetch *just)
 {
     unsigned keep = v->refs > 2 ? v->refs : 2, n = 0;
     for (struct fetch *f = v->fetches; f; f = f->next)
@@ -72,11 +74,26 @@ static void prune_bypass_locked(struct cver *v)
     while (n > keep) {
         struct fetch *low = NULL;
         for (struct fetch *f = v->fetches; f; f = f->next)
-            if (!f->running && (!low || f->off < low->off))
+            if (!f->running && f != just && (!low || f->off < low->off))
                 low = f;
+        if (!low)
+            break;
         fetch_remove_locked(v, low);
         fill_free(low);
         n--;
+    }
+}
+
+void fill_drop_finished_locked(struct cver *v)
+{
+    for (struct fetch **p = &v->fetches; *p;) {
+        struct fetch *f = *p;
+        if (f->running) {
+            p = &f->next;
+            continue;
+        }
+        *p = f->next;
+        fill_free(f);
     }
 }
 
@@ -146,8 +163,10 @@ static int fetch_complete_blocks(struct fetch *f, uint64_t from, uint64_t to)
         uint64_t rel = S3C_MIN(acct, f->reserved);
         f->reserved -= rel;
         evict_unreserve_locked(c, rel);
-        if (indexed)
+        if (indexed) {
             c->used = (uint64_t)((int64_t)c->used + delta);
+            c->evict_gen++;
+        }
     }
     f->marked = to - f->first;
     if (indexed && v->npresent == v->nblocks)
@@ -467,7 +486,7 @@ static int fetch_to_memory(struct fetch *f)
     pthread_mutex_lock(&c->mu);
     f->mem = mem;
     f->bypass = 1;
-    v->bypass_seen = 1;
+    v->bypass_seen++;
     pthread_mutex_unlock(&c->mu);
     struct be_sink sink = { fill_on_meta, fetch_on_data, f };
     int rc = backend_get(c->be, v->key->bucket, v->key->key, f->off, f->end - f->off, &sink);
@@ -488,14 +507,19 @@ static void fetch_run(void *arg)
         uint64_t acct = 0;
         for (uint64_t b = f->first; b < f->first + f->n; b++)
             acct += index_acct(index_block_bytes(v->meta.size, v->bs, b));
-        int r = evict_reserve(c, acct);
+        pthread_mutex_lock(&c->mu);
+        int as_lru = f->as_lru;
+        pthread_mutex_unlock(&c->mu);
+        int64_t since = 0;
+        int for_keep = !as_lru && policy_keeps(c->pol, ck->k.b, ck->k.len, s3c_real_ns(), &since);
+        int r = evict_reserve(c, acct, for_keep, since, &ck->k);
         if (r && f->n > 1) {
             /* not room for the whole run: one block at a time (readers of the rest retry) */
             pthread_mutex_lock(&c->mu);
             fetch_shrink_locked(f);
             pthread_mutex_unlock(&c->mu);
             acct = index_acct(index_block_bytes(v->meta.size, v->bs, f->first));
-            r = evict_reserve(c, acct);
+            r = evict_reserve(c, acct, for_keep, since, &ck->k);
         }
         if (r == 0) {
             pthread_mutex_lock(&c->mu);
@@ -507,7 +531,7 @@ static void fetch_run(void *arg)
             if (mem) {
                 f->mem = mem;
                 f->bypass = 1;
-                v->bypass_seen = 1;
+                v->bypass_seen++;
             } else {
                 rc = -ENOMEM;
             }
@@ -593,7 +617,15 @@ static void fetch_run(void *arg)
         fetch_remove_locked(v, f);
         fill_free(f);
     } else if (f->bypass || unsynced) {
-        prune_bypass_locked(v); /* kept for the readers still streaming its bytes */
+        /* kept for the readers still streaming its bytes; with none left (they went while it
+         * ran: read-ahead), nobody will read them */
+        unsigned held = 1 + (ck->cur == v); /* this run's reference and the key's */
+        for (struct fetch *x = v->fetches; x; x = x->next)
+            held += x->running;
+        if (v->refs <= held)
+            fill_drop_finished_locked(v); /* f too */
+        else
+            prune_bypass_locked(v, f);
     } else {
         fetch_remove_locked(v, f);
         fill_free(f);
@@ -756,6 +788,15 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
         end = v->meta.size;
     o->range_end = end;
     uint64_t b0 = off / v->bs, b1 = (end + v->bs - 1) / v->bs;
+    if (!o->opened) { /* what the request reads, and how much of it the SSD holds (policy.c) */
+        o->opened = 1;
+        o->read_off = off < end ? off : end;
+        o->read_end = end;
+        o->hit_bytes = 0;
+        for (uint64_t b = b0; b < b1; b++)
+            if (cache_bit(v->present, b))
+                o->hit_bytes += S3C_MIN(end, (b + 1) * v->bs) - S3C_MAX(off, b * v->bs);
+    }
     uint64_t miss = b1;
     for (uint64_t b = b0; b < b1; b++) {
         if (!cache_bit(v->present, b)) {

@@ -847,11 +847,14 @@ int index_lru_scan(struct index *ix, index_lru_f *cb, void *arg)
     while (r == 0) {
         if (key.mv_size > 8 && key.mv_size - 8 <= INDEX_KEY_MAX && v.mv_size == 16) {
             struct index_key k;
-            uint64_t val[2];
+            uint64_t val[2], at = 0;
+            const unsigned char *kb = key.mv_data;
             k.len = key.mv_size - 8;
-            memcpy(k.b, (unsigned char *)key.mv_data + 8, k.len);
+            memcpy(k.b, kb + 8, k.len);
             memcpy(val, v.mv_data, 16);
-            if ((rc = cb(arg, &k, val[0], val[1])))
+            for (int i = 0; i < 8; i++)
+                at = at << 8 | kb[i];
+            if ((rc = cb(arg, &k, val[0], val[1], (int64_t)at)))
                 break;
         }
         r = mdb_cursor_get(cur, &key, &v, MDB_NEXT);

@@ -91,10 +91,11 @@ struct index_touch {
  * version no longer matches are skipped. */
 int index_touch(struct index *ix, const struct index_touch *t, size_t n);
 
-/* Calls @cb for unpinned entries, least recently used first, until it returns non-zero
- * (that value is returned) or the table ends (0). One read transaction: @cb must not call
- * index functions that write. */
-typedef int index_lru_f(void *arg, const struct index_key *k, uint64_t version, uint64_t used);
+/* Calls @cb for unpinned entries, least recently used first (@atime_ns ascending), until it
+ * returns non-zero (that value is returned) or the table ends (0). One read transaction: @cb
+ * must not call index functions that write. */
+typedef int index_lru_f(void *arg, const struct index_key *k, uint64_t version, uint64_t used,
+                        int64_t atime_ns);
 int index_lru_scan(struct index *ix, index_lru_f *cb, void *arg);
 
 /* Calls @cb for every record whose name starts with @name_prefix ("bucket/prefix"). */

@@ -158,6 +158,7 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
 
     if ((rc = cache_obj_get(c, bucket, key, &o)))
         goto out_nobj;
+    o->internal = 1; /* not a client's read: no pass of its prefix counts it */
     while ((rc = cache_obj_meta(o, &p.w, &m, &mhow)) == -EAGAIN) {
         pw_wait(&p, cancel);
         if (cancel && *cancel) {
@@ -193,8 +194,10 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
     rc = 0;
 
     uint64_t err_gen0;
+    unsigned bypass0;
     pthread_mutex_lock(&c->mu);
     err_gen0 = o->v->err_gen;
+    bypass0 = o->v->bypass_seen; /* a client's read bypassed before (a keep prefix): try anew */
     pthread_mutex_unlock(&c->mu);
     for (;;) {
         if (cancel && *cancel) {
@@ -218,7 +221,7 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
             rc = CACHE_ERR_CLOSING;
         } else if (v->dropped) {
             rc = -S3E_SERVICE_UNAVAILABLE; /* replaced or invalidated meanwhile: retry anew */
-        } else if (v->bypass_seen) {
+        } else if (v->bypass_seen != bypass0) {
             rc = -S3E_INSUFFICIENT_STORAGE; /* no room to keep it: fetched, not cached */
         } else if (v->err_gen != err_gen0 && !cache_bit(v->fetching, first)) {
             rc = v->last_err ? v->last_err : -EIO;
@@ -231,8 +234,12 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
                         : fill_ensure_locked(c, v, first, first + CACHE_FETCH_MAX_BLOCKS);
             /* A warm-up's runs (pushed in front) go around the page cache; a copy source is
              * read right after, from the page cache. */
-            for (struct fetch *x = v->fetches; r > 0 && !out_fd && x && x != before; x = x->next)
-                x->direct = 1;
+            for (struct fetch *x = v->fetches; r > 0 && x && x != before; x = x->next) {
+                if (!out_fd)
+                    x->direct = 1;
+                else
+                    x->as_lru = 1; /* a copy source is cached whole, keep prefix or not */
+            }
             if (r < 0)
                 rc = r;
             else

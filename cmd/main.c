@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cache/cache.h"
 #include "cli.h"
 #include "http/server.h"
 #include "lib/conf.h"
@@ -37,6 +38,8 @@ static int cmd_serve(int argc, char **argv)
     struct conf cf;
     struct errmsg em = {{0}};
     int rc = conf_load(&cf, argc, argv, NULL, &em);
+    if (!rc && (rc = cache_policy_check(&cf, &em)))
+        conf_free(&cf);
     if (rc) {
         fprintf(stderr, "s3cached serve: %s\n", em.buf[0] ? em.buf : "invalid configuration");
         return 2;

@@ -312,6 +312,33 @@ static int row_allows_never(const struct conf_row *r)
     return r->off == offsetof(struct conf, revalidate_after);
 }
 
+/* Rows whose value is a comma list: given again by the same source (a flag twice, two lines
+ * of the file), the values add up. */
+static int row_is_list(const struct conf_row *r)
+{
+    return r->off == offsetof(struct conf, keep_prefix) ||
+           r->off == offsetof(struct conf, lru_prefix);
+}
+
+/* row_set(), or for a list row already set by this source (@again), "old,val". */
+static int row_set(struct conf_state *st, const struct conf_row *r, const char *val,
+                   const char *where);
+static int row_set_again(struct conf_state *st, const struct conf_row *r, const char *val,
+                         const char *where, int again)
+{
+    char *const *cur = (char *const *)(const void *)((const char *)st->cf + r->off);
+    if (!again || !row_is_list(r) || !*cur || !*val)
+        return row_set(st, r, val, where);
+    char *joined = NULL;
+    if (asprintf(&joined, "%s,%s", *cur, val) < 0) {
+        errmsg_set(st->em, "%s: out of memory", where);
+        return -ENOMEM;
+    }
+    int rc = row_set(st, r, joined, where);
+    free(joined);
+    return rc;
+}
+
 static const struct conf_row *row_find(const char *name, size_t n)
 {
     for (size_t i = 0; i < CONF_NROWS; i++)
@@ -484,6 +511,7 @@ static int load_file(struct conf_state *st, const char *path)
     size_t cap = 0;
     unsigned lineno = 0;
     int rc = 0;
+    unsigned char again[CONF_NROWS] = { 0 };
 
     if (!f) {
         rc = -errno;
@@ -531,9 +559,10 @@ static int load_file(struct conf_state *st, const char *path)
             continue; /* "option =": unset, the default stays (as in the sample) */
         char where[160];
         snprintf(where, sizeof(where), "%s:%u: %s", path, lineno, r->name);
-        if ((rc = row_set(st, r, val, where)))
+        if ((rc = row_set_again(st, r, val, where, again[r - conf_rows])))
             break;
         st->set[r - conf_rows] = 1;
+        again[r - conf_rows] = 1;
     }
     if (!rc && ferror(f)) {
         errmsg_set(st->em, "config file \"%s\": read error", path);
@@ -591,6 +620,7 @@ static int load_env(struct conf_state *st, char **envp)
 static int load_flags(struct conf_state *st, int argc, char **argv, int only_config,
                       const char **config_path)
 {
+    unsigned char again[CONF_NROWS] = { 0 };
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *name, *eq, *val = NULL;
         size_t n;
@@ -661,10 +691,11 @@ static int load_flags(struct conf_state *st, int argc, char **argv, int only_con
             continue;
         }
         snprintf(where, sizeof(where), "--%s", r->name);
-        int rc = row_set(st, r, val, where);
+        int rc = row_set_again(st, r, val, where, again[r - conf_rows]);
         if (rc)
             return rc;
         st->set[r - conf_rows] = 1;
+        again[r - conf_rows] = 1;
         snprintf(st->cf->source, sizeof(st->cf->source), "flag");
     }
     return 0;

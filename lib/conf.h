@@ -50,6 +50,10 @@ enum conf_type {
     X("miss-source",         ENUM, miss_source,         "auto",           "auto|backend|cache  what a cold GET is sent from with a file:// backend: its file (sendfile, while the cache fills from it) or the cache as the fill lands; auto = the file when on a local disk") \
     X("follow-symlinks",     BOOL, follow_symlinks,     "false",          "file:// backend: serve symlinks that lead outside the store (data sets assembled from links); off, reads stay under the store's root") \
     X("revalidate-after",    DUR,  revalidate_after,    "60s",            "age after which a cached entry is checked with the backend ('never' for immutable data)") \
+    X("keep-prefix",         STR,  keep_prefix,         "",               "BUCKET[/PREFIX],...: objects under it, once cached, stay while it is read (repeated passes over a data set larger than the cache); repeatable") \
+    X("lru-prefix",          STR,  lru_prefix,          "",               "BUCKET[/PREFIX],...: always LRU, never switched to keep automatically; repeatable") \
+    X("keep-auto",           BOOL, keep_auto,           "true",           "switch a prefix to keep when its misses are re-reads of objects LRU evicted") \
+    X("keep-idle",           DUR,  keep_idle,           "15m",            "a keep prefix not read for this long protects nothing (and an automatic one is LRU again)") \
     X("warm-concurrency",    INT,  warm_concurrency,    "4",              "parallel fetches of a warm job") \
     X("client-rate-limit",   SIZE, client_rate_limit,   "",               "per-key bandwidth limit in bytes/s (K M G suffixes), 0 = none") \
     X("max-bandwidth",       SIZE, max_bandwidth,       "",               "total download bandwidth in bytes/s, shared equally among active clients when reached (0 = none)") \

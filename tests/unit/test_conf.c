@@ -356,6 +356,39 @@ static void test_conf_precedence(void **state)
     conf_free(&cf);
 }
 
+/* --keep-prefix / --lru-prefix: given again by one source, the lists add up; a source of
+ * higher precedence still replaces them. */
+static void test_conf_lists(void **state)
+{
+    struct conf cf;
+    struct errmsg em;
+    const char *path = write_file("l.conf", "keep-prefix = data/train/\n"
+                                            "keep-prefix = other\n"
+                                            "lru-prefix = data/val/\n");
+    char envcfg[600];
+    snprintf(envcfg, sizeof(envcfg), "S3CACHED_CONFIG=%s", path);
+    char *env_file[] = { envcfg, NULL };
+    char *env_list[] = { envcfg, "S3CACHED_KEEP_PREFIX=a/x,b", NULL };
+    (void)state;
+    assert_int_equal(load(&cf, &em, env_file, 0), 0);
+    assert_string_equal(cf.keep_prefix, "data/train/,other");
+    assert_string_equal(cf.lru_prefix, "data/val/");
+    assert_int_equal(cf.keep_auto, 1);
+    assert_int_equal(cf.keep_idle, 15 * 60 * 1000);
+    conf_free(&cf);
+    assert_int_equal(load(&cf, &em, env_list, 0), 0);
+    assert_string_equal(cf.keep_prefix, "a/x,b"); /* the environment replaces the file's */
+    conf_free(&cf);
+    assert_int_equal(load(&cf, &em, env_list, 7, "--keep-prefix", "f/1", "--keep-prefix=f/2,f/3",
+                          "--keep-auto", "false", "--keep-idle", "90s"),
+                     0);
+    assert_string_equal(cf.keep_prefix, "f/1,f/2,f/3");
+    assert_string_equal(cf.lru_prefix, "data/val/");
+    assert_int_equal(cf.keep_auto, 0);
+    assert_int_equal(cf.keep_idle, 90000);
+    conf_free(&cf);
+}
+
 static void test_conf_errors(void **state)
 {
     struct conf cf;
@@ -638,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_conf_bools),
         cmocka_unit_test(test_conf_defaults),
         cmocka_unit_test(test_conf_precedence),
+        cmocka_unit_test(test_conf_lists),
         cmocka_unit_test(test_conf_enums),
         cmocka_unit_test(test_conf_errors),
         cmocka_unit_test(test_conf_listen),

@@ -226,7 +226,7 @@ static void test_jobs_in_stats(void **state)
     struct json *doc = NULL;
     struct errmsg em = {{0}};
     buf_init(&b, 16u << 20);
-    assert_int_equal(stats_json(s, NULL, NULL, NULL, &b), 0);
+    assert_int_equal(stats_json(s, NULL, NULL, NULL, NULL, &b), 0);
     if (json_parse(b.p, b.len, &doc, &em))
         fail_msg("/_/stats JSON: %s", em.buf);
     const struct json *jobs = json_get(doc, "jobs"), *cl = json_get(doc, "clients");
@@ -245,7 +245,7 @@ static void test_jobs_in_stats(void **state)
     json_free(doc);
 
     buf_reset(&b);
-    assert_int_equal(stats_prometheus(s, NULL, NULL, NULL, &b), 0);
+    assert_int_equal(stats_prometheus(s, NULL, NULL, NULL, NULL, &b), 0);
     assert_non_null(strstr(b.p, "s3cached_job_need_bytes_per_second{job=\"label\\\"with\\\\quotes\"} "
                                 "2800000000\n"));
     assert_non_null(strstr(b.p, "s3cached_client_stall_seconds_total{client=\"AKID\","

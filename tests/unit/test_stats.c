@@ -55,7 +55,7 @@ static char *render_json_fs(struct stats *s, const struct cache_stats *cs,
 {
     struct buf b;
     buf_init(&b, OUT_MAX);
-    assert_int_equal(stats_json(s, cs, bc, fs, &b), 0);
+    assert_int_equal(stats_json(s, cs, bc, fs, NULL, &b), 0);
     return buf_take(&b);
 }
 
@@ -70,7 +70,7 @@ static char *render_prom_fs(struct stats *s, const struct cache_stats *cs,
 {
     struct buf b;
     buf_init(&b, OUT_MAX);
-    assert_int_equal(stats_prometheus(s, cs, bc, fs, &b), 0);
+    assert_int_equal(stats_prometheus(s, cs, bc, fs, NULL, &b), 0);
     return buf_take(&b);
 }
 
@@ -662,10 +662,10 @@ static void test_stats_json_buffer_cap(void **state)
     script_two_clients(s);
     struct buf b;
     buf_init(&b, 64);
-    assert_int_equal(stats_json(s, NULL, NULL, NULL, &b), -EMSGSIZE);
+    assert_int_equal(stats_json(s, NULL, NULL, NULL, NULL, &b), -EMSGSIZE);
     buf_free(&b);
     buf_init(&b, 64);
-    assert_int_equal(stats_prometheus(s, NULL, NULL, NULL, &b), -EMSGSIZE);
+    assert_int_equal(stats_prometheus(s, NULL, NULL, NULL, NULL, &b), -EMSGSIZE);
     buf_free(&b);
     stats_free(s);
 }
@@ -875,6 +875,75 @@ static void test_stats_bucket_cap(void **state)
     assert_false(prom_has(t, "s3cached_bucket_requests_total{bucket=\"bucket-0256\"}"));
     assert_int_equal(prom_get(t, "s3cached_bucket_requests_total{bucket=\"_other\"}"), 10);
     assert_int_equal(prom_get(t, "s3cached_bucket_sent_bytes_total{bucket=\"_other\"}"), 100);
+    free(t);
+    stats_free(s);
+}
+
+/* The eviction policy of each prefix: "policy" in the JSON, s3cached_prefix_* families in the
+ * exposition, prefixes escaped in both. */
+static void test_stats_policy(void **state)
+{
+    UNUSED(state);
+    struct stats *s = new_fake_stats();
+    struct cache_prefix_row rows[2];
+    memset(rows, 0, sizeof(rows));
+    snprintf(rows[0].bucket, sizeof(rows[0].bucket), "data");
+    snprintf(rows[0].prefix, sizeof(rows[0].prefix), "train/");
+    rows[0].policy = "keep";
+    rows[0].source = "config";
+    rows[0].keep_active = 1;
+    rows[0].passes = 3;
+    rows[0].ideal = 2.0 / 3.0;
+    rows[0].last = (struct cache_pass){ 24, 16, 2400, 1600, 24, 2400 };
+    rows[0].cur = (struct cache_pass){ 5, 4, 500, 400, 5, 500 };
+    rows[0].read_bytes = 9000;
+    rows[0].hit_bytes = 5000;
+    snprintf(rows[1].bucket, sizeof(rows[1].bucket), "data");
+    snprintf(rows[1].prefix, sizeof(rows[1].prefix), "we\"ird\\/");
+    rows[1].policy = "lru";
+    rows[1].source = "default";
+    struct cache_policy_report pr = { 1, 900000, 1000, rows, 2 };
+    struct buf b;
+    buf_init(&b, OUT_MAX);
+    assert_int_equal(stats_json(s, NULL, NULL, NULL, &pr, &b), 0);
+    char *j = buf_take(&b);
+    int rc = run_python("import json,sys; d=json.load(sys.stdin); p=d[\"policy\"]; "
+                        "assert p[\"auto\"] is True and p[\"keep_idle_s\"]==900 and "
+                        "p[\"available_bytes\"]==1000, p; r=p[\"prefixes\"][0]; "
+                        "assert r[\"bucket\"]==\"data\" and r[\"prefix\"]==\"train/\" and "
+                        "r[\"policy\"]==\"keep\" and r[\"source\"]==\"config\" and "
+                        "r[\"keep_active\"] is True and r[\"passes\"]==3, r; "
+                        "l=r[\"last_pass\"]; assert l[\"hits\"]==16 and "
+                        "abs(l[\"hit_ratio\"]-2/3)<1e-3 and l[\"working_set_bytes\"]==2400, l; "
+                        "assert abs(r[\"ideal_hit_ratio\"]-2/3)<1e-3; "
+                        "assert r[\"current_pass\"][\"reads\"]==5; "
+                        "assert p[\"prefixes\"][1][\"prefix\"]==\"we\\\"ird\\\\/\"",
+                        j);
+    if (rc == -1)
+        skip();
+    if (rc)
+        fprintf(stderr, "--- json ---\n%s", j);
+    assert_int_equal(rc, 0);
+    free(j);
+    buf_init(&b, OUT_MAX);
+    assert_int_equal(stats_prometheus(s, NULL, NULL, NULL, &pr, &b), 0);
+    char *t = buf_take(&b);
+    assert_prom_valid(t);
+    assert_int_equal(prom_get(t, "s3cached_prefix_policy_info{bucket=\"data\",prefix=\"train/\","
+                                 "policy=\"keep\",source=\"config\"}"),
+                     1);
+    assert_int_equal(prom_get(t, "s3cached_prefix_keep_active{bucket=\"data\",prefix=\"train/\"}"),
+                     1);
+    double hr = prom_get(t, "s3cached_prefix_last_pass_hit_ratio{bucket=\"data\",prefix=\"train/\"}");
+    assert_true(hr > 0.666 && hr < 0.667);
+    assert_int_equal(prom_get(t, "s3cached_prefix_passes_total{bucket=\"data\",prefix=\"train/\"}"),
+                     3);
+    assert_int_equal(
+        prom_get(t, "s3cached_prefix_working_set_bytes{bucket=\"data\",prefix=\"train/\"}"), 2400);
+    assert_int_equal(
+        prom_get(t, "s3cached_prefix_hit_bytes_total{bucket=\"data\",prefix=\"train/\"}"), 5000);
+    assert_true(prom_has(t, "s3cached_prefix_policy_info{bucket=\"data\",prefix=\"we\\\"ird\\\\/\","
+                            "policy=\"lru\",source=\"default\"}"));
     free(t);
     stats_free(s);
 }
@@ -1115,6 +1184,7 @@ int main(void)
         cmocka_unit_test(test_stats_client_cap),
         cmocka_unit_test(test_stats_bucket_cap),
         cmocka_unit_test(test_stats_prometheus_format),
+        cmocka_unit_test(test_stats_policy),
         cmocka_unit_test(test_stats_concurrent_sent),
         cmocka_unit_test(test_stats_concurrent_aging),
     };
