@@ -251,6 +251,21 @@ static int rec_decode(const MDB_val *v, struct index_entry *e, char *name, size_
     return 0;
 }
 
+/* The record of @key in @txn, decoded into @e (rec_decode()'s @name, @name_max, @no_bitmap),
+ * if it is still version @version: 0, -ESTALE when the key is gone or holds another version
+ * (evicted, invalidated or replaced meanwhile), or another error. */
+static int rec_get_version(struct index *ix, MDB_txn *txn, MDB_val *key, uint64_t version,
+                           MDB_val *v, struct index_entry *e, char *name, size_t name_max,
+                           int no_bitmap)
+{
+    int rc = mdb_rc(mdb_get(txn, ix->objs, key, v));
+    if (rc)
+        return rc == -ENOENT ? -ESTALE : rc;
+    if ((rc = rec_decode(v, e, name, name_max, no_bitmap)))
+        return rc;
+    return e->version == version ? 0 : -ESTALE;
+}
+
 /* Offset of the bitmap inside an encoded record (it is the tail). */
 static size_t rec_bitmap_off(const MDB_val *v, uint64_t nblocks)
 {
@@ -653,14 +668,9 @@ int index_mark(struct index *ix, const struct index_key *k, uint64_t version, ui
     if (rc)
         return rc;
     *delta_used = 0;
-    if ((rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v)))) {
-        if (rc == -ENOENT)
-            rc = -ESTALE; /* evicted or invalidated while its blocks were being fetched */
+    if ((rc = rec_get_version(ix, txn, &key, version, &v, &e, NULL, 0, 1)))
         goto out;
-    }
-    if ((rc = rec_decode(&v, &e, NULL, 0, 1)))
-        goto out;
-    if (e.version != version || first + n > e.nblocks) {
+    if (first + n > e.nblocks) {
         rc = -ESTALE;
         goto out;
     }
@@ -714,17 +724,8 @@ int index_del(struct index *ix, const struct index_key *k, uint64_t version, int
     if (rc)
         return rc;
     *delta_used = 0;
-    if ((rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v)))) {
-        if (rc == -ENOENT)
-            rc = -ESTALE;
+    if ((rc = rec_get_version(ix, txn, &key, version, &v, &e, NULL, 0, 1)))
         goto out;
-    }
-    if ((rc = rec_decode(&v, &e, NULL, 0, 1)))
-        goto out;
-    if (e.version != version) {
-        rc = -ESTALE;
-        goto out;
-    }
     if ((rc = totals_get(ix, txn, &t)) || (rc = del_locked(ix, txn, &key, k, &e, &t)))
         goto out;
     rc = totals_put(ix, txn, &t);
@@ -762,17 +763,8 @@ int index_set_pinned(struct index *ix, const struct index_key *k, uint64_t versi
     int rc = txn_begin(ix, 0, &txn);
     if (rc)
         return rc;
-    if ((rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v)))) {
-        if (rc == -ENOENT)
-            rc = -ESTALE;
+    if ((rc = rec_get_version(ix, txn, &key, version, &v, &e, NULL, 0, 1)))
         goto out;
-    }
-    if ((rc = rec_decode(&v, &e, NULL, 0, 1)))
-        goto out;
-    if (e.version != version) {
-        rc = -ESTALE;
-        goto out;
-    }
     int was = !!(e.flags & INDEX_F_PINNED);
     if (was == !!on)
         goto out;
@@ -926,14 +918,9 @@ int index_clean(struct index *ix, const struct index_key *k, uint64_t version,
         return rc;
     }
     memset(&e, 0, sizeof(e));
-    if ((rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v)))) {
-        if (rc == -ENOENT)
-            rc = -ESTALE;
+    if ((rc = rec_get_version(ix, txn, &key, version, &v, &e, name, NAME_MAX_LEN, 0)))
         goto out;
-    }
-    if ((rc = rec_decode(&v, &e, name, NAME_MAX_LEN, 0)))
-        goto out;
-    if (e.version != version || !(e.flags & INDEX_F_DIRTY)) {
+    if (!(e.flags & INDEX_F_DIRTY)) {
         rc = -ESTALE;
         goto out;
     }
@@ -1025,17 +1012,8 @@ int index_members_put(struct index *ix, const struct index_key *k, uint64_t vers
     int rc = txn_begin(ix, 0, &txn);
     if (rc)
         return rc;
-    if ((rc = mdb_rc(mdb_get(txn, ix->objs, &key, &v)))) {
-        if (rc == -ENOENT)
-            rc = -ESTALE;
+    if ((rc = rec_get_version(ix, txn, &key, version, &v, &e, NULL, 0, 1)))
         goto out;
-    }
-    if ((rc = rec_decode(&v, &e, NULL, 0, 1)))
-        goto out;
-    if (e.version != version) {
-        rc = -ESTALE;
-        goto out;
-    }
     members_key(k, version, mk, &mkey.mv_size);
     rc = mdb_rc(mdb_put(txn, ix->members, &mkey, &mv, 0));
 out:
