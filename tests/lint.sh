@@ -84,6 +84,16 @@ for f in cluster/*.c cluster/*.h; do
     grep -qE '#include "[a-z_]+/' "$f" && fail "$f includes a header of another folder"
 done
 
+# --- size: no source file over 1,200 lines, no function over 150 (issue 21) ---------------------
+for f in $(srcs); do
+    n=$(wc -l < "$f")
+    [ "$n" -le 1200 ] || fail "$f has $n lines (at most 1200: split it along its seams)"
+done
+long=$(for f in $(srcs); do
+    awk -v F="$f" '/^\{/ { s = NR } /^\}/ { if (s && NR - s - 1 > 150) print F ":" s ": a function of " NR - s - 1 " lines"; s = 0 }' "$f"
+done)
+[ -z "$long" ] || { echo "$long"; fail "functions over 150 lines above"; }
+
 # --- banned functions ---------------------------------------------------------------------
 banned='\b(sprintf|strcpy|strcat|strtok|atoi|gets|gmtime|localtime)\s*\('
 if grep -nE "$banned" $(srcs) | grep -vE 'snprintf|vsnprintf|strtok_r|gmtime_r|localtime_r'; then

@@ -81,5 +81,14 @@ fresh
 echo 'static void f(char *d) { strcpy(d, "x"); }' >> "$tmp/t/acct/fair.c"
 expect_fail "a banned function" acct/fair.c 'strcpy'
 
+fresh
+{ echo 'static int g(int x)'; echo '{'; for i in $(seq 151); do echo "    x += $i;"; done
+  echo '    return x;'; echo '}'; } >> "$tmp/t/acct/fair.c"
+expect_fail "a function over 150 lines" acct/fair.c 'a function of 152 lines'
+
+fresh
+for i in $(seq 1201); do echo "/* line $i */"; done >> "$tmp/t/acct/ratelimit.h"
+expect_fail "a file over 1,200 lines" acct/ratelimit.h 'lines (at most 1200'
+
 echo "lint self-test: $pass passed, $failed failed"
 [[ $failed -eq 0 ]]
