@@ -425,6 +425,7 @@ static int should_fail(enum fn fn, const char *path, int fd)
 }
 
 static _Atomic uint64_t slow_next_ns; /* when the slowed "disk" is free again */
+#define S3C_SLOW_BURST_NS 10000000u
 
 static uint64_t mono_ns(void)
 {
@@ -460,10 +461,12 @@ static void slow_down(int fd, size_t len)
         rate = r->rate;
     }
     if (rate > 0) {
+        /* A token bucket with a 10 ms burst: a sleep that overshoots (timer slack, a busy
+         * machine) is made up by the next calls, so the rate holds for small writes too. */
         uint64_t now = mono_ns(), cost = (uint64_t)((double)len * 1e9 / rate);
-        uint64_t old = atomic_load(&slow_next_ns), until;
+        uint64_t floor = now - S3C_SLOW_BURST_NS, old = atomic_load(&slow_next_ns), until;
         do
-            until = (old > now ? old : now) + cost;
+            until = (old > floor ? old : floor) + cost;
         while (!atomic_compare_exchange_weak(&slow_next_ns, &old, until));
         if (until > now) {
             uint64_t w = until - now;
