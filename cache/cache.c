@@ -224,6 +224,7 @@ void cache_obj_release(struct cache_obj *o)
             cache_unlink_waiter(&o->v->waiters, w);
         w->armed = 0;
     }
+    fillwin_detach_locked(o);
     if (o->v) {
         fetch_none_locked(o);
         if (o->from_source)
@@ -601,6 +602,7 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     out->used_bytes = c->used + c->reserved;
     out->window_bytes = window_pool_bytes(&c->pool);
     out->window_limit_bytes = (uint64_t)c->pool.max_slots * c->pool.chunk;
+    out->window_forced_drops = c->pool.forced;
     pthread_mutex_unlock(&c->mu);
     out->objects = t.objects;
     out->pinned_objects = t.pinned_objects;

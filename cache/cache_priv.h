@@ -101,6 +101,7 @@ struct fetch {
     int wr_queued, handed, kept, wfd_state; /* wfd_state: 0 not opened, 1 O_DIRECT, -1 none */
     int run_rc;           /* the run's result, for the writer that ends it */
     unsigned copiers;
+    struct cache_obj *wreaders; /* readers attached to its window (fillwin_attach_locked) */
     uint64_t released;    /* blocks (bits from first) whose fetching bit this run gave up */
 };
 
@@ -149,6 +150,11 @@ struct cache_obj {
     struct cache_waiter *w_armed; /* the waiter we armed, if any */
     int from_source; /* sending from a run's backend file (counted in v->src_readers) */
     int source_waited; /* suspended once for a run to open that file: never starts another */
+    /* The windowed run this reader reads from (or waits on), in its wreaders, and the position
+     * it reads next: the run keeps the bytes from there (fillwin.c). */
+    struct fetch *wf;
+    struct cache_obj *wf_next;
+    uint64_t wf_pos;
 };
 
 struct unlink_item {
@@ -303,6 +309,16 @@ struct fetch *fillwin_find_locked(struct cver *v, uint64_t pos, const unsigned c
 int fillwin_copy(struct fetch *f, uint64_t pos, const unsigned char *mem, void *buf, size_t n);
 /* A reader waits for bytes of @f past what it received (mu held). */
 void fillwin_starved_locked(struct fetch *f);
+/* Reader @o reads windowed run @f at @pos (copies from its window, reads what its writer wrote,
+ * or waits for it): the run keeps every byte from @pos on for it (mu held). */
+void fillwin_attach_locked(struct cache_obj *o, struct fetch *f, uint64_t pos);
+/* Reader @o reads at @pos next: it leaves its run when @pos is outside the run's range, else
+ * the run may let go of what lies behind @pos (mu held). */
+void fillwin_reader_at_locked(struct cache_obj *o, uint64_t pos);
+/* Reader @o is gone (mu held). */
+void fillwin_detach_locked(struct cache_obj *o);
+/* @f is freed: its readers are attached to nothing (mu held). */
+void fillwin_forget_readers_locked(struct fetch *f);
 /* @v has no reader left but @self: its ended windows go back to the pool (mu held). */
 void fillwin_idle_locked(struct cache *c, struct cver *v);
 

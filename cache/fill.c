@@ -25,6 +25,7 @@ void fill_free(struct fetch *f)
     if (!f)
         return;
     if (f->win) { /* mu held */
+        fillwin_forget_readers_locked(f);
         window_free(&f->c->pool, f->win);
         if (f->c->win_waiters)
             pthread_cond_broadcast(&f->c->win_cv);
@@ -949,6 +950,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
     uint64_t b = pos / v->bs;
     uint64_t bend = S3C_MIN((b + 1) * v->bs, v->meta.size);
     int sequential = pos == o->next_pos;
+    fillwin_reader_at_locked(o, pos);
     /* A fill's window first: copying from memory costs less than any read of the file (the
      * bytes written around the page cache would come from the disk). */
     for (;;) { /* a failed copy means its chunk is gone for good: this ends */
@@ -960,6 +962,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
         size_t n = S3C_MIN(wav, max);
         if (!fillwin_copy(wf, pos, mem, buf, n))
             continue; /* the window let those bytes go meanwhile: look again */
+        fillwin_attach_locked(o, wf, pos + n);
         o->next_pos = pos + n;
         o->waited_data = 0;
         if (sequential && c->readahead && !v->bypass_seen)
@@ -981,6 +984,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
         }
         if (f && f->win && in_file) {
             avail = in_file; /* written by the cache writer, gone from the window */
+            fillwin_attach_locked(o, f, pos);
         } else if (f && !f->win && f->landed > pos) {
             avail = f->landed - pos;
             if (f->bypass) {
@@ -998,6 +1002,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
         } else if (f) {
             fill_outcome_waiting(o);
             fillwin_starved_locked(f);
+            fillwin_attach_locked(o, f, pos);
             o->waited_data = 1;
             o->err_gen = v->err_gen;
             cache_arm_locked(o, &v->waiters, w);

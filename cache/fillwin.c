@@ -4,10 +4,11 @@
  * they arrive (one copy in user space, no page-cache round trip), and the cache writer, a few
  * threads of their own (c->wwq), writes the chunks into the data file behind them around the
  * page cache (O_DIRECT where the file system takes it), one chunk per job so that every run
- * gets its turn. When the disk falls behind and a reader waits for new bytes, the window drops
- * a block the writer has not started: the readers that keep pace still get it, it is never
- * written and never marked present (counted in cache.uncached_*), and the next read of it
- * fetches it again. With no reader waiting the run waits for the disk instead.
+ * gets its turn. The readers reading a run are attached to it (fetch.wreaders): the window keeps
+ * every byte from the slowest one's position on. When the disk falls behind, the window drops a
+ * block the writer has not started once its readers copied it: it is never written and never
+ * marked present (counted in cache.uncached_*), and the next read of it fetches it again. With
+ * no room at all the run waits for its readers (or the writer): TCP holds the backend back.
  *   run: window -> [get: copy into chunks, wake readers, kick the writer] -> received
  *        -> (writer idle) end  |  handed: the writer's last job ends it
  *   end: fdatasync, blocks written whole marked present (index), the rest given up; the fetch
@@ -30,7 +31,9 @@
 
 #define FILLWIN_WRITERS 4      /* threads of the cache writer */
 #define FILLWIN_WAIT_MS 100    /* a run waiting for room looks again at least this often */
-#define FILLWIN_STALL_MS 500   /* and after this long without any, acts as if a reader waited */
+/* and after this long without any (a reader stopped reading), lets go of bytes not copied,
+ * well before the backend's low-speed timeout (at most half of --backend-timeout) */
+#define FILLWIN_STALL_MS 10000
 #define FILLWIN_DIRECT_ALIGN 4096u
 
 _Static_assert(CACHE_FETCH_MAX_BLOCKS <= 64, "fetch.released has a bit per block of a run");
@@ -160,13 +163,17 @@ int fillwin_on_data(void *cls, const void *buf, size_t len)
             break; /* more than was asked for */
         unsigned char *mem;
         size_t room;
-        /* No room for long: every slot is held by blocks not yet whole, the writers have
-         * nothing to free; dropping is then the only way on (and the backend must not stall
+        /* No room for long: a reader stopped copying and the writer cannot free the rest;
+         * letting go of bytes not copied is then the only way on (the backend must not stall
          * into its low-speed timeout). */
-        int stalled = wait_since && s3c_mono_ns() - wait_since > FILLWIN_STALL_MS * 1000000ull;
-        if (window_room(&c->pool, f->win, f->starved || stalled, &mem, &room) == -EAGAIN) {
-            /* The disk is behind and no reader waits: the readers get what landed so far, and
-             * the run waits for the writer (or a reader) before it takes more. */
+        uint64_t stall_ms = FILLWIN_STALL_MS;
+        if (c->cf->backend_timeout > 0 && (uint64_t)c->cf->backend_timeout / 2 < stall_ms)
+            stall_ms = (uint64_t)c->cf->backend_timeout / 2;
+        int stalled = wait_since && s3c_mono_ns() - wait_since > stall_ms * 1000000ull;
+        if (window_room(&c->pool, f->win, stalled, &mem, &room) == -EAGAIN) {
+            /* Every slot holds bytes a reader has not copied yet, or the disk has not written:
+             * the readers get what landed so far, and the run (its backend held back by TCP)
+             * waits for a reader to copy or the writer to write before it takes more. */
             if (!wait_since)
                 wait_since = s3c_mono_ns();
             fillwin_wake_readers_locked(f, 1);
@@ -424,8 +431,6 @@ int fillwin_copy(struct fetch *f, uint64_t pos, const unsigned char *mem, void *
     pthread_mutex_lock(&c->mu);
     f->copiers--;
     int good = window_still(f->win, pos, mem);
-    if (good)
-        window_read(&c->pool, f->win, pos + n);
     if (!f->copiers && f->kept == 2)
         fill_retire_locked(f); /* it ended and was left to us */
     return good;
@@ -443,4 +448,70 @@ void fillwin_idle_locked(struct cache *c, struct cver *v)
             pp = &f->next;
         }
     }
+}
+
+/* Tells @f's window how many readers it has and how far the slowest one copied; a window whose
+ * last reader left (@left: it read on past the run, or went away) keeps nothing for it. Runs
+ * waiting for room are woken when a chunk was passed. */
+static void fillwin_readers_locked(struct fetch *f, int left)
+{
+    struct cache *c = f->c;
+    unsigned n = 0;
+    uint64_t lo = UINT64_MAX;
+    for (struct cache_obj *o = f->wreaders; o; o = o->wf_next) {
+        n++;
+        lo = S3C_MIN(lo, o->wf_pos);
+    }
+    window_readers(f->win, n);
+    if (!n)
+        lo = left ? f->end : f->off;
+    if (lo > f->off && window_read(&c->pool, f->win, lo))
+        fillwin_wake_runs_locked(c);
+}
+
+void fillwin_detach_locked(struct cache_obj *o)
+{
+    struct fetch *f = o->wf;
+    if (!f)
+        return;
+    for (struct cache_obj **pp = &f->wreaders; *pp; pp = &(*pp)->wf_next)
+        if (*pp == o) {
+            *pp = o->wf_next;
+            break;
+        }
+    o->wf = NULL;
+    o->wf_next = NULL;
+    fillwin_readers_locked(f, 1);
+}
+
+void fillwin_attach_locked(struct cache_obj *o, struct fetch *f, uint64_t pos)
+{
+    if (!f->win || pos < f->off || pos >= f->end) {
+        fillwin_detach_locked(o);
+        return;
+    }
+    if (o->wf != f) {
+        fillwin_detach_locked(o);
+        o->wf = f;
+        o->wf_next = f->wreaders;
+        f->wreaders = o;
+    }
+    o->wf_pos = pos;
+    fillwin_readers_locked(f, 0);
+}
+
+void fillwin_reader_at_locked(struct cache_obj *o, uint64_t pos)
+{
+    if (o->wf)
+        fillwin_attach_locked(o, o->wf, pos);
+}
+
+void fillwin_forget_readers_locked(struct fetch *f)
+{
+    for (struct cache_obj *o = f->wreaders, *next; o; o = next) {
+        next = o->wf_next;
+        o->wf = NULL;
+        o->wf_next = NULL;
+    }
+    f->wreaders = NULL;
 }

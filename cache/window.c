@@ -27,7 +27,9 @@ struct window {
     size_t chunk;
     unsigned nblocks, cpb, nchunks; /* cpb: chunks per block */
     uint64_t landed;                /* bytes [off, landed) received */
-    uint64_t read_to;               /* the furthest a reader copied to */
+    uint64_t read_to;               /* every attached reader copied [off, read_to) */
+    unsigned readers;               /* readers attached (window_readers) */
+    int ever_read;                  /* a reader was attached once */
     unsigned held;                  /* chunks holding a slot */
     unsigned wnext;                 /* the next chunk to write */
     int received, werr;
@@ -87,9 +89,11 @@ static void pool_put(struct window_pool *p, unsigned char *slot)
 }
 
 /* A free slot (@grow: or a new one, within the cap) for @w, within its share; else NULL. */
+static int may_grow(const struct window_pool *p, const struct window *w);
+
 static unsigned char *pool_take(struct window_pool *p, const struct window *w, int grow)
 {
-    if (w->held >= p->per_window)
+    if (!may_grow(p, w))
         return NULL;
     if (p->nfree)
         return p->free[--p->nfree];
@@ -126,11 +130,34 @@ static int is_filling(const struct window *w, unsigned ci)
     return !w->received && w->landed < w->end && ci == chunk_of(w, w->landed);
 }
 
+/* Whether every attached reader copied all of chunk @ci (or it lies past the end). */
+static int consumed(const struct window *w, unsigned ci)
+{
+    uint64_t cs, ce;
+    return !chunk_range(w, ci, &cs, &ce) || ce <= w->read_to;
+}
+
+#define WIN_R_CONSUMED 0 /* consumed, and written or of a block gone: nobody needs it */
+#define WIN_R_WRITTEN 1  /* written (a reader behind reads it from the file) */
+#define WIN_R_FORCE 2    /* written or of a block gone, consumed or not (a reader refetches) */
+
+/* Whether chunk @ci's slot may go back (@mode: WIN_R_*). Bytes an attached reader has not
+ * copied are never released unless they are in the file (or @mode is WIN_R_FORCE). */
+static int releasable_as(const struct window *w, unsigned ci, int mode)
+{
+    if (!w->mem[ci] || (w->cst[ci] & WIN_C_FLIGHT) || is_filling(w, ci))
+        return 0;
+    int written = !!(w->cst[ci] & WIN_C_WRITTEN), gone = !!(w->bst[ci / w->cpb] & WIN_B_GONE);
+    switch (mode) {
+    case WIN_R_CONSUMED: return (written || gone) && consumed(w, ci);
+    case WIN_R_WRITTEN: return written;
+    default: return written || gone;
+    }
+}
+
 static int releasable(const struct window *w, unsigned ci)
 {
-    return w->mem[ci] && !(w->cst[ci] & WIN_C_FLIGHT) &&
-           ((w->cst[ci] & WIN_C_WRITTEN) || (w->bst[ci / w->cpb] & WIN_B_GONE)) &&
-           !is_filling(w, ci);
+    return releasable_as(w, ci, WIN_R_CONSUMED);
 }
 
 static unsigned char *release(struct window *w, unsigned ci)
@@ -159,6 +186,7 @@ int window_new(struct window_pool *p, uint64_t off, uint64_t end, uint64_t bs, v
     w->nblocks = (unsigned)((end - off + bs - 1) / bs);
     w->nchunks = w->nblocks * w->cpb;
     w->landed = off;
+    w->read_to = off;
     w->mem = calloc(w->nchunks, sizeof(*w->mem));
     w->cst = calloc(w->nchunks, 1);
     w->bst = calloc(w->nblocks, 1);
@@ -202,15 +230,18 @@ void window_free(struct window_pool *p, struct window *w)
     free(w);
 }
 
-/* Drops block @bi of @w for good and releases what it held (but a chunk being filled). */
-static void drop_block(struct window_pool *p, struct window *w, unsigned bi)
+/* Drops block @bi of @w for good (it is never written) and releases what its readers are done
+ * with (@force: all of it but a chunk being filled); the rest goes once they copied it. */
+static void drop_block(struct window_pool *p, struct window *w, unsigned bi, int force)
 {
     if (w->bst[bi] & WIN_B_GONE)
         return;
     w->bst[bi] |= WIN_B_DROPPED;
     p->drops++;
+    if (force)
+        p->forced++;
     for (unsigned ci = bi * w->cpb; ci < (bi + 1) * w->cpb; ci++)
-        if (releasable(w, ci))
+        if (releasable_as(w, ci, force ? WIN_R_FORCE : WIN_R_CONSUMED))
             pool_put(p, release(w, ci));
     if (p->on_drop)
         p->on_drop(w->owner, bi);
@@ -230,22 +261,60 @@ static int newest_unstarted(const struct window *w)
     return -1;
 }
 
-/* A slot released from a chunk of @w that no longer needs it (written, or of a block gone),
- * lowest first (@consumed: only one a reader has copied past); NULL when none. */
-static unsigned char *reclaim(struct window *w, int consumed)
+/* The oldest block of @w that the writer has not started and that holds a slot its readers
+ * are done with: its index, or -1. Dropping it loses no byte a reader still needs. */
+static int consumed_unstarted(const struct window *w)
 {
-    uint64_t cs, ce;
-    for (unsigned ci = 0; ci < w->nchunks; ci++) {
-        if (!releasable(w, ci))
+    for (unsigned bi = 0; bi < w->nblocks; bi++) {
+        if (w->bst[bi] & (WIN_B_STARTED | WIN_B_GONE))
             continue;
-        if (consumed && (!chunk_range(w, ci, &cs, &ce) || ce > w->read_to))
-            return NULL; /* chunks past it are not consumed either */
-        return release(w, ci);
+        unsigned ci = bi * w->cpb;
+        if (!consumed(w, ci))
+            return -1; /* the blocks after it are not consumed either */
+        for (; ci < (bi + 1) * w->cpb; ci++)
+            if (w->mem[ci] && !is_filling(w, ci) && consumed(w, ci))
+                return (int)bi;
     }
+    return -1;
+}
+
+/* A slot released from a chunk of @w that no longer needs it (WIN_R_CONSUMED or
+ * WIN_R_WRITTEN), lowest first; NULL when none. */
+static unsigned char *reclaim(struct window *w, int mode)
+{
+    for (unsigned ci = 0; ci < w->nchunks; ci++)
+        if (releasable_as(w, ci, mode))
+            return release(w, ci);
     return NULL;
 }
 
-int window_room(struct window_pool *p, struct window *w, int starved, unsigned char **mem,
+/* Whether @w may hold one slot more: within its share, and a window no reader reads yet
+ * (read-ahead) only while such windows hold less than half the pool, so that the runs readers
+ * wait for always find room as their readers copy. */
+static int may_grow(const struct window_pool *p, const struct window *w)
+{
+    if (w->held >= p->per_window)
+        return 0;
+    if (w->readers || w->ever_read)
+        return 1;
+    unsigned idle = 0;
+    for (const struct window *o = p->head; o; o = o->next)
+        if (!o->readers && !o->ever_read)
+            idle += o->held;
+    return idle < p->max_slots / 2;
+}
+
+/* After @w dropped a block of its own: the slot it gave back goes to its chunk @ci (a swap,
+ * whatever its share). */
+static void take_dropped(struct window_pool *p, struct window *w, unsigned ci)
+{
+    if (!p->nfree)
+        return;
+    w->mem[ci] = p->free[--p->nfree];
+    w->held++;
+}
+
+int window_room(struct window_pool *p, struct window *w, int stalled, unsigned char **mem,
                 size_t *room)
 {
     S3C_ASSERT(w->landed < w->end && !w->received);
@@ -253,43 +322,52 @@ int window_room(struct window_pool *p, struct window *w, int starved, unsigned c
     uint64_t cs, ce;
     chunk_range(w, ci, &cs, &ce);
     for (int round = 0; !w->mem[ci]; round++) {
-        /* every drop gives back a slot, so the next round takes it */
+        /* every drop gives back a slot or makes one of ours releasable */
         S3C_ASSERT(round < 8);
         /* In order: what readers are done with (this window's, a free slot, another's), new
-         * memory within the cap, then anything written (or of a block gone): the pool grows
-         * only while every slot holds bytes someone may still want. */
-        unsigned char *s = reclaim(w, 1);
+         * memory within the cap, then what is in the file (a reader behind reads it there):
+         * the pool grows only while every slot holds bytes someone may still want. */
+        unsigned char *s = reclaim(w, WIN_R_CONSUMED);
         if (!s)
             s = pool_take(p, w, 0);
-        for (struct window *o = p->head; !s && o && w->held < p->per_window; o = o->next)
+        for (struct window *o = p->head; !s && o && may_grow(p, w); o = o->next)
             if (o != w)
-                s = reclaim(o, 1);
+                s = reclaim(o, WIN_R_CONSUMED);
         if (!s)
             s = pool_take(p, w, 1);
         if (!s)
-            s = reclaim(w, 0);
-        for (struct window *o = p->head; !s && o && w->held < p->per_window; o = o->next)
+            s = reclaim(w, WIN_R_WRITTEN);
+        for (struct window *o = p->head; !s && o && may_grow(p, w); o = o->next)
             if (o != w)
-                s = reclaim(o, 0);
+                s = reclaim(o, WIN_R_WRITTEN);
         if (s) {
             w->mem[ci] = s;
             w->held++;
             break;
         }
-        if (!starved)
-            return -EAGAIN;
-        int bi = newest_unstarted(w);
+        /* The disk is behind: a block the writer has not started, whose bytes every reader
+         * copied, is not written (its own, else another window's). */
+        int bi = consumed_unstarted(w);
         if (bi >= 0) {
-            drop_block(p, w, (unsigned)bi);
+            drop_block(p, w, (unsigned)bi, 0);
+            take_dropped(p, w, ci);
             continue;
         }
         struct window *o = p->head;
-        for (; o && w->held < p->per_window; o = o->next)
-            if (o != w && (bi = newest_unstarted(o)) >= 0)
+        for (; o && may_grow(p, w); o = o->next)
+            if (o != w && (bi = consumed_unstarted(o)) >= 0)
                 break;
-        if (!o || w->held >= p->per_window)
-            return -EAGAIN; /* every slot waits for the disk */
-        drop_block(p, o, (unsigned)bi);
+        if (o && bi >= 0 && may_grow(p, w)) {
+            drop_block(p, o, (unsigned)bi, 0);
+            continue;
+        }
+        /* Nothing its readers are done with: the run waits for them (or the writer). Only a
+         * run stalled for long drops bytes a reader has not copied (its own newest block not
+         * started): that reader fetches them again. */
+        if (!stalled || (bi = newest_unstarted(w)) < 0)
+            return -EAGAIN;
+        drop_block(p, w, (unsigned)bi, 1);
+        take_dropped(p, w, ci);
     }
     *mem = w->mem[ci] + (w->landed - cs);
     *room = (size_t)(ce - w->landed);
@@ -319,7 +397,7 @@ void window_received(struct window_pool *p, struct window *w, int all)
             w->bst[b] |= WIN_B_CUT;
     }
     w->received = 1;
-    for (unsigned ci = 0; ci < w->nchunks; ci++) /* what the cut made useless */
+    for (unsigned ci = 0; ci < w->nchunks; ci++) /* what the cut made useless, once copied */
         if (w->mem[ci] && (w->bst[ci / w->cpb] & WIN_B_CUT) && releasable(w, ci))
             pool_put(p, release(w, ci));
 }
@@ -328,7 +406,7 @@ void window_drop_rest(struct window_pool *p, struct window *w)
 {
     for (unsigned bi = 0; bi < w->nblocks; bi++)
         if (!(w->bst[bi] & WIN_B_STARTED))
-            drop_block(p, w, bi);
+            drop_block(p, w, bi, 0);
 }
 
 /* The writer's next chunk after skipping blocks gone and chunks past the end. */
@@ -391,7 +469,7 @@ void window_abandon(struct window_pool *p, struct window *w)
     w->werr = 1;
     for (unsigned bi = 0; bi < w->nblocks; bi++)
         if (!window_block_whole(w, bi))
-            drop_block(p, w, bi);
+            drop_block(p, w, bi, 0);
 }
 
 int window_settled(const struct window *w)
@@ -420,16 +498,32 @@ int window_at(const struct window *w, uint64_t pos, const unsigned char **mem, s
     return 1;
 }
 
-void window_read(struct window_pool *p, struct window *w, uint64_t to)
+int window_read(struct window_pool *p, struct window *w, uint64_t to)
 {
-    if (to > w->read_to)
-        w->read_to = to;
-    if (!w->received)
-        return;
-    /* an ended run takes nothing more: what its readers are done with goes back now */
+    if (to > w->end)
+        to = w->end;
+    if (to <= w->read_to)
+        return 0;
+    int more = to == w->end || chunk_of(w, to) != chunk_of(w, w->read_to);
+    w->read_to = to;
+    /* what its readers are done with goes back now (an ended run takes nothing more; a
+     * running one frees room for every run) */
     unsigned char *s;
-    while ((s = reclaim(w, 1)))
+    while ((s = reclaim(w, WIN_R_CONSUMED)))
         pool_put(p, s);
+    return more;
+}
+
+void window_readers(struct window *w, unsigned n)
+{
+    w->readers = n;
+    if (n)
+        w->ever_read = 1;
+}
+
+uint64_t window_read_to(const struct window *w)
+{
+    return w->read_to;
 }
 
 int window_still(const struct window *w, uint64_t pos, const unsigned char *mem)

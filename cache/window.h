@@ -2,16 +2,17 @@
  * window.h: the memory between a cold fill and the cache disk. A fill run's window holds the
  * run's bytes in chunks (slots of one bounded pool): readers copy from it as the bytes arrive
  * and the cache writer writes the chunks into the data file behind them, so a miss is
- * delivered at the backend's pace whatever the disk does. When the disk falls behind and a
- * reader waits for new bytes, the window drops a block the writer has not started: its bytes
- * still reach the readers that keep pace, but they are never written, so the block is never
- * marked present. No lock here: the caller's (the cache's mutex) guards the pool and every
- * window.
+ * delivered at the backend's pace whatever the disk does. Bytes a reader attached to the run
+ * has not copied are never let go unless they are in the file (one backend fetch for all the
+ * run's readers). When the disk falls behind, the window drops a block the writer has not
+ * started and whose bytes its readers copied: it is never written, so never marked present.
+ * With no such room the run waits (its backend held back) for a reader or the writer. No lock
+ * here: the caller's (the cache's mutex) guards the pool and every window.
  *   chunk: empty -> held (being filled, then full) -> [in flight -> written] -> released
  *   block: -> started (all in memory; the writer began it: written whole unless a write
  *             fails) | dropped (never a byte written)
- * A run waits for room only while the writer can free some: a run that cannot get a slot for
- * long (every slot held by blocks not yet whole) calls window_room() as if starved.
+ * A run that cannot get a slot for long (a reader stopped reading) calls window_room() as
+ * stalled: then, and only then, its own bytes not yet copied may go.
  */
 #ifndef S3C_WINDOW_H
 #define S3C_WINDOW_H
@@ -35,6 +36,7 @@ struct window_pool {
     struct window *head, *tail; /* live windows, oldest first */
     window_drop_f *on_drop;
     uint64_t drops;           /* blocks dropped, all windows (counter) */
+    uint64_t forced;          /* of which with bytes a reader had not copied (counter) */
 };
 
 /* Sets @p up for @total_bytes of slots in all, @per_window_bytes per window, fills of
@@ -59,13 +61,17 @@ void window_free(struct window_pool *p, struct window *w);
 
 /* The run's side. The room to copy the next bytes into (at window_landed_to()): 0 with @mem
  * and @room (> 0), or -EAGAIN: no slot can be had now (call again once the writer wrote a
- * chunk, a slot was released or a reader waits). To get one it releases a chunk readers are
- * done with (window_read), takes a free slot or a new one within the pool's cap, releases a
- * written chunk (its own, else another window's), or, when @starved (a reader waits for bytes
- * this run has not received), drops the newest block the writer has not started (its own,
- * else another window's). The bytes copied into @mem outside the lock belong to no reader
- * until window_landed(). */
-int window_room(struct window_pool *p, struct window *w, int starved, unsigned char **mem,
+ * chunk or a reader copied: the run waits, its backend held back). To get one it releases a
+ * chunk every attached reader copied (window_read) and that is written or of a block dropped,
+ * takes a free slot or a new one within the pool's cap, releases a written chunk (a reader
+ * behind reads it from the file), or drops a block the writer has not started whose bytes its
+ * readers copied (its own, else another window's). Bytes a reader has not copied are never
+ * let go while they are nowhere else, but when @stalled (no room for long: a reader stopped
+ * reading): then the newest block of its own not started goes (counted in pool.forced). A
+ * window no reader reads yet (read-ahead) holds at most its share and, with the others like
+ * it, half the pool. The bytes copied into @mem outside the lock belong to no reader until
+ * window_landed(). */
+int window_room(struct window_pool *p, struct window *w, int stalled, unsigned char **mem,
                 size_t *room);
 /* @n bytes were copied into the room: readers may read them. */
 void window_landed(struct window *w, size_t n);
@@ -97,9 +103,14 @@ int window_settled(const struct window *w);
  * dropped: after copying, window_still() says whether the copy is good. */
 int window_at(const struct window *w, uint64_t pos, const unsigned char **mem, size_t *avail);
 int window_still(const struct window *w, uint64_t pos, const unsigned char *mem);
-/* A reader copied the window's bytes up to @to: chunks behind the furthest reader are the
- * first to go (at once, once the run received all it will). */
-void window_read(struct window_pool *p, struct window *w, uint64_t to);
+/* Every reader attached to the window copied its bytes up to @to (the slowest one's position;
+ * it only moves forward): the chunks behind it that are written or of a block dropped go back
+ * to the pool at once, and the others may be dropped from the cache write. 1 when a chunk was
+ * passed (a run waiting for room may find some). */
+int window_read(struct window_pool *p, struct window *w, uint64_t to);
+uint64_t window_read_to(const struct window *w);
+/* @n readers are attached to the window (0 and none ever: a read-ahead nobody reads yet). */
+void window_readers(struct window *w, unsigned n);
 /* 1 when the byte at @pos is in the data file (its chunk was written, its block kept): *@avail
  * bytes from @pos are. */
 int window_in_file(const struct window *w, uint64_t pos, uint64_t *avail);

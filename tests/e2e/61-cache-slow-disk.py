@@ -296,6 +296,7 @@ def counted():
          metric(gw, "s3cached_cache_uncached_bytes_total"), float(c["uncached_bytes"]))
     E.eq("metric s3cached_cache_uncached_blocks_total",
          metric(gw, "s3cached_cache_uncached_blocks_total"), float(c["uncached_blocks"]))
+    E.eq("blocks let go before their readers copied them", c["fill_window_forced_drops"], 0)
     if c["fill_window_bytes"] > 128 * MiB:
         raise E.Fail("window memory %d over --fill-memory" % c["fill_window_bytes"])
 
@@ -383,6 +384,7 @@ def rss_bounded():
             if p.poll() is None:
                 p.kill()
         outs = [p.communicate(timeout=30)[0].decode() for p in cps]
+        secs = time.time() - t0
         status = open("/proc/%d/status" % g.proc.pid).read()
         hwm = int([ln for ln in status.splitlines() if ln.startswith("VmHWM:")][0].split()[1]) * 1024
         c = g.stats()["cache"]
@@ -391,6 +393,11 @@ def rss_bounded():
                                         c["uncached_bytes"] / (1 << 30), c["fill_window_bytes"] >> 20))
         E.eq("16 GETs of 1 GiB", outs, ["200 %d" % OSIZE] * NOBJ)
         state["big_backend"] = g.stats()["backend"]["bytes_read"]
+        state["big_forced"] = c.get("fill_window_forced_drops", 0)
+        print("       # backend sent %.2f GiB for %d GiB served (%.3fx); the 16 GETs took %.1f s "
+              "(%.0f MB/s in all)" % (state["big_backend"] / (1 << 30), NOBJ * OSIZE >> 30,
+                                      state["big_backend"] / (NOBJ * OSIZE), secs,
+                                      NOBJ * OSIZE / secs / 1e6))
         if hwm > base + FILL_MEMORY + 64 * MiB:
             raise E.Fail("peak RSS %d MiB over the bound %d MiB" % (hwm >> 20, (base + FILL_MEMORY + 64 * MiB) >> 20))
         if c["uncached_bytes"] <= 0:
@@ -412,6 +419,9 @@ def fetched_once():
     the disk cannot take, not the bytes its reader still has to read."""
     if "big_backend" not in state:
         raise E.Fail("the 16 GETs did not complete")
+    if state["big_forced"]:
+        raise E.Fail("%d blocks were let go before their readers copied them"
+                     % state["big_forced"])
     if state["big_backend"] > NOBJ * OSIZE * 1.1:
         raise E.Fail("the backend sent %.1f GiB for 16 GiB of GETs: bytes dropped from a window "
                      "before their reader read them were fetched again"

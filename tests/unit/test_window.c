@@ -1,10 +1,11 @@
 /* test_window.c: a fill's window (cache/window.c): chunks from a bounded pool, the writer
- * behind the readers, blocks dropped when the disk is behind and a reader waits. The last
- * tests drive runs, a writer and readers in random interleavings against a model of the data
- * file and check what the cache relies on: a block is whole only if every byte of it was
- * written once, from the right bytes; a dropped block never gets a byte written; readers
- * always copy the right bytes; a reader that keeps pace never has to fetch again; the memory
- * stays within its caps. */
+ * behind the readers, blocks dropped from the cache write when the disk is behind once their
+ * readers copied them, runs that wait (rather than drop) when no room is left. The last tests
+ * drive runs, a writer and readers in random interleavings against a model of the data file
+ * and check what the cache relies on: a block is whole only if every byte of it was written
+ * once, from the right bytes; a dropped block never gets a byte written; readers always copy
+ * the right bytes; a reader never has to fetch again unless a run was stalled for long; the
+ * memory stays within its caps. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -153,8 +154,10 @@ static void test_window_sequence(void **state)
     window_pool_fini(&p);
 }
 
-/* The disk is behind: without a reader waiting the run waits; with one, the newest block the
- * writer has not started is dropped, and its bytes still reach the reader. */
+/* The disk is behind: the run waits while its reader has not copied what the window holds
+ * (a fill with no room waits instead of dropping); once the reader copied past a block the
+ * writer has not started, that block is dropped from the cache write (never written) and the
+ * run goes on. Only a run stalled for long lets go of bytes not copied (counted as forced). */
 static void test_window_drop_when_starved(void **state)
 {
     (void)state;
@@ -164,6 +167,7 @@ static void test_window_drop_when_starved(void **state)
     assert_int_equal(window_pool_init(&p, 64 * CH, 6 * CH, BS, CH, on_drop), 0);
     uint64_t off = 0, end = 4 * BS;
     assert_int_equal(window_new(&p, off, end, BS, (void *)2, &w), 0);
+    window_readers(w, 1);
     unsigned ci;
     const unsigned char *mem;
     uint64_t at;
@@ -175,14 +179,27 @@ static void test_window_drop_when_starved(void **state)
     /* the writer takes chunk 0 of the whole block 0 and stalls on it */
     assert_int_equal(window_next_write(w, &ci, &mem, &at, &len, &bstart), 1);
     assert_int_equal(window_landed_to(w), 6 * CH);
-    assert_int_equal(land(&p, w, 0, CH), -EAGAIN);
-    /* a reader waits: block 1 (not started) goes; its landed bytes stay readable meanwhile */
-    assert_true(window_at(w, 5 * CH + 7, &mem, &avail));
-    assert_int_equal(land(&p, w, 1, CH), 0);
+    /* the reader has copied nothing: the run waits, however often it asks, and drops nothing */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(land(&p, w, 0, CH), -EAGAIN);
+    assert_int_equal(drops[2][1], 0);
+    for (uint64_t x = 0; x < 6 * CH; x += CH / 2) {
+        assert_true(window_at(w, x, &mem, &avail));
+        assert_true(is_pat(mem, x, avail));
+    }
+    /* the reader copied half of block 1: it (not started) is dropped, its copied chunk goes */
+    assert_int_equal(window_read(&p, w, 5 * CH), 1);
+    assert_int_equal(land(&p, w, 0, CH), 0);
     assert_int_equal(drops[2][1], 1);
+    assert_int_equal(p.forced, 0);
     assert_true(window_block_dropped(w, 1));
     assert_int_equal(window_landed_to(w), 7 * CH);
-    /* the rest of block 1 streams through, in the room its chunks leave */
+    /* the chunk the reader has not copied stays readable */
+    assert_true(window_at(w, 5 * CH + 7, &mem, &avail));
+    assert_true(is_pat(mem, 5 * CH + 7, avail));
+    /* the rest of block 1 streams through as the reader copies it */
+    assert_int_equal(land(&p, w, 0, CH), -EAGAIN);
+    window_read(&p, w, 7 * CH);
     assert_int_equal(land(&p, w, 0, CH), 0);
     assert_true(window_at(w, 7 * CH + 1, &mem, &avail));
     assert_true(is_pat(mem, 7 * CH + 1, avail));
@@ -193,11 +210,12 @@ static void test_window_drop_when_starved(void **state)
         window_wrote(&p, w, ci, 1);
     }
     assert_int_equal(window_next_write(w, &ci, &mem, &at, &len, &bstart), 0);
-    while (window_landed_to(w) < end) { /* room again as written chunks go */
+    while (window_landed_to(w) < end) { /* room again as the reader copies */
         while (window_next_write(w, &ci, &mem, &at, &len, &bstart)) {
             assert_true(at >= 2 * BS); /* never a byte of block 1 */
             window_wrote(&p, w, ci, 1);
         }
+        window_read(&p, w, window_landed_to(w));
         assert_int_equal(land(&p, w, 0, CH), 0);
     }
     window_received(&p, w, 1);
@@ -208,20 +226,35 @@ static void test_window_drop_when_starved(void **state)
     assert_true(window_settled(w));
     assert_true(window_block_whole(w, 0));
     assert_false(window_block_whole(w, 1));
-    assert_true(window_block_whole(w, 2));
-    assert_true(window_block_whole(w, 3));
     assert_int_equal(window_dropped_blocks(w), 1);
     assert_int_equal(window_dropped_bytes(w), BS);
-    /* a reader behind, in the dropped block, once its bytes left the window: fetch again */
+    /* once copied, the dropped block's bytes are gone (a later reader fetches them) */
     assert_false(window_can_serve(w, BS + 10));
     uint64_t fa;
     assert_true(window_in_file(w, 10, &fa));
     window_free(&p, w);
+
+    /* stalled for long (a reader stopped reading): the newest block of its own not started
+     * goes, counted as forced */
+    memset(drops, 0, sizeof(drops));
+    assert_int_equal(window_new(&p, off, end, BS, (void *)2, &w), 0);
+    window_readers(w, 1);
+    while (land(&p, w, 0, CH) == 0)
+        ;
+    assert_int_equal(window_next_write(w, &ci, &mem, &at, &len, &bstart), 1);
+    assert_int_equal(land(&p, w, 0, CH), -EAGAIN);
+    assert_int_equal(land(&p, w, 1, CH), 0);
+    assert_int_equal(drops[2][1], 1);
+    assert_int_equal(p.forced, 1);
+    window_wrote(&p, w, ci, 1);
+    window_abandon(&p, w);
+    window_free(&p, w);
     window_pool_fini(&p);
 }
 
-/* The pool is at its cap: a starved run first drops its own newest unstarted block, and takes
- * from another window's unstarted block when it has none. */
+/* The pool is at its cap: a run with no room waits (whether its reader waits or not) rather
+ * than take bytes another window's reader has not copied; once that reader copied past a
+ * block the writer has not started, that block gives its slots. */
 static void test_window_steal(void **state)
 {
     (void)state;
@@ -230,12 +263,14 @@ static void test_window_steal(void **state)
     unsigned ci;
     const unsigned char *mem;
     uint64_t at;
-    size_t len;
+    size_t len, avail;
     int bstart;
     memset(drops, 0, sizeof(drops));
     assert_int_equal(window_pool_init(&p, 10 * CH, 6 * CH, BS, CH, on_drop), 0);
     assert_int_equal(window_new(&p, 0, 3 * BS, BS, (void *)3, &a), 0);
     assert_int_equal(window_new(&p, 0, 3 * BS, BS, (void *)4, &b), 0);
+    window_readers(a, 1);
+    window_readers(b, 1);
     while (land(&p, a, 0, CH) == 0)
         ;
     assert_int_equal(window_held(a), 6); /* its block 0 and half its block 1 */
@@ -244,18 +279,28 @@ static void test_window_steal(void **state)
     assert_int_equal(land(&p, b, 0, CH), -EAGAIN); /* the pool is at its 10 */
     /* b's block 0 is whole: its writer starts it (a slow disk: it stays in flight) */
     assert_int_equal(window_next_write(b, &ci, &mem, &at, &len, &bstart), 1);
-    assert_int_equal(land(&p, b, 0, CH), -EAGAIN);
-    /* b's reader waits: b has no unstarted block of its own holding a slot, so a's goes */
-    assert_int_equal(land(&p, b, 1, CH), 0);
-    assert_int_equal(drops[3][1], 1);
-    assert_int_equal(drops[4][1], 0);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(land(&p, b, 0, CH), -EAGAIN);
+    assert_int_equal(drops[3][0] + drops[3][1] + drops[4][0] + drops[4][1], 0);
+    for (uint64_t x = 0; x < 6 * CH; x += CH / 3)
+        assert_true(window_at(a, x, &mem, &avail) && is_pat(mem, x, avail));
+    /* a's reader copied 2 CH: a's block 0 (not started) is dropped for b, its copied chunks
+     * give their slots, the others stay for the reader */
+    window_read(&p, a, 2 * CH);
+    assert_int_equal(land(&p, b, 0, CH), 0);
+    assert_int_equal(drops[3][0], 1);
+    assert_int_equal(drops[3][1], 0);
     assert_int_equal(window_landed_to(b), 5 * CH);
     assert_true(p.nslots <= p.max_slots);
-    /* b starved again: its own block 1 (unstarted, one chunk held besides the one it fills)
-     * is the first to go now */
-    assert_int_equal(land(&p, b, 1, CH), 0);
-    assert_int_equal(land(&p, b, 1, CH), 0);
-    assert_int_equal(drops[4][1], 1);
+    for (uint64_t x = 2 * CH; x < 6 * CH; x += CH / 3)
+        assert_true(window_at(a, x, &mem, &avail) && is_pat(mem, x, avail));
+    /* a's writer never writes its block 0, and has nothing whole to write */
+    assert_int_equal(window_next_write(a, &ci, &mem, &at, &len, &bstart), 0);
+    /* a's reader copies the rest of block 0: those slots go back at once */
+    unsigned nfree = p.nfree;
+    window_read(&p, a, 4 * CH);
+    assert_int_equal(p.nfree, nfree + 2);
+    assert_int_equal(window_held(a), 2);
     window_wrote(&p, b, ci, 1);
     window_free(&p, a);
     window_free(&p, b);
@@ -263,8 +308,8 @@ static void test_window_steal(void **state)
     window_pool_fini(&p);
 }
 
-/* The chunk a run copies into without the lock stays its own, even when a starved run of
- * another window drops its block meanwhile: the bytes still reach its readers. */
+/* The chunk a run copies into without the lock stays its own, even when another run drops its
+ * block meanwhile: the bytes still reach its readers. */
 static void test_window_filling_kept(void **state)
 {
     (void)state;
@@ -274,6 +319,8 @@ static void test_window_filling_kept(void **state)
     assert_int_equal(window_pool_init(&p, 6 * CH, 6 * CH, BS, CH, on_drop), 0);
     assert_int_equal(window_new(&p, 0, 2 * BS, BS, (void *)6, &a), 0);
     assert_int_equal(window_new(&p, 0, 2 * BS, BS, (void *)7, &b), 0);
+    window_readers(a, 1);
+    window_readers(b, 1);
     for (int i = 0; i < 4; i++)
         assert_int_equal(land(&p, b, 0, CH), 0); /* b: its block 0, whole */
     unsigned ci;
@@ -285,8 +332,9 @@ static void test_window_filling_kept(void **state)
     assert_int_equal(land(&p, a, 0, CH), 0); /* a: chunk 0 of its block 0 */
     unsigned char *pend;
     assert_int_equal(window_room(&p, a, 0, &pend, &room), 0); /* a copies into chunk 1 ... */
-    /* ... while b, starved, finds the pool at its cap and takes a's unstarted block */
-    assert_int_equal(land(&p, b, 1, CH), 0);
+    window_read(&p, a, CH); /* ... a's reader copied chunk 0 ... */
+    /* ... while b finds the pool at its cap and drops a's unstarted, copied block */
+    assert_int_equal(land(&p, b, 0, CH), 0);
     assert_int_equal(drops[6][0], 1);
     assert_true(window_at(b, BS, &mem, &avail));
     assert_true(mem < pend || mem >= pend + room); /* not the slot a copies into */
@@ -299,6 +347,35 @@ static void test_window_filling_kept(void **state)
     window_wrote(&p, b, ci, 1);
     window_free(&p, a);
     window_free(&p, b);
+    window_pool_fini(&p);
+}
+
+/* A read-ahead window (no reader yet) holds at most half the pool with the others like it, so
+ * that a run a reader waits for always finds room as readers copy. */
+static void test_window_readahead_half(void **state)
+{
+    (void)state;
+    struct window_pool p;
+    struct window *ra, *rb, *w;
+    assert_int_equal(window_pool_init(&p, 12 * CH, 6 * CH, BS, CH, NULL), 0);
+    assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, &ra), 0);
+    assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, &rb), 0);
+    assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, &w), 0);
+    window_readers(w, 1);
+    while (land(&p, ra, 0, CH) == 0)
+        ;
+    while (land(&p, rb, 0, CH) == 0)
+        ;
+    assert_int_equal(window_held(ra) + window_held(rb), 6);
+    assert_int_equal(land(&p, ra, 1, CH) == 0 ? 1 : 0, 1); /* stalled: forced, its own */
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(land(&p, w, 0, CH), 0);
+    window_abandon(&p, ra);
+    window_abandon(&p, rb);
+    window_abandon(&p, w);
+    window_free(&p, ra);
+    window_free(&p, rb);
+    window_free(&p, w);
     window_pool_fini(&p);
 }
 
@@ -371,13 +448,12 @@ static void test_window_still_and_read(void **state)
     assert_true(window_at(w, 100, &m0, &avail));
     assert_int_equal(window_next_write(w, &ci, &mem, &at, &len, &bstart), 1);
     window_wrote(&p, w, ci, 1);
-    window_read(&p, w, CH); /* a reader copied chunk 0 */
-    assert_true(window_still(w, 100, m0));
+    window_read(&p, w, CH); /* a reader copied chunk 0, written: its slot goes back at once */
+    assert_false(window_still(w, 100, m0));
     /* the next chunk takes the consumed one's slot rather than new memory */
     unsigned before = p.nslots;
     assert_int_equal(land(&p, w, 0, CH), 0);
     assert_int_equal(p.nslots, before);
-    assert_false(window_still(w, 100, m0));
     assert_false(window_at(w, 100, &mem, &avail));
     uint64_t fa;
     assert_true(window_in_file(w, 100, &fa));
@@ -456,11 +532,12 @@ static int sim_read(struct window_pool *p, struct sim_run *r, int *starved)
     assert_false(window_can_serve(r->w, r->rpos));
     r->refetches++; /* another fetch would bring it: the model skips to its block's end */
     r->rpos = S3C_MIN_(r->rpos - (r->rpos - r->off) % BS + BS, r->end);
+    window_read(p, r->w, r->rpos);
     return 1;
 }
 
 static void sim(unsigned nruns, uint64_t pool_bytes, int writer_slowness, int keep_pace,
-                unsigned *total_drops, unsigned *total_refetches)
+                int no_stall, unsigned *total_drops, unsigned *total_refetches)
 {
     struct window_pool p;
     struct sim_run runs[4];
@@ -478,6 +555,7 @@ static void sim(unsigned nruns, uint64_t pool_bytes, int writer_slowness, int ke
         r->rpos = r->off;
         r->reader_keeps_pace = keep_pace;
         assert_int_equal(window_new(&p, r->off, r->end, BS, (void *)(uintptr_t)i, &r->w), 0);
+        window_readers(r->w, 1);
     }
     for (unsigned step = 0; step < 200000; step++) {
         int busy = 0;
@@ -503,9 +581,10 @@ static void sim(unsigned nruns, uint64_t pool_bytes, int writer_slowness, int ke
                     window_landed(r->w, r->pend_n);
                     r->pend = NULL;
                 } else {
-                    /* waited long for room: as if starved (fillwin.c's stall) */
+                    /* waited long for room: fillwin.c's stall (never, with @no_stall) */
                     size_t room;
-                    int rc = window_room(&p, r->w, starved || r->stalls > 20, &r->pend, &room);
+                    (void)starved;
+                    int rc = window_room(&p, r->w, !no_stall && r->stalls > 20, &r->pend, &room);
                     r->stalls = rc ? r->stalls + 1 : 0;
                     if (rc)
                         r->pend = NULL;
@@ -574,7 +653,7 @@ static void test_window_sim_keeping_pace(void **state)
     unsigned d_all = 0;
     for (int round = 0; round < 300; round++) {
         unsigned d, rf;
-        sim(1, 64 * CH, 5, 1, &d, &rf);
+        sim(1, 64 * CH, 5, 1, 0, &d, &rf);
         assert_int_equal(rf, 0);
         d_all += d;
     }
@@ -588,8 +667,25 @@ static void test_window_sim_mixed(void **state)
     for (int round = 0; round < 1000; round++) {
         unsigned d, rf;
         sim(1 + (unsigned)(rnd() % 4), (uint64_t)(14 + rnd() % 30) * CH,
-            1 + (int)(rnd() % 8), (int)(rnd() % 2), &d, &rf);
+            1 + (int)(rnd() % 8), (int)(rnd() % 2), 0, &d, &rf);
     }
+}
+
+/* Several runs on a small pool, slow readers, slow writers, and no stall ever declared: runs
+ * wait for their readers instead of dropping, so no reader ever has to fetch a byte again, and
+ * every run still settles (the readers' copying and the drop of copied blocks free room). */
+static void test_window_sim_never_refetch(void **state)
+{
+    (void)state;
+    unsigned d_all = 0;
+    for (int round = 0; round < 1000; round++) {
+        unsigned d, rf;
+        sim(1 + (unsigned)(rnd() % 4), (uint64_t)(14 + rnd() % 30) * CH,
+            1 + (int)(rnd() % 8), (int)(rnd() % 2), 1, &d, &rf);
+        assert_int_equal(rf, 0);
+        d_all += d;
+    }
+    assert_true(d_all > 0); /* the disk was behind: blocks were dropped, after their readers */
 }
 
 int main(void)
@@ -603,7 +699,9 @@ int main(void)
         cmocka_unit_test(test_window_write_error_and_cut),
         cmocka_unit_test(test_window_still_and_read),
         cmocka_unit_test(test_window_sim_keeping_pace),
+        cmocka_unit_test(test_window_readahead_half),
         cmocka_unit_test(test_window_sim_mixed),
+        cmocka_unit_test(test_window_sim_never_refetch),
     };
     return cmocka_run_group_tests_name("window", tests, NULL, NULL);
 }
