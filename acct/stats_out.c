@@ -148,7 +148,10 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     ", \"evictions\": %" PRIu64 ", \"revalidations\": %" PRIu64
                     ", \"stale_served\": %" PRIu64 ", \"source_sends\": %" PRIu64 ",\n"
                     "           \"fill_bytes\": %" PRIu64 ", \"dirty_objects\": %" PRIu64
-                    ", \"dirty_bytes\": %" PRIu64 "},\n"
+                    ", \"dirty_bytes\": %" PRIu64 ",\n"
+                    "           \"uncached_bytes\": %" PRIu64 ", \"uncached_blocks\": %" PRIu64
+                    ", \"fill_window_bytes\": %" PRIu64 ", \"fill_window_limit_bytes\": %" PRIu64
+                    ", \"fill_window_forced_drops\": %" PRIu64 "},\n"
                     " \"drain\": {\"dirty_limit_bytes\": %" PRIu64 ", \"staged_bytes\": %" PRIu64
                     ", \"uploaded_objects\": %" PRIu64 ", \"uploaded_bytes\": %" PRIu64
                     ", \"errors\": %" PRIu64 ", \"cancelled\": %" PRIu64 ", \"inflight\": %" PRIu64
@@ -165,7 +168,9 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     stats_uptime_s(s), cs->capacity_bytes, cs->used_bytes, cs->objects,
                     cs->pinned_objects, cs->pinned_bytes, cs->hits, cs->misses, cs->coalesced,
                     cs->bypassed, cs->evictions, cs->revalidations, cs->stale_served,
-                    cs->source_sends, cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes, cs->dirty_limit_bytes,
+                    cs->source_sends, cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes,
+                    cs->uncached_bytes, cs->uncached_blocks, cs->window_bytes,
+                    cs->window_limit_bytes, cs->window_forced_drops, cs->dirty_limit_bytes,
                     cs->dirty_staged_bytes, cs->drain_uploaded_objects, cs->drain_uploaded_bytes,
                     cs->drain_errors, cs->drain_cancelled, cs->drain_inflight, cs->drain_rate_bps,
                     cs->drain_oldest_dirty_age_s, fs->capacity_bps, fs->level_bps, fs->rate_bps,
@@ -313,6 +318,17 @@ static const struct prom_field prom_cache[] = {
          "Cold GETs sent from the backend's file while the cache filled from it."),
     CS_F("s3cached_cache_fill_bytes_total", "counter", fill_bytes,
          "Bytes written into the cache from the backend."),
+    CS_F("s3cached_cache_uncached_bytes_total", "counter", uncached_bytes,
+         "Bytes of cold fills delivered to readers but not cached: the cache disk was behind."),
+    CS_F("s3cached_cache_uncached_blocks_total", "counter", uncached_blocks,
+         "Blocks of cold fills delivered to readers but not cached: the cache disk was behind."),
+    CS_F("s3cached_cache_fill_window_bytes", "gauge", window_bytes,
+         "Memory of the fills' windows (allocated; at most --fill-memory)."),
+    CS_F("s3cached_cache_fill_window_limit_bytes", "gauge", window_limit_bytes,
+         "Most memory the fills' windows may take (--fill-memory)."),
+    CS_F("s3cached_cache_fill_window_forced_drops_total", "counter", window_forced_drops,
+         "Blocks a fill let go before its readers copied them (a reader stopped reading for "
+         "long): those readers fetch them again."),
     CS_F("s3cached_cache_dirty_objects", "gauge", dirty_objects,
          "Objects written back but not yet on the backend."),
     CS_F("s3cached_cache_dirty_bytes", "gauge", dirty_bytes,

@@ -87,8 +87,12 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     }
     c->used = t.used_bytes;
     c->st.capacity_bytes = c->cap;
-    if ((rc = drain_open(c, em)))
+    if ((rc = fillwin_open(c, em)))
         goto fail;
+    if ((rc = drain_open(c, em))) {
+        fillwin_close(c);
+        goto fail;
+    }
     *out = c;
     return 0;
 fail:
@@ -126,6 +130,10 @@ void cache_close(struct cache *c)
     fill_fail_all_locked(c, CACHE_ERR_CLOSING);
     while (c->njobs)
         pthread_cond_wait(&c->jobs_cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    workq_free(c->wwq); /* every run ended: only the writer's last jobs may be finishing */
+    c->wwq = NULL;
+    pthread_mutex_lock(&c->mu);
     while (c->idle_head) {
         struct ckey *ck = c->idle_head;
         cache_idle_remove_locked(c, ck);
@@ -150,6 +158,8 @@ void cache_close(struct cache *c)
      * but drop our view of them */
     pthread_mutex_unlock(&c->mu);
     index_close(c->ix);
+    if (!c->pool.head) /* else a request never released holds a window: left to the exit */
+        fillwin_close(c);
     policy_free(c->pol);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->evict_mu);
@@ -223,6 +233,7 @@ void cache_obj_release(struct cache_obj *o)
             cache_unlink_waiter(&o->v->waiters, w);
         w->armed = 0;
     }
+    fillwin_detach_locked(o);
     if (o->v) {
         fetch_none_locked(o);
         if (o->from_source)
@@ -240,6 +251,12 @@ void cache_obj_release(struct cache_obj *o)
                                       o->how != CACHE_HIT };
             policy_read(c->pol, o->k->k.b, o->k->k.len, &pr, s3c_real_ns());
         }
+        /* the last reader gone: the windows of its ended fills go back to the pool */
+        unsigned running = 0;
+        for (struct fetch *f = o->v->fetches; f; f = f->next)
+            running += f->running;
+        if (o->v->refs <= 1 + running + (o->k->cur == o->v))
+            fillwin_idle_locked(c, o->v);
     }
     if (o->v && o->v->refs <= 1 + (o->k->cur == o->v))
         fill_drop_finished_locked(o->v); /* the last reader: bypass bytes go */
@@ -605,6 +622,9 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     *out = c->st;
     out->capacity_bytes = c->cap;
     out->used_bytes = c->used + c->reserved;
+    out->window_bytes = window_pool_bytes(&c->pool);
+    out->window_limit_bytes = (uint64_t)c->pool.max_slots * c->pool.chunk;
+    out->window_forced_drops = c->pool.forced;
     pthread_mutex_unlock(&c->mu);
     out->objects = t.objects;
     out->pinned_objects = t.pinned_objects;

@@ -48,6 +48,10 @@ struct cache_stats {
     uint64_t hits, misses, coalesced, bypassed, evictions, revalidations, stale_served;
     uint64_t fill_bytes; /* bytes written into the cache from the backend */
     uint64_t source_sends; /* GETs sent from the backend's file while the cache filled */
+    /* fills through a memory window (fillwin.c): bytes (and blocks) of cold fills delivered
+     * to readers but not cached, the disk being behind; the windows' memory, and its cap */
+    uint64_t uncached_bytes, uncached_blocks, window_bytes, window_limit_bytes;
+    uint64_t window_forced_drops; /* blocks let go before their readers copied them */
     uint64_t dirty_objects, dirty_bytes;
     /* write-back drain (drain.c) */
     uint64_t dirty_limit_bytes, dirty_staged_bytes; /* staged: admitted writes in progress */

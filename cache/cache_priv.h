@@ -2,10 +2,10 @@
  * cache_priv.h: the in-memory state shared by cache.c (API), table.c (keys,
  * versions), lookup.c (metadata lookups), fill.c (block fetches, reads),
  * missource.c (--miss-source), drain.c (write-back) and evict.c (capacity, LRU,
- * unlinks), which asks policy.c (keep or LRU, per prefix) what it may take. One
- * mutex, c->mu, guards everything here; waiters are suspended and resumed under
- * it (policy.c has its own, taken last). Nothing holds c->mu across backend, disk
- * or index I/O.
+ * unlinks), which asks policy.c (keep or LRU, per prefix) what it may take, fillwin.c
+ * (fills through a memory window, the cache writer). One mutex, c->mu, guards
+ * everything here; waiters are suspended and resumed under it (policy.c has its
+ * own, taken last). Nothing holds c->mu across backend, disk or index I/O.
  *
  *   struct ckey   one per (bucket, key) while referenced; authoritative over
  *                 the index while alive (loaded once from it).
@@ -25,6 +25,7 @@
 #include "index.h"
 #include "policy.h"
 #include "store.h"
+#include "window.h"
 
 #define CACHE_MAGIC 0xcac4e001u
 #define CACHE_OBJ_MAGIC 0xcac40b1du
@@ -92,6 +93,20 @@ struct fetch {
      * the range those GETs asked for when it ends, handing it the open file (@given_fd). */
     int src_fd, src_state, src_err, given_fd;
     uint64_t follow_to;
+    /* A run through a window (fillwin.c): the backend's bytes land in @win, readers copy them
+     * from there, the cache writer (a job of c->wwq at a time, @wr_queued) writes them into the
+     * data file behind them; the run's worker hands its end to the writer (@handed) when the
+     * disk is behind. Ended, the fetch may stay (@kept, not running) for readers still copying
+     * from its window; it is freed once no reader copies (@copiers) and nothing is held. */
+    struct window *win;
+    int nowin;            /* never through a window: warm-ups and copy sources (set under mu) */
+    int starved;          /* a reader waits for bytes the run has not received */
+    int received;         /* the backend call ended: every byte the run will get is in */
+    int wr_queued, handed, kept, wfd_state; /* wfd_state: 0 not opened, 1 O_DIRECT, -1 none */
+    int run_rc;           /* the run's result, for the writer that ends it */
+    unsigned copiers;
+    struct cache_obj *wreaders; /* readers attached to its window (fillwin_attach_locked) */
+    uint64_t released;    /* blocks (bits from first) whose fetching bit this run gave up */
 };
 
 struct cver {
@@ -145,6 +160,11 @@ struct cache_obj {
     int internal;      /* a warm-up's or a copy's, not a client read: no pass accounting */
     int opened;        /* open_range ran: [read_off, range_end) is what the request reads */
     uint64_t read_off, read_end, hit_bytes; /* and the bytes of it present when it began */
+    /* The windowed run this reader reads from (or waits on), in its wreaders, and the position
+     * it reads next: the run keeps the bytes from there (fillwin.c). */
+    struct fetch *wf;
+    struct cache_obj *wf_next;
+    uint64_t wf_pos;
 };
 
 struct unlink_item {
@@ -181,6 +201,11 @@ struct cache {
     int touch_queued;
     struct unlink_item *unlinks;
     int unlink_queued;
+
+    struct window_pool pool;  /* the fills' windows (fillwin.c) */
+    pthread_cond_t win_cv;    /* runs waiting for room in their window */
+    unsigned win_waiters;
+    struct workq *wwq;        /* the cache writer's threads */
 
     pthread_mutex_t evict_mu; /* one evictor at a time */
     struct policy *pol;       /* keep or LRU, per prefix (policy.c; its own lock, taken last) */
@@ -273,6 +298,52 @@ void fill_outcome_started(struct cache_obj *h);
 int fill_range_landed_locked(const struct cver *v, uint64_t off, uint64_t end);
 /* The block after the last one of @h's range. */
 uint64_t fill_range_end_block(struct cache_obj *h, struct cver *v);
+
+/* Whether a fetch of @v is running (a kept one, ended, does not count). */
+int fill_running_locked(const struct cver *v);
+/* Ends run @f with @rc (no lock held): blocks landed whole are synced and marked present,
+ * waiters woken, the fetch freed (or kept for readers), its job done. */
+void fill_end_run(struct fetch *f, int rc);
+/* Frees @f, or keeps it until its last reader copying from its window is done (mu held). */
+void fill_retire_locked(struct fetch *f);
+
+/* fillwin.c: fills through a window (window.h) and the cache writer */
+int fillwin_open(struct cache *c, struct errmsg *em); /* the pool and the writer's threads */
+void fillwin_close(struct cache *c);                  /* after every run ended */
+/* Whether @f runs through a window; creates it (mu held, in the run, before the backend). */
+int fillwin_begin_locked(struct fetch *f);
+/* be_sink.on_data of a windowed run. */
+int fillwin_on_data(void *cls, const void *buf, size_t len);
+/* The backend call of windowed run @f ended with @rc: 1 when the writer ends the run (the
+ * caller must not touch @f again), 0 when the caller ends it now (fill_end_run). */
+int fillwin_received(struct fetch *f, int rc);
+/* At the end of a windowed run: syncs and marks present the blocks written whole; *@unsynced
+ * the sync's error when none could be (bytes served, not cached). Counts what was dropped. */
+int fillwin_complete(struct fetch *f, int *unsynced);
+/* The fetching bits of windowed run @f that are still its own are cleared (mu held). */
+void fillwin_clear_fetching_locked(struct fetch *f);
+/* A reader of @v at @pos: the fetch whose window holds the byte (copy it with
+ * fillwin_copy()), else NULL (mu held). */
+struct fetch *fillwin_find_locked(struct cver *v, uint64_t pos, const unsigned char **mem,
+                                  size_t *avail);
+/* Copies @n bytes from @mem (found by fillwin_find_locked at @pos) into @buf without the lock:
+ * 1 when the copy is good, 0 when the window let the bytes go meanwhile (read again). Called
+ * and returns with mu held. */
+int fillwin_copy(struct fetch *f, uint64_t pos, const unsigned char *mem, void *buf, size_t n);
+/* A reader waits for bytes of @f past what it received (mu held). */
+void fillwin_starved_locked(struct fetch *f);
+/* Reader @o reads windowed run @f at @pos (copies from its window, reads what its writer wrote,
+ * or waits for it): the run keeps every byte from @pos on for it (mu held). */
+void fillwin_attach_locked(struct cache_obj *o, struct fetch *f, uint64_t pos);
+/* Reader @o reads at @pos next: it leaves its run when @pos is outside the run's range, else
+ * the run may let go of what lies behind @pos (mu held). */
+void fillwin_reader_at_locked(struct cache_obj *o, uint64_t pos);
+/* Reader @o is gone (mu held). */
+void fillwin_detach_locked(struct cache_obj *o);
+/* @f is freed: its readers are attached to nothing (mu held). */
+void fillwin_forget_readers_locked(struct fetch *f);
+/* @v has no reader left but @self: its ended windows go back to the pool (mu held). */
+void fillwin_idle_locked(struct cache *c, struct cver *v);
 
 /* missource.c (--miss-source) */
 int missource_enabled(const struct conf *cf, struct backend *be); /* at open: c->miss_source */

@@ -172,7 +172,7 @@ static int victim_cb(void *arg, const struct index_key *k, uint64_t version, uin
         if (!ck->loaded)
             take = 1;
         else if (cur && cur->version == version
-                 && (cur->refs > 1 || cur->fetches || (cur->flags & INDEX_F_PINNED))) {
+                 && (cur->refs > 1 || fill_running_locked(cur) || (cur->flags & INDEX_F_PINNED))) {
             take = 0; /* open by readers, being filled or pinned */
             vs->busy += !(cur->flags & INDEX_F_PINNED) && !vs->keep_too
                         && !(vs->self && vs->self->len == k->len

@@ -24,6 +24,14 @@ void fill_free(struct fetch *f)
 {
     if (!f)
         return;
+    if (f->win) { /* mu held */
+        fillwin_forget_readers_locked(f);
+        window_free(&f->c->pool, f->win);
+        if (f->c->win_waiters)
+            pthread_cond_broadcast(&f->c->win_cv);
+    }
+    if (f->dfd >= 0)
+        close(f->dfd);
     free(f->mem);
     free(f);
 }
@@ -34,6 +42,8 @@ struct fetch *fill_find_locked(struct cver *v, uint64_t pos)
     for (struct fetch *f = v->fetches; f; f = f->next) {
         if (pos < f->off || pos >= f->end)
             continue;
+        if (f->win && !window_can_serve(f->win, pos))
+            continue; /* its window let the byte go and the file does not have it */
         if (!best || f->landed > best->landed)
             best = f;
     }
@@ -69,12 +79,12 @@ static void prune_bypass_locked(struct cver *v, struct fetch *just)
 {
     unsigned keep = v->refs > 2 ? v->refs : 2, n = 0;
     for (struct fetch *f = v->fetches; f; f = f->next)
-        if (!f->running)
+        if (!f->running && !f->win)
             n++;
     while (n > keep) {
         struct fetch *low = NULL;
         for (struct fetch *f = v->fetches; f; f = f->next)
-            if (!f->running && f != just && (!low || f->off < low->off))
+            if (!f->running && !f->win && f != just && (!low || f->off < low->off))
                 low = f;
         if (!low)
             break;
@@ -104,6 +114,8 @@ void fill_fail_all_locked(struct cache *c, int err)
             f->err = err;
         cache_wake_locked(&f->v->waiters);
     }
+    if (c->win_waiters)
+        pthread_cond_broadcast(&c->win_cv); /* runs waiting for room see the error */
 }
 
 /* ---- the worker side ------------------------------------------------------------------- */
@@ -495,6 +507,50 @@ static int fetch_to_memory(struct fetch *f)
     return rc;
 }
 
+/* Reserves the run's capacity when fill_start_locked() could not: evicting, or one block at a
+ * time, or else the run becomes a bypass (its bytes in memory, never cached). 0 or -ENOMEM. */
+static int fetch_reserve(struct fetch *f)
+{
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    struct ckey *ck = v->key;
+    uint64_t acct = 0;
+    for (uint64_t b = f->first; b < f->first + f->n; b++)
+        acct += index_acct(index_block_bytes(v->meta.size, v->bs, b));
+    pthread_mutex_lock(&c->mu);
+    int as_lru = f->as_lru;
+    pthread_mutex_unlock(&c->mu);
+    int64_t since = 0;
+    int for_keep = !as_lru && policy_keeps(c->pol, ck->k.b, ck->k.len, s3c_real_ns(), &since);
+    int r = evict_reserve(c, acct, for_keep, since, &ck->k);
+    if (r && f->n > 1) {
+        /* not room for the whole run: one block at a time (readers of the rest retry) */
+        pthread_mutex_lock(&c->mu);
+        fetch_shrink_locked(f);
+        pthread_mutex_unlock(&c->mu);
+        acct = index_acct(index_block_bytes(v->meta.size, v->bs, f->first));
+        r = evict_reserve(c, acct, for_keep, since, &ck->k);
+    }
+    if (r == 0) {
+        pthread_mutex_lock(&c->mu);
+        f->reserved = acct;
+        pthread_mutex_unlock(&c->mu);
+        return 0;
+    }
+    unsigned char *mem = malloc(f->end - f->off);
+    int rc = 0;
+    pthread_mutex_lock(&c->mu);
+    if (mem) {
+        f->mem = mem;
+        f->bypass = 1;
+        v->bypass_seen++;
+    } else {
+        rc = -ENOMEM;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 static void fetch_run(void *arg)
 {
     struct fetch *f = arg;
@@ -503,48 +559,19 @@ static void fetch_run(void *arg)
     struct ckey *ck = v->key;
     int rc = 0;
 
-    if (f->need_reserve) {
-        uint64_t acct = 0;
-        for (uint64_t b = f->first; b < f->first + f->n; b++)
-            acct += index_acct(index_block_bytes(v->meta.size, v->bs, b));
-        pthread_mutex_lock(&c->mu);
-        int as_lru = f->as_lru;
-        pthread_mutex_unlock(&c->mu);
-        int64_t since = 0;
-        int for_keep = !as_lru && policy_keeps(c->pol, ck->k.b, ck->k.len, s3c_real_ns(), &since);
-        int r = evict_reserve(c, acct, for_keep, since, &ck->k);
-        if (r && f->n > 1) {
-            /* not room for the whole run: one block at a time (readers of the rest retry) */
-            pthread_mutex_lock(&c->mu);
-            fetch_shrink_locked(f);
-            pthread_mutex_unlock(&c->mu);
-            acct = index_acct(index_block_bytes(v->meta.size, v->bs, f->first));
-            r = evict_reserve(c, acct, for_keep, since, &ck->k);
-        }
-        if (r == 0) {
-            pthread_mutex_lock(&c->mu);
-            f->reserved = acct;
-            pthread_mutex_unlock(&c->mu);
-        } else {
-            unsigned char *mem = malloc(f->end - f->off);
-            pthread_mutex_lock(&c->mu);
-            if (mem) {
-                f->mem = mem;
-                f->bypass = 1;
-                v->bypass_seen++;
-            } else {
-                rc = -ENOMEM;
-            }
-            pthread_mutex_unlock(&c->mu);
-        }
-    }
+    if (f->need_reserve)
+        rc = fetch_reserve(f);
     if (!rc && !f->bypass)
         missource_run_start(f);
-    int direct = 0;
+    int direct = 0, windowed = 0;
     if (!rc && !f->bypass) {
         int fd;
         pthread_mutex_lock(&c->mu);
-        rc = cache_ver_fd_locked(c, v, 1, &fd);
+        /* A run through a window creates its data file in the writer: the first byte waits
+         * for neither the file nor the disk. */
+        windowed = fillwin_begin_locked(f);
+        if (!windowed)
+            rc = cache_ver_fd_locked(c, v, 1, &fd);
         direct = f->direct;
         pthread_mutex_unlock(&c->mu);
     }
@@ -552,6 +579,19 @@ static void fetch_run(void *arg)
         pthread_mutex_lock(&c->mu);
         missource_run_none_locked(f);
         pthread_mutex_unlock(&c->mu);
+    }
+    if (windowed) {
+        struct be_sink sink = { fill_on_meta, fillwin_on_data, f };
+        if (!f->err)
+            rc = backend_get(c->be, ck->bucket, ck->key, f->off, f->end - f->off, &sink);
+        if (f->err && !rc)
+            rc = f->err;
+        if (!rc && f->landed < f->end)
+            rc = -EIO; /* short body */
+        if (fillwin_received(f, rc))
+            return; /* the cache writer ends the run once the disk has what it will take */
+        fill_end_run(f, rc);
+        return;
     }
     if (!rc && !f->err) {
         if (!f->bypass && (backend_caps(c->be) & BE_CAP_LOCAL_FD))
@@ -573,22 +613,46 @@ static void fetch_run(void *arg)
     }
     if ((rc == -ENOSPC || rc == -EDQUOT) && !f->bypass && !f->err && f->landed == f->off)
         rc = fetch_to_memory(f);
+    fill_end_run(f, rc);
+}
+
+/* Marks what a run that went through the page cache landed whole: one fdatasync and one index
+ * transaction for the whole run, after every byte landed; when it failed midway, for the
+ * blocks that landed whole (unless the object changed). Returns the run's result; *@unsynced
+ * the sync's error when every byte is in the file but none could be marked. */
+static int fetch_complete(struct fetch *f, int rc, int *unsynced)
+{
+    struct cver *v = f->v;
+    *unsynced = 0;
+    if (f->bypass || rc == -ESTALE)
+        return rc;
+    uint64_t from = f->first + f->marked, to = from;
+    while (to < f->first + f->n && S3C_MIN((to + 1) * v->bs, v->meta.size) <= f->landed)
+        to++;
+    if (to > from) {
+        int r2 = fetch_complete_blocks(f, from, to);
+        if (r2 && !rc && f->landed == f->end)
+            *unsynced = r2; /* every byte is in the file: serve them, mark nothing present */
+        else if (!rc)
+            rc = r2;
+    }
+    return rc;
+}
+
+void fill_end_run(struct fetch *f, int rc)
+{
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    struct ckey *ck = v->key;
+    int unsynced = 0;
     if (f->err && !rc)
         rc = f->err;
-    /* One fdatasync and one index transaction for the whole run, after every byte landed; when
-     * it failed midway, for the blocks that landed whole (unless the object changed). */
-    int unsynced = 0;
-    if (!f->bypass && rc != -ESTALE) {
-        uint64_t from = f->first + f->marked, to = from;
-        while (to < f->first + f->n && S3C_MIN((to + 1) * v->bs, v->meta.size) <= f->landed)
-            to++;
-        if (to > from) {
-            int r2 = fetch_complete_blocks(f, from, to);
-            if (r2 && !rc && f->landed == f->end)
-                unsynced = r2; /* every byte is in the file: serve them, mark nothing present */
-            else if (!rc)
-                rc = r2;
-        }
+    if (!f->win) {
+        rc = fetch_complete(f, rc, &unsynced);
+    } else if (rc != -ESTALE) {
+        int r2 = fillwin_complete(f, &unsynced);
+        if (!rc)
+            rc = r2;
     }
 
     pthread_mutex_lock(&c->mu);
@@ -599,11 +663,15 @@ static void fetch_run(void *arg)
     int src_fd = f->src_fd, given_fd = f->given_fd;
     f->src_fd = f->given_fd = -1;
     f->src_state = -1;
-    for (uint64_t b = f->first + f->marked; b < f->first + f->n; b++)
-        cache_bit_clr(v->fetching, b);
-    if (f->bypass) {
-        for (uint64_t b = f->first; b < f->first + f->n; b++)
+    if (f->win) {
+        fillwin_clear_fetching_locked(f);
+    } else {
+        for (uint64_t b = f->first + f->marked; b < f->first + f->n; b++)
             cache_bit_clr(v->fetching, b);
+        if (f->bypass) {
+            for (uint64_t b = f->first; b < f->first + f->n; b++)
+                cache_bit_clr(v->fetching, b);
+        }
     }
     evict_unreserve_locked(c, f->reserved);
     f->reserved = 0;
@@ -614,8 +682,13 @@ static void fetch_run(void *arg)
             f->err = rc;
         v->err_gen++;
         v->last_err = rc == -ESTALE ? -S3E_SERVICE_UNAVAILABLE : rc;
-        fetch_remove_locked(v, f);
-        fill_free(f);
+        fill_retire_locked(f);
+    } else if (f->win) {
+        /* Kept while readers may still copy from its window (freed when none is left, or
+         * its slots were all taken back); served from the file when unsynced. */
+        f->kept = 1;
+        if (!window_held(f->win) && !f->copiers && !unsynced)
+            fill_retire_locked(f);
     } else if (f->bypass || unsynced) {
         /* kept for the readers still streaming its bytes; with none left (they went while it
          * ran: read-ahead), nobody will read them */
@@ -647,6 +720,24 @@ static void fetch_run(void *arg)
     cache_key_put_locked(c, ck);
     cache_job_done(c);
     pthread_mutex_unlock(&c->mu);
+}
+
+void fill_retire_locked(struct fetch *f)
+{
+    if (f->copiers) {
+        f->kept = 2; /* the last reader copying from its window frees it */
+        return;
+    }
+    fetch_remove_locked(f->v, f);
+    fill_free(f);
+}
+
+int fill_running_locked(const struct cver *v)
+{
+    for (const struct fetch *f = v->fetches; f; f = f->next)
+        if (f->running)
+            return 1;
+    return 0;
 }
 
 /* Starts a run of blocks [@first, @first + @n) on a worker. A chain run also names the block
@@ -761,7 +852,8 @@ int fill_range_landed_locked(const struct cver *v, uint64_t off, uint64_t end)
             continue;
         uint64_t need = S3C_MIN(end, (b + 1) * v->bs);
         const struct fetch *f = v->fetches;
-        while (f && !(b >= f->first && b < f->first + f->n && f->landed >= need && !f->err))
+        while (f && !(b >= f->first && b < f->first + f->n && f->landed >= need && !f->err &&
+                      (!f->win || !window_block_dropped(f->win, (unsigned)(b - f->first)))))
             f = f->next;
         if (!f)
             return 0;
@@ -902,15 +994,42 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
     uint64_t b = pos / v->bs;
     uint64_t bend = S3C_MIN((b + 1) * v->bs, v->meta.size);
     int sequential = pos == o->next_pos;
+    fillwin_reader_at_locked(o, pos);
+    /* A fill's window first: copying from memory costs less than any read of the file (the
+     * bytes written around the page cache would come from the disk). */
+    for (;;) { /* a failed copy means its chunk is gone for good: this ends */
+        const unsigned char *mem;
+        size_t wav;
+        struct fetch *wf = fillwin_find_locked(v, pos, &mem, &wav);
+        if (!wf)
+            break;
+        size_t n = S3C_MIN(wav, max);
+        if (!fillwin_copy(wf, pos, mem, buf, n))
+            continue; /* the window let those bytes go meanwhile: look again */
+        fillwin_attach_locked(o, wf, pos + n);
+        o->next_pos = pos + n;
+        o->waited_data = 0;
+        if (sequential && c->readahead && !v->bypass_seen)
+            fill_ensure_locked(c, v, b + 1,
+                               S3C_MIN(fill_range_end_block(o, v), b + 1 + ra_blocks(c, v)));
+        rc = (ssize_t)n;
+        goto out;
+    }
     if (cache_bit(v->present, b)) {
         avail = bend - pos;
     } else {
         struct fetch *f = fill_find_locked(v, pos);
-        if (f && f->err) {
+        uint64_t in_file = 0;
+        if (f && f->win && !window_in_file(f->win, pos, &in_file))
+            in_file = 0;
+        if (f && f->err && !in_file) {
             rc = f->err == -ESTALE ? -S3E_SERVICE_UNAVAILABLE : f->err;
             goto out;
         }
-        if (f && f->landed > pos) {
+        if (f && f->win && in_file) {
+            avail = in_file; /* written by the cache writer, gone from the window */
+            fillwin_attach_locked(o, f, pos);
+        } else if (f && !f->win && f->landed > pos) {
             avail = f->landed - pos;
             if (f->bypass) {
                 size_t n = (size_t)S3C_MIN(avail, (uint64_t)max);
@@ -926,6 +1045,8 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
             }
         } else if (f) {
             fill_outcome_waiting(o);
+            fillwin_starved_locked(f);
+            fillwin_attach_locked(o, f, pos);
             o->waited_data = 1;
             o->err_gen = v->err_gen;
             cache_arm_locked(o, &v->waiters, w);

@@ -120,7 +120,7 @@ static void prefetch_drain(struct cache *c, struct cache_obj *o, struct cache_pw
     for (;;) {
         pthread_mutex_lock(&c->mu);
         struct cver *v = o->v;
-        int busy = v->fetches != NULL;
+        int busy = fill_running_locked(v);
         if (busy)
             cache_arm_locked(o, &v->waiters, &p->w);
         pthread_mutex_unlock(&c->mu);
@@ -233,8 +233,10 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
                         ? 0
                         : fill_ensure_locked(c, v, first, first + CACHE_FETCH_MAX_BLOCKS);
             /* A warm-up's runs (pushed in front) go around the page cache; a copy source is
-             * read right after, from the page cache. */
+             * read right after, from the page cache. Neither goes through a window: they are
+             * there to fill the disk, at its pace. */
             for (struct fetch *x = v->fetches; r > 0 && x && x != before; x = x->next) {
+                x->nowin = 1;
                 if (!out_fd)
                     x->direct = 1;
                 else

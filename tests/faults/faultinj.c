@@ -20,6 +20,12 @@
  *   PATH   only calls on a file whose path contains this string (fd calls: /proc/self/fd)
  *   MAXLEN write and pwrite (write, pwrite, pwrite64): only calls of at most this many bytes
  *          (an LMDB meta page write is the only index write shorter than a page)
+ * A rule may also slow writes down instead of failing them (a cache disk slower than the backend):
+ *     slow:RATE[:PATH]
+ *   every write, writev, pwrite*, pwritev* and copy_file_range (to a file whose path contains
+ *   PATH, when given) first books its bytes on one clock shared by all threads and sleeps until
+ *   they have passed at RATE bytes/s (K M G suffixes: powers of 1024), so all such writes
+ *   together never go faster than RATE, whether they are O_DIRECT or fill the page cache.
  * $S3C_FAULT_LOG: every injected fault is appended there as one line "FUNC #K ERRNO PATH".
  * $S3C_FAULT_MDB_MAPSIZE: bytes; mdb_env_set_mapsize() is capped to it (a real LMDB map full).
  *
@@ -48,12 +54,12 @@
 enum fn {
     FN_OPEN, FN_WRITE, FN_PWRITE, FN_READ, FN_PREAD, FN_FSYNC, FN_FDATASYNC, FN_RENAME,
     FN_FALLOCATE, FN_COPY_FILE_RANGE, FN_SENDFILE, FN_FTRUNCATE, FN_UNLINK, FN_MKDIR,
-    FN_MALLOC, FN_CREATE, FN_HMAC, FN_COUNT
+    FN_MALLOC, FN_CREATE, FN_HMAC, FN_SLOW, FN_COUNT
 };
 static const char *const fn_names[FN_COUNT] = {
     "open", "write", "pwrite", "read", "pread", "fsync", "fdatasync", "rename",
     "fallocate", "copy_file_range", "sendfile", "ftruncate", "unlink", "mkdir", "malloc",
-    "create", "hmac",
+    "create", "hmac", "slow",
 };
 
 static const struct { const char *name; int err; } errnos[] = {
@@ -73,6 +79,7 @@ struct rule {
     char path[PATH_CAP];
     size_t maxlen; /* SIZE_MAX: any length */
     atomic_ulong seen;
+    double rate;   /* FN_SLOW: bytes per second */
 };
 
 static struct rule rules[MAX_RULES];
@@ -145,10 +152,37 @@ static const char *errno_name(int err)
     return "E?";
 }
 
+/* "slow:RATE[:PATH]" into @r (the next free rule): RATE in bytes/s with an optional K M G. */
+static void parse_slow(struct rule *r, const char *rate, size_t lr, const char *path, size_t lp)
+{
+    unsigned long v, mul = 1;
+    if (lr && (rate[lr - 1] == 'K' || rate[lr - 1] == 'M' || rate[lr - 1] == 'G')) {
+        mul = rate[lr - 1] == 'K' ? 1024ul : rate[lr - 1] == 'M' ? 1024ul * 1024 : 1024ul * 1024 * 1024;
+        lr--;
+    }
+    if (parse_ulong(rate, lr, &v) || v == 0)
+        return;
+    r->fn = FN_SLOW;
+    r->rate = (double)v * (double)mul;
+    r->n = 1;
+    r->count = 0;
+    r->err = 0;
+    r->maxlen = SIZE_MAX;
+    r->path[0] = '\0';
+    if (path && lp) {
+        if (lp >= PATH_CAP)
+            lp = PATH_CAP - 1;
+        memcpy(r->path, path, lp);
+        r->path[lp] = '\0';
+    }
+    atomic_store(&r->seen, 0);
+    atomic_store(&nrules, atomic_load(&nrules) + 1);
+}
+
 /* Parses one rule "FUNC:N:ERRNO[:COUNT[:PATH[:MAXLEN]]]" of @line (ending at ',' '\n' or NUL). */
 static void parse_rule(const char *line, char sep_rules)
 {
-    size_t l0, l1, l2, l3 = 0, l4 = 0, l5 = 0;
+    size_t l0 = 0, l1 = 0, l2 = 0, l3 = 0, l4 = 0, l5 = 0;
     (void)sep_rules;
     const char *f = find_field(line, ':', 0, &l0);
     const char *n = find_field(line, ':', 1, &l1);
@@ -157,6 +191,10 @@ static void parse_rule(const char *line, char sep_rules)
     const char *p = find_field(line, ':', 4, &l4);
     const char *m = find_field(line, ':', 5, &l5);
     int idx = atomic_load(&nrules);
+    if (f && n && l0 == 4 && !memcmp(f, "slow", 4) && idx < MAX_RULES) {
+        parse_slow(&rules[idx], n, l1, e, l2); /* slow:RATE[:PATH]: fields 1 and 2 */
+        return;
+    }
     if (!f || !n || !e || idx >= MAX_RULES)
         return;
     struct rule *r = &rules[idx];
@@ -386,6 +424,68 @@ static int should_fail(enum fn fn, const char *path, int fd)
     return should_fail_len(fn, path, fd, SIZE_MAX);
 }
 
+static _Atomic uint64_t slow_next_ns; /* when the slowed "disk" is free again */
+#define S3C_SLOW_BURST_NS 10000000u
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A write of @len bytes to @fd: under a slow rule matching its file, books the bytes on the
+ * shared clock and sleeps until they have passed (see the header). */
+static void slow_down(int fd, size_t len)
+{
+    if (in_shim || !(atomic_load(&fn_mask) & (1u << FN_SLOW)) || !len || len == SIZE_MAX)
+        return;
+    in_shim = 1;
+    char pbuf[PATH_CAP * 2];
+    const char *p = NULL;
+    int resolved = 0;
+    double rate = 0;
+    int n = atomic_load(&nrules);
+    for (int i = 0; i < n && rate == 0; i++) {
+        struct rule *r = &rules[i];
+        if (r->fn != FN_SLOW)
+            continue;
+        if (r->path[0]) {
+            if (!resolved) {
+                p = fd_path(fd, pbuf, sizeof(pbuf));
+                resolved = 1;
+            }
+            if (!p || !strstr(p, r->path))
+                continue;
+        }
+        rate = r->rate;
+    }
+    if (rate > 0) {
+        /* A token bucket with a 10 ms burst: a sleep that overshoots (timer slack, a busy
+         * machine) is made up by the next calls, so the rate holds for small writes too. */
+        uint64_t now = mono_ns(), cost = (uint64_t)((double)len * 1e9 / rate);
+        uint64_t floor = now - S3C_SLOW_BURST_NS, old = atomic_load(&slow_next_ns), until;
+        do
+            until = (old > floor ? old : floor) + cost;
+        while (!atomic_compare_exchange_weak(&slow_next_ns, &old, until));
+        if (until > now) {
+            uint64_t w = until - now;
+            struct timespec ts = { (time_t)(w / 1000000000u), (long)(w % 1000000000u) };
+            while (syscall(SYS_nanosleep, &ts, &ts) != 0 && errno == EINTR)
+                ;
+        }
+    }
+    in_shim = 0;
+}
+
+static size_t iov_len(const struct iovec *iov, int cnt)
+{
+    size_t n = 0;
+    for (int i = 0; i < cnt; i++)
+        n += iov[i].iov_len;
+    return n;
+}
+
 __attribute__((constructor)) static void faultinj_init(void)
 {
     in_shim = 1;
@@ -567,6 +667,7 @@ ssize_t write(int fd, const void *buf, size_t n)
     int e = should_fail_len(FN_WRITE, NULL, fd, n);
     if (e)
         FAIL_WITH(e, -1);
+    slow_down(fd, n);
     return real_write(fd, buf, n);
 }
 
@@ -576,6 +677,7 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt)
     int e = should_fail(FN_WRITE, NULL, fd);
     if (e)
         FAIL_WITH(e, -1);
+    slow_down(fd, iov_len(iov, cnt));
     return real_writev(fd, iov, cnt);
 }
 
@@ -585,6 +687,7 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
     int e = should_fail_len(FN_PWRITE, NULL, fd, n);
     if (e)
         FAIL_WITH(e, -1);
+    slow_down(fd, n);
     return real_pwrite(fd, buf, n, off);
 }
 
@@ -594,6 +697,7 @@ ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
     int e = should_fail_len(FN_PWRITE, NULL, fd, n);
     if (e)
         FAIL_WITH(e, -1);
+    slow_down(fd, n);
     return real_pwrite64(fd, buf, n, off);
 }
 
@@ -603,6 +707,7 @@ ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
     int e = should_fail(FN_PWRITE, NULL, fd);
     if (e)
         FAIL_WITH(e, -1);
+    slow_down(fd, iov_len(iov, cnt));
     return real_pwritev(fd, iov, cnt, off);
 }
 
@@ -612,6 +717,7 @@ ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off)
     int e = should_fail(FN_PWRITE, NULL, fd);
     if (e)
         FAIL_WITH(e, -1);
+    slow_down(fd, iov_len(iov, cnt));
     return real_pwritev64(fd, iov, cnt, off);
 }
 
@@ -693,6 +799,7 @@ ssize_t copy_file_range(int in, off_t *ino, int out, off_t *outo, size_t n, unsi
     int e = should_fail(FN_COPY_FILE_RANGE, NULL, out);
     if (e)
         FAIL_WITH(e, -1);
+    slow_down(out, n);
     return real_copy_file_range(in, ino, out, outo, n, flags);
 }
 

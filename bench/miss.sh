@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# bench/miss.sh (make bench): cold misses of a data set larger than the page cache's dirty
+# limits, through an S3 backend (nginx serving the store path-style) behind a 1 GB/s link
+# (build/throttle), each against a direct GET across the same link and nginx proxy_cache in
+# front of it, in one run, with the gateway's CPU per GB:
+#   - cache on the disk, on tmpfs, and on a slowed disk (the fault shim's slow rule caps every
+#     write to the cache directory at SLOW_DISK_BPS, for s3cached and for nginx alike)
+#   - the same on loopback, no link cap (CPU-bound on these machines)
+# Ratios are to the direct GET of the same section; CPU is core-seconds per GB delivered
+# (user + system of the server and its children, from /proc/PID/stat).
+#   BENCH_DIR      data set and caches                    (default ${TMPDIR:-/tmp}/s3c-bench-miss)
+#   N, SIZE        objects and their size                 (default 24 x 256M: 6 GiB)
+#   CONCURRENCY    parallel readers                       (default 2)
+#   SLOW_BPS       the backend link                       (default 1e9 B/s)
+#   SLOW_DISK_BPS  the slowed cache disk                  (default 400000000 B/s)
+#   TMPFS_DIR      the tmpfs cache directory's parent     (default /dev/shm)
+#   LOOPBACK=0     skip the loopback section
+#   PERF=1         perf record -g the gateway during the disk run (report path printed)
+#   KEEP_DATA=0    remove the data set at the end         (default: kept for the next run)
+# Everything it starts is stopped by pid; bounded (~5 minutes with the defaults).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+SB=
+for d in "${BENCH_SHARED:-}" "$repo/../shared/bench" "$repo/../../shared/bench"; do
+    [[ -n $d && -x $d/http-large ]] && { SB=$(cd "$d" && pwd); break; }
+done
+if [[ -z $SB ]]; then
+    echo "miss: reference scripts (shared/bench) not found next to the repo; nothing to compare against. Skipping."
+    exit 0
+fi
+. "$SB/lib.sh"
+BIN=${S3CACHED_BIN:-$repo/build/s3cached}
+THROTTLE_BIN=${THROTTLE_BIN:-$(dirname "$BIN")/throttle}
+SHIM=${S3C_FAULTINJ:-$(dirname "$BIN")/faults/faultinj.so}
+for x in "$BIN" "$THROTTLE_BIN"; do
+    [[ -x $x ]] || { echo "miss: no executable at $x (make all $(dirname "$BIN")/throttle)"; exit 1; }
+done
+[[ -f $SHIM ]] || { echo "miss: no fault shim at $SHIM (make $(dirname "$BIN")/faults/faultinj.so)"; exit 1; }
+for t in nginx curl; do
+    command -v "$t" >/dev/null || { echo "miss: $t is not installed (make deps-test)"; exit 1; }
+done
+W=${BENCH_DIR:-${TMPDIR:-/tmp}/s3c-bench-miss}
+N=${N:-24}
+SIZE=${SIZE:-256M}
+C=${CONCURRENCY:-2}
+SLOW_BPS=${SLOW_BPS:-1e9}
+SLOW_DISK_BPS=${SLOW_DISK_BPS:-400000000}
+TMPFS=${TMPFS_DIR:-/dev/shm}/s3c-bench-miss-$$
+STORE=$W/store
+BUCKET=bench
+RESULTS=$W/results.log
+export DURATION=600 # TOOL=once reads each object once; this only bounds curl's time
+mkdir -p "$STORE/$BUCKET"
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+export no_proxy='*' NO_PROXY='*'
+T0=$(date +%s)
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+UP_PORT=$(free_port)
+PIDS=()
+NGC_PORTS=()
+PERF_PID=
+cleanup() {
+    local p
+    [[ -n $PERF_PID ]] && stop_pid "$PERF_PID" 10
+    for p in "${PIDS[@]}"; do stop_pid "$p" 10; done
+    for p in "${NGC_PORTS[@]}"; do PORT=$p "$SB/nginx-cache" purge >/dev/null 2>&1 || true; done
+    PORT=$UP_PORT "$SB/nginx-static" stop >/dev/null 2>&1 || true
+    rm -rf "$W"/cache-* "$TMPFS"
+    [[ ${KEEP_DATA:-1} == 1 ]] || rm -rf "$STORE"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+# start_s3 CACHE_DIR BACKEND_URL [ENV=VALUE...] -- [EXTRA ARGS] — s3cached --anonymous; "PID PORT"
+start_s3() {
+    local cache=$1 backend=$2 port pid i
+    shift 2
+    local -a envs=()
+    while [[ $# -gt 0 && $1 != -- ]]; do envs+=("$1"); shift; done
+    [[ ${1:-} == -- ]] && shift
+    port=$(free_port)
+    rm -rf "$cache"
+    mkdir -p "$cache"
+    env "${envs[@]}" "$BIN" serve --listen "127.0.0.1:$port" --backend "$backend" --cache-dir "$cache" \
+        --cache-size "${CACHE_SIZE:-8G}" --anonymous --log-level warn "$@" >"$cache.log" 2>&1 </dev/null &
+    pid=$!
+    PIDS+=("$pid")
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || { echo "miss: s3cached exited; log:" >&2; tail -20 "$cache.log" >&2; return 1; }
+        [[ $(curl -s --max-time 1 "http://127.0.0.1:$port/_/health") == ok* ]] && { echo "$pid $port"; return 0; }
+        sleep 0.1
+    done
+    echo "miss: s3cached did not answer /_/health in 10 s" >&2
+    return 1
+}
+
+# start_ngc CACHE_DIR UPSTREAM [ENV=VALUE...] — nginx proxy_cache; prints "PID PORT"
+start_ngc() {
+    local cache=$1 up=$2 port pid
+    shift 2
+    port=$(free_port)
+    rm -rf "$cache"
+    pid=$(env "$@" PORT="$port" UPSTREAM="$up" CACHE_DIR="$cache" CACHE_MAX=20g WORKERS=1 \
+          LIFETIME=900 "$SB/nginx-cache") || return 1
+    echo "$pid $port"
+}
+stop_ngc() { PORT=$1 "$SB/nginx-cache" purge >/dev/null 2>&1 || true; }
+
+# run LABEL ENV... — http-large TOOL=once over the set; appends "LABEL<TAB>RESULT..." to RESULTS
+run() {
+    local label=$1 line
+    shift
+    line=$(env "$@" LIST="$LIST" CONCURRENCY="$C" TOOL=once timeout -k 5 900 "$SB/http-large" |
+        grep '^RESULT' | tail -1) || true
+    [[ -n $line ]] || { echo "miss: $label produced no RESULT" >&2; line="RESULT failed=1"; }
+    printf '%s\t%s\n' "$label" "${line#RESULT }" >>"$RESULTS"
+    printf '%-18s %s\n' "$label" "${line#RESULT }"
+}
+field() { awk -F'\t' -v l="$1" -v k="$2" '$1 == l { n = split($2, f, " "); for (i = 1; i <= n; i++) { split(f[i], kv, "="); if (kv[1] == k) v = kv[2] } } END { sub(/%$/, "", v); print v }' "$RESULTS"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
+# cpu_per_gb LABEL — core-seconds of the server per GB it delivered
+cpu_per_gb() { awk -v c="$(field "$1" server_cpu)" -v s="$(field "$1" secs)" -v b="$(field "$1" bytes)" \
+    'BEGIN { if (c == "" || b + 0 == 0) print "n/a"; else printf "%.2f", c / 100 * s / (b / 1e9) }'; }
+# gw_stats PORT — "uncached=BYTES backend_bytes=BYTES" from the gateway's /_/stats
+gw_stats() { curl -s "http://127.0.0.1:$1/_/stats" | /usr/bin/python3 -c 'import json,sys
+s = json.load(sys.stdin); c = s["cache"]
+print("uncached_GB=%.2f backend_GB=%.2f" % (c.get("uncached_bytes", 0) / 1e9, s["backend"]["bytes_read"] / 1e9))' 2>/dev/null || echo "stats=n/a"; }
+
+echo "== data set: $N x $SIZE in $STORE/$BUCKET/set"
+DIR=$STORE/$BUCKET/set N=$N SIZE=$SIZE "$SB/make-dataset" >/dev/null
+LIST=$STORE/$BUCKET/set/MANIFEST
+: >"$RESULTS"
+echo "   dirty limits: vm.dirty_ratio $(cat /proc/sys/vm/dirty_ratio)% vm.dirty_background_ratio $(cat /proc/sys/vm/dirty_background_ratio)% of $(free -g | awk '/^Mem:/{print $2}') GiB"
+
+echo "== upstream: nginx serving $STORE path-style; the link: $THROTTLE_BIN at $SLOW_BPS B/s"
+UP_PID=$(PORT=$UP_PORT ROOT=$STORE WORKERS=1 LIFETIME=900 "$SB/nginx-static")
+UP=http://127.0.0.1:$UP_PORT
+LINK_PORT=$(free_port)
+"$THROTTLE_BIN" "$LINK_PORT" "$UP_PORT" "$SLOW_BPS" >"$W/throttle.log" 2>&1 &
+PIDS+=("$!")
+for ((i = 0; i < 50; i++)); do grep -q ready "$W/throttle.log" 2>/dev/null && break; sleep 0.1; done
+LINK=127.0.0.1:$LINK_PORT
+SLOW_RULE="slow:$SLOW_DISK_BPS:$W/cache-slow"
+run warm-pagecache BASE_URL="$UP/$BUCKET/set" >/dev/null
+
+# one section: LABEL_PREFIX UPSTREAM_HOSTPORT
+section() {
+    local p=$1 up=$2 pid port
+    run "$p-direct" BASE_URL="http://$up/$BUCKET/set" SERVER_PID="$UP_PID"
+    read -r pid port < <(start_ngc "$W/cache-ngx" "$up") || return 1
+    NGC_PORTS+=("$port")
+    run "$p-nginx-disk" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
+    stop_ngc "$port"
+    read -r pid port < <(start_s3 "$W/cache-s3" "http://$up") || return 1
+    PIDS+=("$pid")
+    if [[ ${PERF:-0} == 1 && $p == link ]] && command -v perf >/dev/null; then
+        perf record -g -o "$W/perf-miss.data" -p "$pid" >/dev/null 2>&1 &
+        PERF_PID=$!
+        sleep 0.5
+    fi
+    run "$p-s3c-disk" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
+    if [[ -n $PERF_PID ]]; then
+        kill -INT "$PERF_PID" 2>/dev/null || true
+        wait "$PERF_PID" 2>/dev/null || true
+        PERF_PID=
+        echo "   perf report -i $W/perf-miss.data --no-children --sort sym"
+    fi
+    echo "   $(gw_stats "$port")"
+    stop_pid "$pid" 10
+    rm -rf "$W/cache-s3"
+    [[ $p == link ]] || return 0
+    mkdir -p "$TMPFS"
+    read -r pid port < <(CACHE_SIZE=${TMPFS_CACHE_SIZE:-3G} start_s3 "$TMPFS/cache" "http://$up") || return 1
+    PIDS+=("$pid")
+    run "$p-s3c-tmpfs" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
+    echo "   $(gw_stats "$port")"
+    stop_pid "$pid" 10
+    rm -rf "$TMPFS"
+    read -r pid port < <(start_s3 "$W/cache-slow" "http://$up" LD_PRELOAD="$SHIM" S3C_FAULT="$SLOW_RULE") || return 1
+    PIDS+=("$pid")
+    run "$p-s3c-slow" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
+    echo "   $(gw_stats "$port")"
+    stop_pid "$pid" 10
+    rm -rf "$W/cache-slow"
+    read -r pid port < <(start_ngc "$W/cache-slow" "$up" LD_PRELOAD="$SHIM" S3C_FAULT="$SLOW_RULE") || return 1
+    NGC_PORTS+=("$port")
+    run "$p-nginx-slow" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
+    stop_ngc "$port"
+    run "$p-direct-2" BASE_URL="http://$up/$BUCKET/set" SERVER_PID="$UP_PID"
+}
+
+echo "== across the link ($SLOW_BPS B/s), c$C, each object once; slowed disk: $SLOW_DISK_BPS B/s"
+section link "$LINK"
+if [[ ${LOOPBACK:-1} == 1 ]]; then
+    echo "== loopback (no link cap), c$C, cache on the disk"
+    section loop "127.0.0.1:$UP_PORT"
+fi
+
+echo
+echo "== summary (one run, same machine; $N x $SIZE, c$C; ratio to the direct GET of the section)"
+for l in $(cut -f1 "$RESULTS" | grep -v warm); do
+    bad=$(field "$l" non2xx)
+    [[ -z ${bad//0/} ]] || echo "WARNING: $l had $bad non-2xx answers"
+done
+printf '%-34s %8s %7s %12s\n' "cold misses" "GB/s" "ratio" "core-s/GB"
+line() { printf '%-34s %8s %7s %12s\n' "$1" "$(field "$2" GBps)" "$(ratio "$(field "$2" GBps)" "$(field "$3" GBps)")" "$(cpu_per_gb "$2")"; }
+line "link: direct GET" link-direct link-direct
+line "link: direct GET, again at the end" link-direct-2 link-direct
+line "link: nginx proxy_cache, disk" link-nginx-disk link-direct
+line "link: s3cached, disk" link-s3c-disk link-direct
+line "link: s3cached, tmpfs" link-s3c-tmpfs link-direct
+line "link: nginx proxy_cache, slowed disk" link-nginx-slow link-direct
+line "link: s3cached, slowed disk" link-s3c-slow link-direct
+if [[ ${LOOPBACK:-1} == 1 ]]; then
+    line "loopback: direct GET" loop-direct loop-direct
+    line "loopback: nginx proxy_cache, disk" loop-nginx-disk loop-direct
+    line "loopback: s3cached, disk" loop-s3c-disk loop-direct
+fi
+echo "goal: s3cached >= 0.95 of the direct GET across the link in all three, core-s/GB <= nginx proxy_cache's"
+echo "results log: $RESULTS   total $(($(date +%s) - T0))s"

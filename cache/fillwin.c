@@ -1,0 +1,517 @@
+/*
+ * fillwin.c: a cold fill from a remote backend, decoupled from the cache disk. The run's bytes
+ * land in its window (window.h: chunks of a bounded pool); its readers copy them from there as
+ * they arrive (one copy in user space, no page-cache round trip), and the cache writer, a few
+ * threads of their own (c->wwq), writes the chunks into the data file behind them around the
+ * page cache (O_DIRECT where the file system takes it), one chunk per job so that every run
+ * gets its turn. The readers reading a run are attached to it (fetch.wreaders): the window keeps
+ * every byte from the slowest one's position on. When the disk falls behind, the window drops a
+ * block the writer has not started once its readers copied it: it is never written and never
+ * marked present (counted in cache.uncached_*), and the next read of it fetches it again. With
+ * no room at all the run waits for its readers (or the writer): TCP holds the backend back.
+ *   run: window -> [get: copy into chunks, wake readers, kick the writer] -> received
+ *        -> (writer idle) end  |  handed: the writer's last job ends it
+ *   end: fdatasync, blocks written whole marked present (index), the rest given up; the fetch
+ *        is freed, or kept (ended) while readers still copy from its window.
+ * Not used for warm-ups and copy sources (they are the disk's pace by design: nowin), local
+ * backends (copy_file_range, --miss-source) and bypasses (no room in the cache).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache_priv.h"
+#include "lib/conf.h"
+#include "lib/log.h"
+#include "lib/s3err.h"
+#include "lib/workq.h"
+
+#define FILLWIN_WRITERS 4      /* threads of the cache writer */
+#define FILLWIN_WAIT_MS 100    /* a run waiting for room looks again at least this often */
+/* and after this long without any (a reader stopped reading), lets go of bytes not copied,
+ * well before the backend's low-speed timeout (at most half of --backend-timeout) */
+#define FILLWIN_STALL_MS 10000
+#define FILLWIN_DIRECT_ALIGN 4096u
+
+_Static_assert(CACHE_FETCH_MAX_BLOCKS <= 64, "fetch.released has a bit per block of a run");
+
+/* Block @bi of @f's window was dropped: its capacity reservation is returned, and its fetching
+ * bit is given up once the run has received all it will of it (until then readers past what
+ * landed are still served by the run; a reader behind waits for that, then fetches it). */
+static void fillwin_release_block_locked(struct fetch *f, unsigned bi)
+{
+    struct cver *v = f->v;
+    uint64_t b = f->first + bi;
+    if (f->released >> bi & 1)
+        return;
+    uint64_t bend = S3C_MIN((b + 1) * v->bs, v->meta.size);
+    if (!f->received && f->landed < bend && !f->err)
+        return; /* still receiving it */
+    f->released |= 1ull << bi;
+    cache_bit_clr(v->fetching, b);
+    cache_wake_locked(&v->waiters);
+}
+
+static void fillwin_on_drop(void *owner, unsigned bi)
+{
+    struct fetch *f = owner;
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    uint64_t acct = index_acct(index_block_bytes(v->meta.size, v->bs, f->first + bi));
+    uint64_t rel = S3C_MIN(acct, f->reserved);
+    f->reserved -= rel;
+    evict_unreserve_locked(c, rel);
+    fillwin_release_block_locked(f, bi);
+}
+
+/* Blocks of @f dropped earlier and now received entirely give up their fetching bits. */
+static void fillwin_release_passed_locked(struct fetch *f)
+{
+    for (unsigned bi = 0; bi < f->n; bi++)
+        if (window_block_dropped(f->win, bi))
+            fillwin_release_block_locked(f, bi);
+}
+
+int fillwin_open(struct cache *c, struct errmsg *em)
+{
+    pthread_cond_init(&c->win_cv, NULL);
+    int rc = window_pool_init(&c->pool, c->cf->fill_memory, c->cf->fill_window, c->block_size,
+                              0, fillwin_on_drop);
+    if (!rc && window_pool_on(&c->pool))
+        rc = workq_new(FILLWIN_WRITERS, &c->wwq);
+    if (rc) {
+        errmsg_set(em, "cache: the fills' windows: %s", s3c_strerror(rc));
+        window_pool_fini(&c->pool);
+        pthread_cond_destroy(&c->win_cv);
+    }
+    return rc;
+}
+
+void fillwin_close(struct cache *c)
+{
+    workq_free(c->wwq); /* every run ended: nothing is queued */
+    c->wwq = NULL;
+    window_pool_fini(&c->pool);
+    pthread_cond_destroy(&c->win_cv);
+}
+
+int fillwin_begin_locked(struct fetch *f)
+{
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    if (!window_pool_on(&c->pool) || f->bypass || f->direct || f->nowin || v->unindexed ||
+        (backend_caps(c->be) & BE_CAP_LOCAL_FD) || f->end <= f->off || f->n > 64)
+        return 0;
+    if (window_new(&c->pool, f->off, f->end, v->bs, f, &f->win))
+        return 0; /* no memory for its tables: the way through the page cache */
+    return 1;
+}
+
+static void fillwin_wake_runs_locked(struct cache *c)
+{
+    if (c->win_waiters)
+        pthread_cond_broadcast(&c->win_cv);
+}
+
+void fillwin_starved_locked(struct fetch *f)
+{
+    if (!f->running)
+        return;
+    f->starved = 1;
+    fillwin_wake_runs_locked(f->c);
+}
+
+static void fillwin_write_job(void *arg);
+
+/* Queues the writer for @f unless it is queued already (mu held). */
+static void fillwin_kick_locked(struct fetch *f)
+{
+    if (f->wr_queued)
+        return;
+    if (workq_submit(f->c->wwq, WORKQ_HIGH, fillwin_write_job, f) == 0)
+        f->wr_queued = 1;
+}
+
+/* Wakes the readers of @f when enough landed since the last time (or it is all there). */
+static void fillwin_wake_readers_locked(struct fetch *f, int force)
+{
+    if (f->landed > f->woke_at &&
+        (force || f->landed - f->woke_at >= CACHE_WAKE_BYTES || f->landed == f->end)) {
+        f->woke_at = f->landed;
+        f->starved = 0; /* until one of them waits again */
+        cache_wake_locked(&f->v->waiters);
+    }
+}
+
+int fillwin_on_data(void *cls, const void *buf, size_t len)
+{
+    struct fetch *f = cls;
+    struct cache *c = f->c;
+    const unsigned char *p = buf;
+    int rc = 0;
+    uint64_t wait_since = 0;
+    pthread_mutex_lock(&c->mu);
+    while (len && !rc) {
+        if (f->err) {
+            rc = f->err;
+            break;
+        }
+        if (f->landed >= f->end)
+            break; /* more than was asked for */
+        unsigned char *mem;
+        size_t room;
+        /* No room for long: a reader stopped copying and the writer cannot free the rest;
+         * letting go of bytes not copied is then the only way on (the backend must not stall
+         * into its low-speed timeout). */
+        uint64_t stall_ms = FILLWIN_STALL_MS;
+        if (c->cf->backend_timeout > 0 && (uint64_t)c->cf->backend_timeout / 2 < stall_ms)
+            stall_ms = (uint64_t)c->cf->backend_timeout / 2;
+        int stalled = wait_since && s3c_mono_ns() - wait_since > stall_ms * 1000000ull;
+        if (window_room(&c->pool, f->win, stalled, &mem, &room) == -EAGAIN) {
+            /* Every slot holds bytes a reader has not copied yet, or the disk has not written:
+             * the readers get what landed so far, and the run (its backend held back by TCP)
+             * waits for a reader to copy or the writer to write before it takes more. */
+            if (!wait_since)
+                wait_since = s3c_mono_ns();
+            fillwin_wake_readers_locked(f, 1);
+            struct timespec ts;
+            s3c_deadline(CLOCK_REALTIME, FILLWIN_WAIT_MS, &ts);
+            c->win_waiters++;
+            pthread_cond_timedwait(&c->win_cv, &c->mu, &ts);
+            c->win_waiters--;
+            continue;
+        }
+        wait_since = 0;
+        size_t n = S3C_MIN(room, len);
+        pthread_mutex_unlock(&c->mu);
+        memcpy(mem, p, n);
+        pthread_mutex_lock(&c->mu);
+        window_landed(f->win, n);
+        uint64_t from = f->landed;
+        f->landed += n;
+        p += n;
+        len -= n;
+        fillwin_wake_readers_locked(f, 0);
+        uint64_t in_block = (f->landed - f->off) % f->v->bs;
+        if (in_block % c->pool.chunk == 0 || f->landed == f->end)
+            fillwin_kick_locked(f); /* a chunk is whole */
+        if ((from - f->off) / f->v->bs != (f->landed - f->off) / f->v->bs || f->landed == f->end)
+            fillwin_release_passed_locked(f);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int fillwin_received(struct fetch *f, int rc)
+{
+    struct cache *c = f->c;
+    pthread_mutex_lock(&c->mu);
+    window_received(&c->pool, f->win, !rc && f->landed == f->end);
+    f->run_rc = rc;
+    f->received = 1;
+    fillwin_release_passed_locked(f);
+    fillwin_wake_readers_locked(f, 1);
+    int writer_ends = !(window_settled(f->win) && !f->wr_queued);
+    if (writer_ends)
+        fillwin_kick_locked(f);
+    if (writer_ends && !f->wr_queued) {
+        /* The writer cannot be queued (the server is stopping): nothing more is written and
+         * the run ends here. */
+        window_abandon(&c->pool, f->win);
+        writer_ends = 0;
+    }
+    f->handed = writer_ends;
+    pthread_mutex_unlock(&c->mu);
+    return writer_ends;
+}
+
+/* Opens the data file of @f's version (creating it) for the writer, and an O_DIRECT descriptor
+ * when the run's chunks are aligned and the file system takes it. mu held; dropped meanwhile.
+ * 0 or the error (nothing can be written). */
+static int fillwin_open_file_locked(struct fetch *f)
+{
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    int fd, rc = cache_ver_fd_locked(c, v, 1, &fd);
+    if (rc || f->wfd_state)
+        return rc;
+    f->wfd_state = -1;
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg > 0 && f->off % FILLWIN_DIRECT_ALIGN == 0 && v->bs % FILLWIN_DIRECT_ALIGN == 0 &&
+        c->pool.chunk % FILLWIN_DIRECT_ALIGN == 0 && (uint64_t)pg <= FILLWIN_DIRECT_ALIGN) {
+        char path[STORE_PATH_MAX];
+        cache_ver_path(c, v, path);
+        pthread_mutex_unlock(&c->mu);
+        int dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+        pthread_mutex_lock(&c->mu);
+        if (dfd >= 0) {
+            f->dfd = dfd;
+            f->wfd_state = 1;
+        }
+    }
+    return 0;
+}
+
+/* Writes @len bytes of @mem at @at: the aligned body with O_DIRECT through @dfd (>= 0), the
+ * rest (the object's last partial page, or everything without @dfd) through @fd. 0 or the
+ * error. */
+static int fillwin_write(int dfd, int fd, const unsigned char *mem, uint64_t at, size_t len)
+{
+    size_t done = 0, body = dfd >= 0 ? len & ~(size_t)(FILLWIN_DIRECT_ALIGN - 1) : 0;
+    while (done < len) {
+        int direct = done < body;
+        size_t want = direct ? body - done : len - done;
+        ssize_t n = pwrite(direct ? dfd : fd, mem + done, want, (off_t)(at + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0 || (direct && (size_t)n % FILLWIN_DIRECT_ALIGN))
+            return -EIO; /* a short write: the block is not cached */
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+/* One job of the cache writer: writes one chunk of @arg's window, then queues itself again
+ * (behind the other runs' jobs) while chunks are ready; the last job of a handed run ends it. */
+static void fillwin_write_job(void *arg)
+{
+    struct fetch *f = arg;
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    pthread_mutex_lock(&c->mu);
+    S3C_ASSERT(f->wr_queued);
+    for (;;) {
+        if (c->closing)
+            window_drop_rest(&c->pool, f->win);
+        unsigned ci;
+        const unsigned char *mem;
+        uint64_t at;
+        size_t len;
+        int bstart;
+        if (!window_next_write(f->win, &ci, &mem, &at, &len, &bstart)) {
+            f->wr_queued = 0;
+            int end = f->handed && window_settled(f->win);
+            fillwin_wake_runs_locked(c);
+            pthread_mutex_unlock(&c->mu);
+            if (end)
+                fill_end_run(f, f->run_rc);
+            return;
+        }
+        int rc = v->fd < 0 || !f->wfd_state ? fillwin_open_file_locked(f) : 0;
+        int fd = v->fd, dfd = f->wfd_state > 0 ? f->dfd : -1;
+        pthread_mutex_unlock(&c->mu);
+        if (!rc && bstart) {
+            /* the block's extent at once (best effort): less file system work than page by
+             * page, and no allocation for blocks dropped before they started */
+            uint64_t b0 = at - (at - f->off) % v->bs;
+            (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)b0,
+                            (off_t)(S3C_MIN(b0 + v->bs, v->meta.size) - b0));
+        }
+        if (!rc)
+            rc = fillwin_write(dfd, fd, mem, at, len);
+        pthread_mutex_lock(&c->mu);
+        window_wrote(&c->pool, f->win, ci, rc == 0);
+        if (rc == 0) {
+            c->st.fill_bytes += len;
+        } else if (rc != CACHE_ERR_CLOSING) {
+            log_warn("cache: writing \"%s/%s\" at %llu: %s: delivered, not cached",
+                     v->key->bucket, v->key->key, (unsigned long long)at, s3c_strerror(rc));
+        }
+        fillwin_wake_runs_locked(c); /* a written chunk is room */
+        if (workq_submit(c->wwq, WORKQ_HIGH, fillwin_write_job, f) == 0)
+            break; /* the next chunk waits its turn behind the other runs' */
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+int fillwin_complete(struct fetch *f, int *unsynced)
+{
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    int rc = 0;
+    uint64_t whole = 0;
+    *unsynced = 0;
+    pthread_mutex_lock(&c->mu);
+    int fd = v->fd;
+    for (unsigned bi = 0; bi < f->n; bi++)
+        if (window_block_whole(f->win, bi))
+            whole |= 1ull << bi;
+    c->st.uncached_bytes += window_dropped_bytes(f->win);
+    c->st.uncached_blocks += window_dropped_blocks(f->win);
+    pthread_mutex_unlock(&c->mu);
+    if (f->dfd >= 0) {
+        close(f->dfd);
+        f->dfd = -1;
+    }
+    if (!whole)
+        return 0;
+    if (fdatasync(fd)) {
+        *unsynced = -errno;
+        return 0;
+    }
+    for (unsigned bi = 0; bi < f->n && !rc;) {
+        if (!(whole >> bi & 1)) {
+            bi++;
+            continue;
+        }
+        unsigned e = bi + 1;
+        while (e < f->n && (whole >> e & 1))
+            e++;
+        int64_t delta = 0;
+        int r = index_mark(c->ix, &v->key->k, v->version, f->first + bi, e - bi, &delta);
+        if (r && r != -ESTALE) {
+            rc = r;
+            break;
+        }
+        pthread_mutex_lock(&c->mu);
+        uint64_t acct = 0;
+        for (uint64_t b = f->first + bi; b < f->first + e; b++) {
+            acct += index_acct(index_block_bytes(v->meta.size, v->bs, b));
+            cache_bit_clr(v->fetching, b);
+            f->released |= 1ull << (b - f->first);
+            if (!cache_bit(v->present, b)) {
+                cache_bit_set(v->present, b);
+                v->npresent++;
+            }
+        }
+        uint64_t rel = S3C_MIN(acct, f->reserved);
+        f->reserved -= rel;
+        evict_unreserve_locked(c, rel);
+        if (r == 0)
+            c->used = (uint64_t)((int64_t)c->used + delta);
+        cache_wake_locked(&v->waiters);
+        pthread_mutex_unlock(&c->mu);
+        bi = e;
+    }
+    return rc;
+}
+
+void fillwin_clear_fetching_locked(struct fetch *f)
+{
+    for (unsigned bi = 0; bi < f->n; bi++) {
+        if (f->released >> bi & 1)
+            continue; /* given up earlier: another run may own it now */
+        f->released |= 1ull << bi;
+        cache_bit_clr(f->v->fetching, f->first + bi);
+    }
+}
+
+struct fetch *fillwin_find_locked(struct cver *v, uint64_t pos, const unsigned char **mem,
+                                  size_t *avail)
+{
+    for (struct fetch *f = v->fetches, *next; f; f = next) {
+        next = f->next;
+        if (!f->win)
+            continue;
+        if (window_at(f->win, pos, mem, avail))
+            return f;
+        if (f->kept && !f->copiers && !window_held(f->win)) { /* nothing left: freed */
+            for (struct fetch **pp = &v->fetches; *pp; pp = &(*pp)->next)
+                if (*pp == f) {
+                    *pp = f->next;
+                    break;
+                }
+            fill_free(f);
+        }
+    }
+    return NULL;
+}
+
+int fillwin_copy(struct fetch *f, uint64_t pos, const unsigned char *mem, void *buf, size_t n)
+{
+    struct cache *c = f->c;
+    f->copiers++;
+    pthread_mutex_unlock(&c->mu);
+    memcpy(buf, mem, n);
+    pthread_mutex_lock(&c->mu);
+    f->copiers--;
+    int good = window_still(f->win, pos, mem);
+    if (!f->copiers && f->kept == 2)
+        fill_retire_locked(f); /* it ended and was left to us */
+    return good;
+}
+
+void fillwin_idle_locked(struct cache *c, struct cver *v)
+{
+    (void)c;
+    for (struct fetch **pp = &v->fetches; *pp;) {
+        struct fetch *f = *pp;
+        if (f->win && f->kept == 1 && !f->copiers) {
+            *pp = f->next;
+            fill_free(f);
+        } else {
+            pp = &f->next;
+        }
+    }
+}
+
+/* Tells @f's window how many readers it has and how far the slowest one copied; a window whose
+ * last reader left (@left: it read on past the run, or went away) keeps nothing for it. Runs
+ * waiting for room are woken when a chunk was passed. */
+static void fillwin_readers_locked(struct fetch *f, int left)
+{
+    struct cache *c = f->c;
+    unsigned n = 0;
+    uint64_t lo = UINT64_MAX;
+    for (struct cache_obj *o = f->wreaders; o; o = o->wf_next) {
+        n++;
+        lo = S3C_MIN(lo, o->wf_pos);
+    }
+    window_readers(f->win, n);
+    if (!n)
+        lo = left ? f->end : f->off;
+    if (lo > f->off && window_read(&c->pool, f->win, lo))
+        fillwin_wake_runs_locked(c);
+}
+
+void fillwin_detach_locked(struct cache_obj *o)
+{
+    struct fetch *f = o->wf;
+    if (!f)
+        return;
+    for (struct cache_obj **pp = &f->wreaders; *pp; pp = &(*pp)->wf_next)
+        if (*pp == o) {
+            *pp = o->wf_next;
+            break;
+        }
+    o->wf = NULL;
+    o->wf_next = NULL;
+    fillwin_readers_locked(f, 1);
+}
+
+void fillwin_attach_locked(struct cache_obj *o, struct fetch *f, uint64_t pos)
+{
+    if (!f->win || pos < f->off || pos >= f->end) {
+        fillwin_detach_locked(o);
+        return;
+    }
+    if (o->wf != f) {
+        fillwin_detach_locked(o);
+        o->wf = f;
+        o->wf_next = f->wreaders;
+        f->wreaders = o;
+    }
+    o->wf_pos = pos;
+    fillwin_readers_locked(f, 0);
+}
+
+void fillwin_reader_at_locked(struct cache_obj *o, uint64_t pos)
+{
+    if (o->wf)
+        fillwin_attach_locked(o, o->wf, pos);
+}
+
+void fillwin_forget_readers_locked(struct fetch *f)
+{
+    for (struct cache_obj *o = f->wreaders, *next; o; o = next) {
+        next = o->wf_next;
+        o->wf = NULL;
+        o->wf_next = NULL;
+    }
+    f->wreaders = NULL;
+}

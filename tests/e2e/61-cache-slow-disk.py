@@ -1,0 +1,440 @@
+#!/usr/bin/env python3
+"""61-cache-slow-disk.py: a miss is never slower than no cache (issue 22).
+
+The upstream is nginx serving a directory path-style behind build/throttle (a 100 MB/s link);
+the gateway's cache disk is made ten times slower than that link by the fault shim's slow
+rule (every write to CACHE/data/ capped at 10 MB/s, O_DIRECT or not). Shown:
+  - four coalesced readers of a cold 96 MiB object get the right bytes at the link's pace
+    (within 4x a direct GET across the same link plus 0.5 s; through the disk it would take
+    10x: with --fill-window 0, the page-cache path, this check fails), one backend fetch for
+    all;
+  - the bytes the disk could not take are counted (/_/stats cache.uncached_bytes and _blocks,
+    /_/metrics), what was written is marked present, and once the disk is fast again the
+    next GET fetches only the blocks that were not cached (the backend's byte counter), and
+    the one after it is a hit;
+  - memory stays bounded: 16 concurrent cold GETs of 1 GiB objects (one sparse file with
+    marker pages under 16 names) on the slowed disk keep the gateway's peak RSS (VmHWM) under its RSS before them
+    plus --fill-memory plus 64 MiB, and the markers read back right.
+Under ASan (the shim cannot sit beside it) the same cold GETs run on the real disk: bytes,
+x-cache and counters are checked, the timing and memory checks are skipped.
+"""
+import concurrent.futures as cf
+import hashlib
+import http.client
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+import e2elib as E
+
+MiB = 1 << 20
+B = "slowdisk"
+LINK_BPS = 100 * 1000 * 1000
+DISK_BPS = LINK_BPS // 10
+FILL_WINDOW = os.environ.get("E2E_FILL_WINDOW", "16M")  # 0: the old, coupled path
+ASAN = os.environ.get("E2E_ASAN") == "1"
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
+
+t = E.Suite("61-cache-slow-disk.py")
+if not NGINX:
+    t.skip("cold fills on a slow cache disk", "nginx not installed (apt-get install nginx)")
+    sys.exit(t.finish())
+
+tmp = tempfile.mkdtemp(prefix="s3c-e2e-slowdisk.", dir=os.environ.get("TMPDIR", "/tmp"))
+procs = []
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def cleanup():
+    for p in procs:
+        stop(p)
+    if not os.environ.get("E2E_KEEP"):
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+import atexit  # noqa: E402
+atexit.register(cleanup)
+
+
+def build(name, src, extra):
+    """A helper binary beside the server (make builds it), else compiled here."""
+    have = os.path.join(os.path.dirname(os.path.abspath(E.BIN)), name)
+    if os.access(have, os.X_OK) and os.path.getmtime(have) >= os.path.getmtime(src):
+        return have
+    out = os.path.join(tmp, os.path.basename(name))
+    subprocess.run(["cc", "-std=gnu11", "-O2", "-D_GNU_SOURCE", "-o", out, src] + extra,
+                   check=True, timeout=120)
+    return out
+
+
+def start_nginx(root):
+    port = E.free_port()
+    pre = os.path.join(tmp, "ngx-%d" % port)
+    os.makedirs(os.path.join(pre, "logs"))
+    conf = os.path.join(pre, "nginx.conf")
+    with open(conf, "w") as f:
+        # as root, nginx's workers would read the (private) temp dir as nobody
+        f.write(("user root;\n" if os.geteuid() == 0 else "") + """worker_processes 1;
+pid %s/nginx.pid;
+error_log %s/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    sendfile on;
+    keepalive_requests 100000;
+    client_body_temp_path %s/body;
+    proxy_temp_path %s/proxy;
+    fastcgi_temp_path %s/fcgi;
+    uwsgi_temp_path %s/uwsgi;
+    scgi_temp_path %s/scgi;
+    server { listen 127.0.0.1:%d; root %s; location / { } }
+}
+""" % (pre, pre, pre, pre, pre, pre, pre, port, root))
+    p = subprocess.Popen([NGINX, "-p", pre, "-c", conf, "-g", "daemon off;"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(p)
+    ok = E.wait_until(lambda: _answers(port), timeout=10)
+    if not ok:
+        raise SystemExit("nginx did not start")
+    return port
+
+
+def _answers(port):
+    try:
+        urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=1).read()
+        return True
+    except urllib.error.HTTPError:
+        return True
+    except Exception:  # noqa: BLE001 - not up yet
+        return False
+
+
+def start_throttle(bin_, target_port, bps):
+    port = E.free_port()
+    log = os.path.join(tmp, "throttle-%d.log" % port)
+    p = subprocess.Popen([bin_, str(port), str(target_port), str(bps)],
+                         stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    procs.append(p)
+    if not E.wait_until(lambda: b"ready" in open(log, "rb").read(), timeout=10):
+        raise SystemExit("throttle did not start")
+    return port
+
+
+def get(port, path, hdrs=None):
+    """GET http://127.0.0.1:port/path: (status, x-cache, sha256, bytes, seconds)."""
+    t0 = time.time()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request("GET", path, headers=hdrs or {})
+        r = conn.getresponse()
+        h = hashlib.sha256()
+        n = 0
+        while True:
+            blk = r.read(1 << 20)
+            if not blk:
+                break
+            h.update(blk)
+            n += len(blk)
+        return r.status, r.getheader("x-cache"), h.hexdigest(), n, time.time() - t0
+    finally:
+        conn.close()
+
+
+def metric(srv, name):
+    rq = urllib.request.Request(srv.endpoint + "/_/metrics",
+                                headers={"Authorization": "Bearer " + srv.token})
+    for line in urllib.request.urlopen(rq, timeout=10).read().decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+class Shim:
+    """The fault shim on the gateway, its rules in a control file changed at run time."""
+
+    def __init__(self):
+        self.so = build("faults/faultinj.so", os.path.join(E.REPO, "tests", "faults", "faultinj.c"),
+                        ["-fPIC", "-shared", "-ldl"])
+        self.ctl = os.path.join(tmp, "fault.ctl")
+        self.log = os.path.join(tmp, "fault.log")
+        open(self.ctl, "w").close()
+        self.env = {"LD_PRELOAD": self.so, "S3C_FAULT_CTL": self.ctl, "S3C_FAULT_LOG": self.log}
+
+    def rules(self, srv, text, n):
+        """Puts @text in force (@n rules) in @srv; waits for the shim to say so (the shim reads
+        its control file when the server makes a call it watches: a request's log line)."""
+        before = open(self.log).read().count("rules ") if os.path.exists(self.log) else 0
+        with open(self.ctl + ".new", "w") as f:
+            f.write(text + "\n")
+        os.rename(self.ctl + ".new", self.ctl)
+
+        def loaded():
+            try:
+                urllib.request.urlopen(srv.endpoint + "/_/health", timeout=5).read()
+            except Exception:  # noqa: BLE001 - only a poke
+                pass
+            if not os.path.exists(self.log):
+                return False
+            lines = [ln for ln in open(self.log).read().splitlines() if ln.startswith("rules ")]
+            return len(lines) > before and lines[-1] == "rules %d" % n
+        return E.wait_until(loaded, timeout=10)
+
+
+throttle = build("throttle", os.path.join(E.REPO, "bench", "throttle.c"), ["-lpthread"])
+store = os.path.join(tmp, "store")
+os.makedirs(os.path.join(store, B))
+up = start_nginx(store)
+link = start_throttle(throttle, up, LINK_BPS)
+
+# --- a cold object across the link, the disk ten times slower -----------------------------
+SIZE = 96 * MiB  # 12 blocks of 8 MiB
+body = os.urandom(SIZE)
+with open(os.path.join(store, B, "cold.bin"), "wb") as f:
+    f.write(body)
+want = hashlib.sha256(body).hexdigest()
+del body
+
+shim = None if ASAN else Shim()
+gw = E.Server(t, auth=["--anonymous"],
+              extra=["--backend", "http://127.0.0.1:%d" % link, "--block-size", "8M",
+                     "--cache-size", "64G", "--fill-window", FILL_WINDOW, "--fill-memory", "128M",
+                     "--revalidate-after", "never"],
+              env=shim.env if shim else None)
+gw.start()
+if shim:
+    E.setup_or_die(t, gw, lambda: E.eq("slow rule loaded",
+                                      shim.rules(gw, "slow:%d:%s/data/" % (DISK_BPS, gw.cache), 1), True))
+state = {}
+
+
+def direct_then_cold():
+    st, _, sh, n, t_direct = get(link, "/%s/cold.bin" % B)
+    E.eq("direct GET across the link", (st, sh), (200, want))
+    s0 = gw.stats()
+    n_readers = 4
+    bar = threading.Barrier(n_readers)
+
+    def reader(i):
+        bar.wait(30)
+        return get(gw.port, "/%s/cold.bin" % B)
+
+    with cf.ThreadPoolExecutor(n_readers) as ex:
+        rs = list(ex.map(reader, range(n_readers)))
+    for st, how, sh, n, secs in rs:
+        E.eq("a coalesced reader's status and bytes", (st, sh), (200, want))
+    E.eq("x-cache of the readers", sorted(r[1] for r in rs), ["coalesced"] * 3 + ["miss"])
+    t_gw = max(r[4] for r in rs)
+    state.update(t_direct=t_direct, t_gw=t_gw, s0=s0)
+    print("       # direct GET across the link %.2f s; 4 readers through the gateway %.2f s "
+          "(ratio %.2f); through a %d MB/s disk it would take %.1f s"
+          % (t_direct, t_gw, t_gw / t_direct, DISK_BPS // 1000000, SIZE / DISK_BPS))
+
+
+t.check("four coalesced readers of a cold object get the right bytes", direct_then_cold)
+
+
+def paced():
+    if "t_gw" not in state:
+        raise E.Fail("no timings (the reads failed)")
+    if state["t_gw"] > 4 * state["t_direct"] + 0.5:
+        raise E.Fail("the readers took %.2f s, a direct GET across the same link %.2f s: "
+                     "the slow disk set the pace" % (state["t_gw"], state["t_direct"]))
+
+
+if shim:
+    t.check("delivered at the link's pace, not the slow disk's (within 4x a direct GET)", paced)
+else:
+    t.skip("delivered at the link's pace, not the slow disk's", "no slow disk under ASan (shim)")
+
+
+def settled():
+    """The gateway's runs ended: every block written or given up."""
+    def done():
+        c = gw.stats()["cache"]
+        s0 = state["s0"]["cache"]
+        return (c["fill_bytes"] - s0["fill_bytes"]) + (c["uncached_bytes"] - s0["uncached_bytes"]) >= SIZE
+    if not E.wait_until(done, timeout=120):
+        raise E.Fail("the fill did not settle within 120 s: %r" % gw.stats()["cache"])
+
+
+def counted():
+    settled()
+    s = gw.stats()
+    c, b = s["cache"], s["backend"]
+    state["s1"] = s
+    print("       # backend bytes %d; written %d, not cached %d bytes (%d blocks), window memory %d"
+          % (b["bytes_read"] - state["s0"]["backend"]["bytes_read"], c["fill_bytes"],
+             c["uncached_bytes"], c["uncached_blocks"], c["fill_window_bytes"]))
+    # One fetch for the four readers; a reader that fell behind the window's tail fetches
+    # again only blocks that were dropped (their bytes are nowhere else): never more.
+    fetched = b["bytes_read"] - state["s0"]["backend"]["bytes_read"]
+    if not SIZE <= fetched <= SIZE + c["uncached_bytes"]:
+        raise E.Fail("backend bytes %d for a %d-byte object with %d bytes not cached"
+                     % (fetched, SIZE, c["uncached_bytes"]))
+    if shim and (c["uncached_bytes"] <= 0 or c["uncached_blocks"] <= 0):
+        raise E.Fail("the disk was 10x slower than the link, yet nothing was left uncached: %r" % c)
+    if c["uncached_bytes"] != c["uncached_blocks"] * 8 * MiB:
+        raise E.Fail("uncached bytes are not whole blocks: %r" % c)
+    if c["used_bytes"] % (8 * MiB) or c["used_bytes"] > SIZE:
+        raise E.Fail("present bytes %d: not whole blocks of the object" % c["used_bytes"])
+    E.eq("metric s3cached_cache_uncached_bytes_total",
+         metric(gw, "s3cached_cache_uncached_bytes_total"), float(c["uncached_bytes"]))
+    E.eq("metric s3cached_cache_uncached_blocks_total",
+         metric(gw, "s3cached_cache_uncached_blocks_total"), float(c["uncached_blocks"]))
+    E.eq("blocks let go before their readers copied them", c["fill_window_forced_drops"], 0)
+    if c["fill_window_bytes"] > 128 * MiB:
+        raise E.Fail("window memory %d over --fill-memory" % c["fill_window_bytes"])
+
+
+t.check("what the disk did not take is counted (stats, metrics); the rest is present", counted)
+
+
+def refetch_missing():
+    if "s1" not in state:
+        raise E.Fail("no counters from the cold read")
+    if shim:
+        E.eq("slow rule lifted", shim.rules(gw, "# fast again", 0), True)
+    s1 = state["s1"]
+    missing = SIZE - s1["cache"]["used_bytes"]  # the blocks dropped and not fetched since
+    st, how, sh, n, _ = get(gw.port, "/%s/cold.bin" % B)
+    E.eq("second GET", (st, sh), (200, want))
+    s2 = gw.stats()
+    print("       # second GET: x-cache %s, backend bytes %d (%d were not cached)"
+          % (how, s2["backend"]["bytes_read"] - s1["backend"]["bytes_read"], missing))
+    E.eq("x-cache of the second GET", how, "miss" if missing else "hit")
+    E.eq("backend bytes of the second GET: the blocks not cached, no more",
+         s2["backend"]["bytes_read"] - s1["backend"]["bytes_read"], missing)
+    if not E.wait_until(lambda: gw.stats()["cache"]["used_bytes"] == SIZE, timeout=60):
+        raise E.Fail("the refetched blocks were not all cached: %r" % gw.stats()["cache"])
+    st, how, sh, n, _ = get(gw.port, "/%s/cold.bin" % B)
+    E.eq("third GET", (st, sh, how), (200, want, "hit"))
+    E.eq("backend bytes of the third GET", gw.stats()["backend"]["bytes_read"],
+         s2["backend"]["bytes_read"])
+
+
+t.check("the next GET fetches only the blocks not cached; the one after is a hit",
+        refetch_missing)
+gw.stop()
+gw.cleanup()
+
+# --- memory: 16 concurrent cold 1 GiB GETs on the slowed disk -----------------------------
+NOBJ, OSIZE, FILL_MEMORY = 16, 1 << 30, 128 * MiB
+markers = {}
+
+
+def make_sparse():
+    """One sparse 1 GiB file with marker pages, under 16 names (hard links: nginx reads one
+    file's pages, the gateway sees 16 keys, 16 fills)."""
+    first = os.path.join(store, B, "big-00")
+    with open(first, "wb") as f:
+        f.truncate(OSIZE)
+        for k in range(16):
+            off = k * 64 * MiB + 12345 + k
+            m = os.urandom(4096)
+            f.seek(off)
+            f.write(m)
+            for i in range(NOBJ):
+                markers[(i, off)] = m
+    for i in range(1, NOBJ):
+        os.link(first, os.path.join(store, B, "big-%02d" % i))
+
+
+def rss_bounded():
+    make_sparse()
+    shim2 = Shim()
+    g = E.Server(t, auth=["--anonymous"],
+                 extra=["--backend", "http://127.0.0.1:%d" % up, "--block-size", "8M",
+                        "--cache-size", "64G", "--fill-memory", str(FILL_MEMORY),
+                        "--revalidate-after", "never"], env=shim2.env)
+    g.start()
+    try:
+        E.eq("slow rule loaded", shim2.rules(g, "slow:50000000:%s/data/" % g.cache, 1), True)
+        status = open("/proc/%d/status" % g.proc.pid).read()
+        base = int([ln for ln in status.splitlines() if ln.startswith("VmRSS:")][0].split()[1]) * 1024
+        urls = ["http://127.0.0.1:%d/%s/big-%02d" % (g.port, B, i) for i in range(NOBJ)]
+        cps = [subprocess.Popen(["curl", "-s", "--max-time", "300", "-o", "/dev/null", "-w",
+                                 "%{http_code} %{size_download}", u], stdout=subprocess.PIPE)
+               for u in urls]
+        t0, last = time.time(), 0
+        while any(p.poll() is None for p in cps) and time.time() - t0 < 200:
+            time.sleep(0.5)  # only paces the progress lines below; the wait is bounded
+            if os.environ.get("E2E_VERBOSE") and time.time() - last > 10:
+                last = time.time()
+                gs = g.stats()
+                print("       # %3.0f s: backend %.1f GiB, written %.1f GiB, not cached %.1f GiB"
+                      % (last - t0, gs["backend"]["bytes_read"] / (1 << 30),
+                         gs["cache"]["fill_bytes"] / (1 << 30),
+                         gs["cache"]["uncached_bytes"] / (1 << 30)), flush=True)
+        for p in cps:
+            if p.poll() is None:
+                p.kill()
+        outs = [p.communicate(timeout=30)[0].decode() for p in cps]
+        secs = time.time() - t0
+        status = open("/proc/%d/status" % g.proc.pid).read()
+        hwm = int([ln for ln in status.splitlines() if ln.startswith("VmHWM:")][0].split()[1]) * 1024
+        c = g.stats()["cache"]
+        print("       # RSS before %d MiB, peak %d MiB (bound %d MiB); not cached %.1f GiB; "
+              "window memory %d MiB" % (base >> 20, hwm >> 20, (base + FILL_MEMORY + 64 * MiB) >> 20,
+                                        c["uncached_bytes"] / (1 << 30), c["fill_window_bytes"] >> 20))
+        E.eq("16 GETs of 1 GiB", outs, ["200 %d" % OSIZE] * NOBJ)
+        state["big_backend"] = g.stats()["backend"]["bytes_read"]
+        state["big_forced"] = c.get("fill_window_forced_drops", 0)
+        print("       # backend sent %.2f GiB for %d GiB served (%.3fx); the 16 GETs took %.1f s "
+              "(%.0f MB/s in all)" % (state["big_backend"] / (1 << 30), NOBJ * OSIZE >> 30,
+                                      state["big_backend"] / (NOBJ * OSIZE), secs,
+                                      NOBJ * OSIZE / secs / 1e6))
+        if hwm > base + FILL_MEMORY + 64 * MiB:
+            raise E.Fail("peak RSS %d MiB over the bound %d MiB" % (hwm >> 20, (base + FILL_MEMORY + 64 * MiB) >> 20))
+        if c["uncached_bytes"] <= 0:
+            raise E.Fail("the 50 MB/s disk took all of 16 GiB: not the case this test is about")
+        for (i, off), m in sorted(markers.items()):
+            st, _, sh, n, _ = get(g.port, "/%s/big-%02d" % (B, i),
+                                  {"Range": "bytes=%d-%d" % (off - 7, off + len(m) + 6)})
+            if (st, sh) != (206, hashlib.sha256(b"\0" * 7 + m + b"\0" * 7).hexdigest()):
+                raise E.Fail("big-%02d at %d: status %s, wrong bytes" % (i, off, st))
+    finally:
+        g.stop()
+        g.cleanup()
+
+
+
+
+def fetched_once():
+    """Each byte of the 16 GETs came from the backend once: a fill's window drops the bytes
+    the disk cannot take, not the bytes its reader still has to read."""
+    if "big_backend" not in state:
+        raise E.Fail("the 16 GETs did not complete")
+    if state["big_forced"]:
+        raise E.Fail("%d blocks were let go before their readers copied them"
+                     % state["big_forced"])
+    if state["big_backend"] > NOBJ * OSIZE * 1.1:
+        raise E.Fail("the backend sent %.1f GiB for 16 GiB of GETs: bytes dropped from a window "
+                     "before their reader read them were fetched again"
+                     % (state["big_backend"] / (1 << 30)))
+
+
+if ASAN:
+    t.skip("16 cold 1 GiB GETs on a slow disk: peak RSS under RSS + --fill-memory + 64 MiB",
+           "no slow disk under ASan (shim), and ASan's own memory")
+    t.skip("16 cold 1 GiB GETs: the backend sends each byte once (at most 1.1x)",
+           "no slow disk under ASan (shim)")
+else:
+    t.check("16 cold 1 GiB GETs on a slow disk: peak RSS under RSS + --fill-memory + 64 MiB",
+            rss_bounded)
+    t.check("16 cold 1 GiB GETs: the backend sends each byte once (at most 1.1x)", fetched_once)
+sys.exit(t.finish())
