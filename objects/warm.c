@@ -111,6 +111,30 @@ static void job_error_locked(struct warm_job *j, const char *key, int rc)
     buf_puts(&j->errors, "}");
 }
 
+/* A saved job's errors_total and its listed errors ({"key", "error"}), as job_json_locked()
+ * wrote them: what a job reports stays the same across a restart. */
+static void job_load_errors(struct warm_job *j, const struct json *js)
+{
+    const struct json *errs = json_get(js, "errors");
+    for (size_t i = 0; errs && errs->type == JSON_ARR && i < errs->n; i++) {
+        const char *key = json_get_str(&errs->items[i], "key");
+        const char *err = json_get_str(&errs->items[i], "error");
+        if (!key || !err || j->nerrors >= WARM_MAX_ERRORS)
+            continue;
+        if (j->errors.len)
+            buf_puts(&j->errors, ",");
+        buf_puts(&j->errors, "{\"key\":");
+        buf_json_str(&j->errors, key);
+        buf_puts(&j->errors, ",\"error\":");
+        buf_json_str(&j->errors, err);
+        buf_puts(&j->errors, "}");
+        j->nerrors++;
+    }
+    double total = json_get_num(js, "errors_total", 0);
+    if (total > j->nerrors && total < 4e9)
+        j->nerrors = (unsigned)total;
+}
+
 static int job_add_key(struct warm_job *j, const char *k, size_t len)
 {
     if (j->nkeys >= WARM_MAX_KEYS)
@@ -240,6 +264,7 @@ static void warm_load(struct warm *w)
             j->bytes_total = (uint64_t)json_get_num(js, "bytes_total", 0);
             j->bytes_done = (uint64_t)json_get_num(js, "bytes_done", 0);
             j->started_ns = j->finished_ns = s3c_real_ns();
+            job_load_errors(j, js);
             if (json_get_str(js, "message"))
                 errmsg_set(&j->why, "%s", json_get_str(js, "message"));
             else if (!strcmp(j->state, "interrupted"))

@@ -480,6 +480,10 @@ static void test_warm_persistence(void **state)
                      0);
     wait_job(e, done_id, &v);
     assert_string_equal(v.state, "failed");
+    assert_int_equal(v.errors, 1);
+    assert_string_equal(v.err_key, "nope");
+    char err_before[64];
+    snprintf(err_before, sizeof(err_before), "%s", v.err);
     snprintf(path, sizeof(path), "%s/warm/%s.json", e->dir, done_id);
     assert_int_equal(access(path, F_OK), 0);
     /* a job running when the gateway stops */
@@ -496,6 +500,9 @@ static void test_warm_persistence(void **state)
     assert_string_equal(v.state, "failed");
     assert_int_equal(v.done, 2);
     assert_int_equal(v.pin, 1);
+    assert_int_equal(v.errors, 1); /* its errors read back, not reset to none */
+    assert_string_equal(v.err_key, "nope");
+    assert_string_equal(v.err, err_before);
     assert_int_equal(status(e, run_id, &v), 0);
     assert_string_equal(v.state, "interrupted");
     assert_non_null(strstr(v.message, "start it again"));
