@@ -102,7 +102,10 @@ static int h_mp_create_end(struct req *rq)
     if (!s)
         return respond_error(rq, -ENOMEM);
     if (rq->phase == PH_START) {
-        int rc = upload_meta_from_headers(rq, &s->meta);
+        int rc = acl_write_check(rq);
+        if (rc)
+            return respond_error_msg(rq, rc, rq->err_msg);
+        rc = upload_meta_from_headers(rq, &s->meta);
         if (rc)
             return respond_error(rq, rc);
         const char *algo = req_header(rq, "x-amz-checksum-algorithm");

@@ -173,7 +173,10 @@ static struct put_state *put_state_new(struct req *rq)
 
 static int h_put_begin(struct req *rq)
 {
-    int rc = upload_begin(rq, rq->srv->cf->max_object_size);
+    int rc = acl_write_check(rq);
+    if (rc)
+        return rc;
+    rc = upload_begin(rq, rq->srv->cf->max_object_size);
     return rc ? rc : upload_admit(rq);
 }
 
@@ -309,6 +312,9 @@ static int h_copy_end(struct req *rq)
         buf_printf(&b, "<ETag>&quot;%s&quot;</ETag></CopyObjectResult>", cs->out.etag);
         return respond_xml(rq, 200, &b);
     }
+    int arc = acl_write_check(rq);
+    if (arc)
+        return respond_error_msg(rq, arc, rq->err_msg);
     cs = calloc(1, sizeof(*cs));
     if (!cs)
         return respond_error(rq, -ENOMEM);
@@ -426,6 +432,36 @@ int acl_put_check(struct req *rq, struct errmsg *em)
         errmsg_set(em, "Only a grant of FULL_CONTROL to the owner (ID " OWNER_ID ") is "
                        "supported: every bucket and object is private to its owner");
     return rc;
+}
+
+int acl_write_check(struct req *rq)
+{
+    static const char *const grant_hdrs[] = {"x-amz-grant-full-control", "x-amz-grant-read",
+                                             "x-amz-grant-read-acp", "x-amz-grant-write-acp"};
+    for (size_t i = 0; i < ARRAY_SIZE(grant_hdrs); i++)
+        if (req_header(rq, grant_hdrs[i])) {
+            snprintf(rq->err_msg, sizeof(rq->err_msg), "ACL grants are not supported (%s): "
+                     "every object is private to its owner", grant_hdrs[i]);
+            return -S3E_NOT_IMPLEMENTED;
+        }
+    const char *canned = req_header(rq, "x-amz-acl");
+    if (!canned)
+        return 0;
+    size_t i;
+    for (i = 0; i < ARRAY_SIZE(acl_canned) && strcmp(canned, acl_canned[i]); i++)
+        ;
+    if (i == ARRAY_SIZE(acl_canned)) {
+        snprintf(rq->err_msg, sizeof(rq->err_msg), "Invalid canned ACL in x-amz-acl");
+        return -S3E_INVALID_ARGUMENT;
+    }
+    /* the bucket's owner is the object's owner: both of these leave the object private */
+    if (!strcmp(canned, "private") || !strcmp(canned, "bucket-owner-full-control") ||
+        !strcmp(canned, "bucket-owner-read"))
+        return 0;
+    snprintf(rq->err_msg, sizeof(rq->err_msg), "The canned ACL '%s' is not supported: every "
+             "object is private to its owner (private and bucket-owner-full-control are "
+             "accepted)", canned);
+    return -S3E_NOT_IMPLEMENTED;
 }
 
 /* The object must exist (as a HEAD through the cache sees it: a dirty one does). Its

@@ -36,5 +36,11 @@ int member_read_end(struct req *rq, int is_get);
  * -S3E_INVALID_ARGUMENT, -S3E_MISSING_SECURITY_HEADER or -S3E_MALFORMED_ACL for a bad one.
  * @em: the message for the client. */
 int acl_put_check(struct req *rq, struct errmsg *em);
+/* The ACL headers of a write that creates an object (PutObject, CopyObject,
+ * CreateMultipartUpload): none, or x-amz-acl private / bucket-owner-full-control /
+ * bucket-owner-read (the one owner keeps the object private) are 0; any other canned ACL or
+ * an x-amz-grant-* header is -S3E_NOT_IMPLEMENTED and a bad canned ACL -S3E_INVALID_ARGUMENT,
+ * with rq->err_msg saying why: nobody is led to believe an object became public. */
+int acl_write_check(struct req *rq);
 
 #endif

@@ -393,8 +393,38 @@ def main():
                     body=b"<AccessControlPolicy/>")
         E.expect_error("header and body", r, 400, "InvalidRequest")
 
+    def acl_on_writes():
+        # the canned ACLs that keep an object private are accepted on the writes that make one
+        for acl in ("private", "bucket-owner-full-control"):
+            E.eq("put_object ACL=" + acl, s3.put_object(Bucket=B, Key="acl-" + acl, Body=b"x",
+                                                       ACL=acl)["ResponseMetadata"]["HTTPStatusCode"], 200)
+        # any other is refused, nothing is stored, and nobody believes the object is public
+        E.expect_client_error("put_object ACL=public-read", s3.put_object, 501, "NotImplemented",
+                              Bucket=B, Key="acl-public", Body=b"x", ACL="public-read")
+        E.expect_client_error("copy_object ACL=public-read", s3.copy_object, 501, "NotImplemented",
+                              Bucket=B, Key="acl-public", ACL="public-read",
+                              CopySource={"Bucket": B, "Key": "top.txt"})
+        E.expect_client_error("create_multipart_upload ACL=public-read-write",
+                              s3.create_multipart_upload, 501, "NotImplemented",
+                              Bucket=B, Key="acl-public", ACL="public-read-write")
+        E.expect_client_error("put_object GrantRead AllUsers", s3.put_object, 501, "NotImplemented",
+                              Bucket=B, Key="acl-public", Body=b"x",
+                              GrantRead='uri="http://acs.amazonaws.com/groups/global/AllUsers"')
+        E.expect_client_error("put_object ACL=bogus", s3.put_object, 400, "InvalidArgument",
+                              Bucket=B, Key="acl-public", Body=b"x", ACL="bogus")
+        E.expect_client_error("the refused key does not exist", s3.head_object, 404, "404",
+                              Bucket=B, Key="acl-public")
+        r = srv.req("PUT", "/%s/acl-public" % B, headers={"x-amz-acl": "public-read"}, body=b"x")
+        E.expect_error("the refusal says why", r, 501, "NotImplemented")
+        if b"private to its owner" not in r.body:
+            raise E.Fail("the message does not say why: %r" % r.body[:300])
+        for acl in ("private", "bucket-owner-full-control"):
+            s3.delete_object(Bucket=B, Key="acl-" + acl)
+
     t.check("Put{Bucket,Object}Acl private / the owner's FULL_CONTROL: 200, nothing changes",
             acl_private_noop)
+    t.check("PutObject, CopyObject, CreateMultipartUpload: x-amz-acl private or "
+            "bucket-owner-full-control accepted, public ones 501, nothing stored", acl_on_writes)
     t.check("Put*Acl asking for more: 501, the object stays private", acl_more_refused)
     t.check("Put*Acl bad input: 400s, missing key 404", acl_bad_input)
 
