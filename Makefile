@@ -43,7 +43,7 @@ NPM_DIR   := tests/e2e/node_modules
 
 .PHONY: all run test test-unit test-e2e test-asan bench lint test-lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
         test-faults soak
-all: $(BUILD)/s3cached $(BUILD)/ring-owner $(BUILD)/throttle
+all: $(BUILD)/s3cached $(BUILD)/ring-owner $(BUILD)/throttle $(BUILD)/delayline
 
 $(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
@@ -62,6 +62,11 @@ $(BUILD)/tar-bench: bench/tar_bench.c $(BUILD)/libs3c.a
 
 # the slow link of make bench and e2e 73/74: a loopback relay with a bandwidth cap (bench/throttle.c)
 $(BUILD)/throttle: bench/throttle.c
+	$(CC) $(CFLAGS) -o $@ $< -lpthread
+
+# a network round trip on loopback (RTT_US of bench/shards.sh): a relay that delays every byte
+# by a fixed time, both ways, at full speed (bench/delayline.c)
+$(BUILD)/delayline: bench/delayline.c
 	$(CC) $(CFLAGS) -o $@ $< -lpthread
 
 $(BUILD)/libs3c.a: $(OBJS)
@@ -162,7 +167,7 @@ test-asan: deps-test
 	  E2E_ASAN=1 $(ASAN_MAKE) test-unit test-e2e
 
 bench: deps-test
-	@$(MAKE) --no-print-directory all $(BUILD)/index-fill $(BUILD)/throttle
+	@$(MAKE) --no-print-directory all $(BUILD)/index-fill $(BUILD)/throttle $(BUILD)/delayline
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/run.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached INDEX_FILL_BIN=$(CURDIR)/$(BUILD)/index-fill bench/startup.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/checkpoint.sh

@@ -16,6 +16,10 @@
 #   DURATION    seconds per measurement          (default 10)
 #   SAMPLES     samples per shard (112 KiB each) (default 2000, a 220 MiB shard)
 #   KEEP_DATA=0 remove the data at the end       (default: kept for the next run)
+#   RTT_US      part 2 with the client a network round trip away: it reaches s3cached through
+#               build/delayline (DELAYLINE_BIN), which delays each byte RTT_US/2 microseconds
+#               each way, so every request/response pays RTT_US more, as across a datacenter
+#               network (loopback has none: this kernel has no netem). Default 0: direct
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -31,6 +35,12 @@ for t in nginx wrk curl; do
     command -v "$t" >/dev/null || { echo "bench/shards.sh: $t is not installed (make deps-test)"; exit 1; }
 done
 PY=/usr/bin/python3
+RTT_US=${RTT_US:-0}
+[[ $RTT_US =~ ^[0-9]+$ ]] || { echo "bench/shards.sh: RTT_US must be microseconds (an integer)"; exit 1; }
+DELAYLINE_BIN=${DELAYLINE_BIN:-$(dirname "$BIN")/delayline}
+if ((RTT_US > 0)) && [[ ! -x $DELAYLINE_BIN ]]; then
+    echo "bench/shards.sh: no executable at $DELAYLINE_BIN (make $(dirname "$BIN")/delayline)"; exit 1
+fi
 export DURATION=${DURATION:-10}
 SAMPLES=${SAMPLES:-2000}
 W=${BENCH_DIR:-${TMPDIR:-/tmp}/s3c-bench-shards}
@@ -134,8 +144,19 @@ run member-hits-1 http-small BASE_URL="$S3" LIST="$STORE/$BUCKET/MEMBER_URLS" SE
 run member-hits-2 http-small BASE_URL="$S3" LIST="$STORE/$BUCKET/MEMBER_URLS" SERVER_PID="$S3_PID"
 run whole-hits-2 http-small BASE_URL="$S3/small" LIST="$STORE/$BUCKET/small/MANIFEST" SERVER_PID="$S3_PID"
 
-echo "== a Python client: 64 samples per batch vs 64 member GETs in turn, ${DURATION}s each"
-timeout -k 5 $((3 * DURATION + 60)) $PY - "127.0.0.1" "$S3_PORT" "$BUCKET" "$STORE/$BUCKET/MEMBERS" "$DURATION" >>"$RESULTS" <<'PY'
+PY_PORT=$S3_PORT RTT_NOTE= DL_PID=
+if ((RTT_US > 0)); then  # the client reaches s3cached through the delay line
+    PY_PORT=$(free_port)
+    rm -f "$W/delayline.log"  # a stale "ready" must not be read before the relay listens
+    "$DELAYLINE_BIN" "$PY_PORT" "$S3_PORT" $((RTT_US / 2)) >"$W/delayline.log" 2>&1 </dev/null &
+    DL_PID=$!
+    PIDS+=("$DL_PID")
+    for ((i = 0; i < 50; i++)); do grep -q ready "$W/delayline.log" 2>/dev/null && break; sleep 0.1; done
+    grep -q ready "$W/delayline.log" || { echo "bench: delayline did not start"; cat "$W/delayline.log"; exit 1; }
+    RTT_NOTE=" (client behind a ${RTT_US} us round trip)"
+fi
+echo "== a Python client: 64 samples per batch vs 64 member GETs in turn, ${DURATION}s each$RTT_NOTE"
+timeout -k 5 $((3 * DURATION + 60)) $PY - "127.0.0.1" "$PY_PORT" "$BUCKET" "$STORE/$BUCKET/MEMBERS" "$DURATION" >>"$RESULTS" <<'PY'
 import http.client, json, random, sys, time
 host, port, bucket, members, dur = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5])
 names = open(members).read().split()
@@ -176,6 +197,7 @@ for label, fn in (("py-member-gets", gets), ("py-batch64", batched)):
     print("%s\tsamples_per_s=%.0f samples=%d seconds=%.2f" % (label, n / el, n, el))
     print("%-22s samples_per_s=%.0f samples=%d" % (label, n / el, n), file=sys.stderr)
 PY
+stop_pid "$DL_PID" 10  # (no-op when direct)
 stop_pid "$S3_PID" 10
 
 echo "== a cold batch over the S3 backend (nginx upstream), every member in random order"
@@ -221,6 +243,6 @@ for l in whole-hits-1 member-hits-1 member-hits-2 whole-hits-2; do
 done
 printf '%-44s %10s %10s %8s %6s\n' "measure" "reference" "shards" "ratio" "goal"
 printf '%-44s %10s %10s %8s %6s\n' "112KiB member hits vs whole hits, req/s c64" "$wh" "$mh" "$(ratio "$mh" "$wh")" ">=0.9"
-printf '%-44s %10s %10s %8s %6s\n' "python: batch of 64 vs 64 GETs, samples/s" "$pg" "$pb" "$(ratio "$pb" "$pg")" ">=3"
+printf '%-44s %10s %10s %8s %6s%s\n' "python: batch of 64 vs 64 GETs, samples/s" "$pg" "$pb" "$(ratio "$pb" "$pg")" ">=3" "$RTT_NOTE"
 printf '%-44s %10s %10s %8s %6s\n' "cold batch, S3 backend: origin bytes/shard" "$SHARD_BYTES" "$cb" "$(ratio "$cb" "$SHARD_BYTES")" "1.00"
 echo "results log: $RESULTS   total $(($(date +%s) - T0))s"
