@@ -165,6 +165,10 @@ struct cache_obj {
     struct fetch *wf;
     struct cache_obj *wf_next;
     uint64_t wf_pos;
+    /* It walks ahead of the readers to come (a member index build reads the headers, then the
+     * batch or member GET that waited for it reads the members): the run keeps what it walked
+     * past, as for a run no reader reads yet, so that they find it (fillwin.c). */
+    int wf_scan;
 };
 
 struct unlink_item {

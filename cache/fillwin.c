@@ -451,20 +451,24 @@ void fillwin_idle_locked(struct cache *c, struct cver *v)
 }
 
 /* Tells @f's window how many readers it has and how far the slowest one copied; a window whose
- * last reader left (@left: it read on past the run, or went away) keeps nothing for it. Runs
- * waiting for room are woken when a chunk was passed. */
+ * last reader left (@left: it read on past the run, or went away) keeps nothing for it. A
+ * scanner (wf_scan) counts as a reader but never passes a byte: the readers that wait for its
+ * walk read behind it. Runs waiting for room are woken when a chunk was passed. */
 static void fillwin_readers_locked(struct fetch *f, int left)
 {
     struct cache *c = f->c;
-    unsigned n = 0;
+    unsigned n = 0, m = 0;
     uint64_t lo = UINT64_MAX;
     for (struct cache_obj *o = f->wreaders; o; o = o->wf_next) {
         n++;
+        if (o->wf_scan)
+            continue;
+        m++;
         lo = S3C_MIN(lo, o->wf_pos);
     }
     window_readers(f->win, n);
-    if (!n)
-        lo = left ? f->end : f->off;
+    if (!m)
+        lo = left && !n ? f->end : f->off;
     if (lo > f->off && window_read(&c->pool, f->win, lo))
         fillwin_wake_runs_locked(c);
 }
@@ -481,7 +485,7 @@ void fillwin_detach_locked(struct cache_obj *o)
         }
     o->wf = NULL;
     o->wf_next = NULL;
-    fillwin_readers_locked(f, 1);
+    fillwin_readers_locked(f, !o->wf_scan); /* a scanner leaving passes nothing */
 }
 
 void fillwin_attach_locked(struct cache_obj *o, struct fetch *f, uint64_t pos)

@@ -196,6 +196,7 @@ static int build_walk(struct cache_obj *o, uint64_t size, void **blob, size_t *l
     cache_pwait_init(&p);
     pthread_mutex_lock(&o->c->mu);
     o->range_end = size; /* read-ahead stays inside the archive */
+    o->wf_scan = 1;      /* what the walk passes is for the member reads that wait for it */
     pthread_mutex_unlock(&o->c->mu);
     if ((rc = tar_walk_new(size, NULL, &w)) || (rc = tar_index_builder_new(size, &b)))
         goto out;
@@ -226,6 +227,10 @@ static int build_walk(struct cache_obj *o, uint64_t size, void **blob, size_t *l
     }
 out:
     cache_obj_cancel_wait(o, &p.w);
+    pthread_mutex_lock(&o->c->mu);
+    fillwin_detach_locked(o); /* as a scanner: its run keeps the bytes for the member reads */
+    o->wf_scan = 0;
+    pthread_mutex_unlock(&o->c->mu);
     cache_pwait_destroy(&p);
     tar_walk_free(w);
     tar_index_builder_free(b);
