@@ -172,6 +172,7 @@ bench: deps-test
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached INDEX_FILL_BIN=$(CURDIR)/$(BUILD)/index-fill bench/startup.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/checkpoint.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/shards.sh
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached RTT_US=200 bench/shards.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/stall.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/keep.sh
 	@$(MAKE) --no-print-directory $(FAULT_SO)
