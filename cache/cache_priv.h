@@ -331,8 +331,9 @@ void fillwin_clear_fetching_locked(struct fetch *f);
 struct fetch *fillwin_find_locked(struct cver *v, uint64_t pos, const unsigned char **mem,
                                   size_t *avail);
 /* Copies @n bytes from @mem (found by fillwin_find_locked at @pos) into @buf without the lock:
- * 1 when the copy is good, 0 when the window let the bytes go meanwhile (read again). Called
- * and returns with mu held. */
+ * 1 when the copy is good, 0 when the window let the bytes go meanwhile (read again), 2 when
+ * the copy is good but @f ended meanwhile and this was its last copier: @f is freed (the
+ * caller must not touch it again). Called and returns with mu held. */
 int fillwin_copy(struct fetch *f, uint64_t pos, const unsigned char *mem, void *buf, size_t n);
 /* A reader waits for bytes of @f past what it received (mu held). */
 void fillwin_starved_locked(struct fetch *f);

@@ -1004,12 +1004,18 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
         if (!wf)
             break;
         size_t n = S3C_MIN(wav, max);
-        if (!fillwin_copy(wf, pos, mem, buf, n))
+        int got = fillwin_copy(wf, pos, mem, buf, n);
+        if (!got)
             continue; /* the window let those bytes go meanwhile: look again */
-        fillwin_attach_locked(o, wf, pos + n);
+        /* 2: the run failed during the copy and is freed: nothing to attach to, and no
+         * read-ahead (the failed run's blocks are no longer fetching: a read-ahead now would
+         * begin a fetch under the fault, and a later reader joining it would fail with it) */
+        int failed = got == 2 || wf->err;
+        if (got == 1)
+            fillwin_attach_locked(o, wf, pos + n);
         o->next_pos = pos + n;
         o->waited_data = 0;
-        if (sequential && c->readahead && !v->bypass_seen)
+        if (sequential && c->readahead && !v->bypass_seen && !failed)
             fill_ensure_locked(c, v, b + 1,
                                S3C_MIN(fill_range_end_block(o, v), b + 1 + ra_blocks(c, v)));
         rc = (ssize_t)n;

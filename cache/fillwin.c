@@ -431,8 +431,10 @@ int fillwin_copy(struct fetch *f, uint64_t pos, const unsigned char *mem, void *
     pthread_mutex_lock(&c->mu);
     f->copiers--;
     int good = window_still(f->win, pos, mem);
-    if (!f->copiers && f->kept == 2)
-        fill_retire_locked(f); /* it ended and was left to us */
+    if (!f->copiers && f->kept == 2) {
+        fill_retire_locked(f); /* it ended and was left to us: freed */
+        return good ? 2 : 0;
+    }
     return good;
 }
 
