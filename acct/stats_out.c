@@ -111,26 +111,35 @@ static int json_jobs_process(struct stats *s, struct buf *out)
     return rc;
 }
 
+/* What both writers start from: the optional inputs defaulted to zeroed figures (a caller
+ * without a cache, backend or fair share passes NULL) and snapshots of the client and bucket
+ * rows (*@cl and *@bk, the caller frees them, also on error). 0 or -ENOMEM. */
+static int snapshot_begin(struct stats *s, const struct cache_stats **cs,
+                          const struct backend_counters **bc, const struct fair_stats **fs,
+                          struct stats_row **cl, size_t *ncl, struct stats_row **bk, size_t *nbk)
+{
+    static const struct cache_stats cs0;
+    static const struct backend_counters bc0;
+    static const struct fair_stats fs0;
+    if (!*cs)
+        *cs = &cs0;
+    if (!*bc)
+        *bc = &bc0;
+    if (!*fs)
+        *fs = &fs0;
+    int rc = stats_snapshot_clients(s, cl, ncl);
+    return rc ? rc : stats_snapshot_buckets(s, bk, nbk);
+}
+
 int stats_json(struct stats *s, const struct cache_stats *cs, const struct backend_counters *bc,
                const struct fair_stats *fs, const struct cache_policy_report *pr,
                struct buf *out)
 {
     CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
-    static const struct cache_stats cs0;
-    static const struct backend_counters bc0;
-    static const struct fair_stats fs0;
     struct stats_row *cl = NULL, *bk = NULL;
     size_t ncl = 0, nbk = 0;
     uint64_t by_op[STATS_OP__N], total = 0;
-    if (!cs)
-        cs = &cs0;
-    if (!bc)
-        bc = &bc0;
-    if (!fs)
-        fs = &fs0;
-    int rc = stats_snapshot_clients(s, &cl, &ncl);
-    if (!rc)
-        rc = stats_snapshot_buckets(s, &bk, &nbk);
+    int rc = snapshot_begin(s, &cs, &bc, &fs, &cl, &ncl, &bk, &nbk);
     if (rc)
         goto out;
     for (unsigned i = 0; i < STATS_OP__N; i++) {
@@ -645,20 +654,9 @@ int stats_prometheus(struct stats *s, const struct cache_stats *cs,
                      const struct cache_policy_report *pr, struct buf *out)
 {
     CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
-    static const struct cache_stats cs0;
-    static const struct backend_counters bc0;
-    static const struct fair_stats fs0;
     struct stats_row *cl = NULL, *bk = NULL;
     size_t ncl = 0, nbk = 0;
-    if (!cs)
-        cs = &cs0;
-    if (!bc)
-        bc = &bc0;
-    if (!fs)
-        fs = &fs0;
-    int rc = stats_snapshot_clients(s, &cl, &ncl);
-    if (!rc)
-        rc = stats_snapshot_buckets(s, &bk, &nbk);
+    int rc = snapshot_begin(s, &cs, &bc, &fs, &cl, &ncl, &bk, &nbk);
     if (rc)
         goto out;
 
