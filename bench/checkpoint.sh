@@ -13,6 +13,7 @@
 #   CKPT_MB   checkpoint size in MiB (default 1024)
 #   BENCH_DIR work directory (default ${TMPDIR:-/tmp}/s3c-bench)
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 BIN=${S3CACHED_BIN:-$repo/build/s3cached}
@@ -25,7 +26,6 @@ cleanup() { local p; for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wa
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 rm -rf "$W"; mkdir -p "$W/up-store"
-port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 serve() { # NAME PORT ARGS... ; waits for /_/health
     local name=$1 p=$2; shift 2
     "$BIN" serve --listen "127.0.0.1:$p" --cache-dir "$W/$name-cache" --cache-size 8G --anonymous \
@@ -37,7 +37,7 @@ serve() { # NAME PORT ARGS... ; waits for /_/health
 now() { date +%s.%N; }
 secs() { $PY -c "print(round($2 - $1, 3))"; }
 head -c $((MB << 20)) /dev/urandom >"$W/ckpt.pt"
-UP=$(port); WB=$(port); WT=$(port); SLOW=$(port); WS=$(port)
+UP=$(free_port); WB=$(free_port); WT=$(free_port); SLOW=$(free_port); WS=$(free_port)
 SLOW_BPS=${SLOW_BPS:-200e6}
 THROTTLE_BIN=${THROTTLE_BIN:-$(dirname "$BIN")/throttle}
 serve up "$UP" --backend "file://$W/up-store"

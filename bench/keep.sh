@@ -11,6 +11,7 @@
 #   SLOW_BPS         the backend link in bytes/s (default 250e6)
 #   BENCH_DIR        work directory (default ${TMPDIR:-/tmp}/s3c-bench)
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 BIN=${S3CACHED_BIN:-$repo/build/s3cached}
@@ -28,7 +29,6 @@ trap cleanup EXIT
 trap 'exit 143' TERM INT
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 rm -rf "$W"; mkdir -p "$W/up-store/bench/set"
-port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 serve() { # NAME PORT ARGS... ; waits for /_/health
     local name=$1 p=$2; shift 2
     "$BIN" serve --listen "127.0.0.1:$p" --cache-dir "$W/$name-cache" --anonymous \
@@ -42,7 +42,7 @@ for i in $(seq -w 0 $((N - 1))); do
     echo "set/$i" >>"$W/keys"
 done
 CACHE_MB=$((N * MB * 2 / 3))
-UP=$(port); SLOW=$(port)
+UP=$(free_port); SLOW=$(free_port)
 serve up "$UP" --backend "file://$W/up-store" --cache-size 4G
 "$THROTTLE_BIN" "$SLOW" "$UP" "$SLOW_BPS" >/dev/null &
 PIDS+=($!)
@@ -52,7 +52,7 @@ curl -sf -o /dev/null "http://127.0.0.1:$UP/_/health"
 while read -r k; do curl -sf -o /dev/null "http://127.0.0.1:$UP/bench/$k"; done <"$W/keys"
 declare -A SECS BYTES
 for policy in lru keep; do
-    p=$(port)
+    p=$(free_port)
     extra=(--keep-auto false)
     [[ $policy == keep ]] && extra=(--keep-prefix bench/set/)
     serve "gw-$policy" "$p" --backend "http://127.0.0.1:$SLOW" --cache-size "${CACHE_MB}M" \

@@ -22,6 +22,7 @@
 #   KEEP_DATA=0    remove the data set at the end         (default: kept for the next run)
 # Everything it starts is stopped by pid; bounded (~5 minutes with the defaults).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 SB=
@@ -59,7 +60,6 @@ unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 export no_proxy='*' NO_PROXY='*'
 T0=$(date +%s)
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 UP_PORT=$(free_port)
 PIDS=()
@@ -122,8 +122,6 @@ run() {
     printf '%s\t%s\n' "$label" "${line#RESULT }" >>"$RESULTS"
     printf '%-18s %s\n' "$label" "${line#RESULT }"
 }
-field() { awk -F'\t' -v l="$1" -v k="$2" '$1 == l { n = split($2, f, " "); for (i = 1; i <= n; i++) { split(f[i], kv, "="); if (kv[1] == k) v = kv[2] } } END { sub(/%$/, "", v); print v }' "$RESULTS"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 # cpu_per_gb LABEL — core-seconds of the server per GB it delivered
 cpu_per_gb() { awk -v c="$(field "$1" server_cpu)" -v s="$(field "$1" secs)" -v b="$(field "$1" bytes)" \
     'BEGIN { if (c == "" || b + 0 == 0) print "n/a"; else printf "%.2f", c / 100 * s / (b / 1e9) }'; }

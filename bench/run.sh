@@ -12,6 +12,7 @@
 #   DURATION    seconds per measurement                 (default 10)
 #   KEEP_DATA=0 remove the dataset at the end           (default: kept for the next run)
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 SB=$(cd "$repo/../shared/bench" 2>/dev/null && pwd) || SB=
@@ -33,9 +34,6 @@ RESULTS=$W/results.log
 mkdir -p "$STORE/$BUCKET"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 T0=$(date +%s)
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-              /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 NGINX_PORT=$(free_port)
 S3_PIDS=()
@@ -79,8 +77,6 @@ run() {
     printf '%-22s %s\n' "$label" "${line#RESULT }"
 }
 
-field() { awk -F'\t' -v l="$1" -v k="$2" '$1 == l { n = split($2, f, " "); for (i = 1; i <= n; i++) { split(f[i], kv, "="); if (kv[1] == k) v = kv[2] } } END { sub(/%$/, "", v); print v }' "$RESULTS"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 
 echo "== dataset ($STORE/$BUCKET): 16 x 64 MiB, 2000 x 112 KiB"
 DIR=$STORE/$BUCKET/large N=16 SIZE=64M "$SB/make-dataset" >/dev/null

@@ -19,6 +19,7 @@
 #   KEEP_DATA=0  remove the dataset at the end (default: kept for the next run)
 #   PERF=1       perf record -g the gateway during one extra cold round (report path printed)
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 SB=$(cd "$repo/../shared/bench" 2>/dev/null && pwd) || SB=
@@ -45,7 +46,6 @@ unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 export no_proxy='*' NO_PROXY='*'
 T0=$(date +%s)
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 UP_PORT=$(free_port)
 S3_PIDS=()
@@ -90,12 +90,10 @@ run() {
     printf '%s\t%s\n' "$label" "${line#RESULT }" >>"$RESULTS"
     printf '%-16s %s\n' "$label" "${line#RESULT }"
 }
-field() { awk -F'\t' -v l="$1" -v k="$2" '$1 == l { n = split($2, f, " "); for (i = 1; i <= n; i++) { split(f[i], kv, "="); if (kv[1] == k) v = kv[2] } } END { sub(/%$/, "", v); print v }' "$RESULTS"; }
 # median LABEL_PREFIX KEY — median of KEY over the labels starting with LABEL_PREFIX
 median() { awk -F'\t' -v l="$1" -v k="$2" 'index($1, l) == 1 { n = split($2, f, " "); for (i = 1; i <= n; i++) { split(f[i], kv, "="); if (kv[1] == k) v[++m] = kv[2] + 0 } }
     END { if (!m) exit; for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
           printf "%.2f", (m % 2) ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2 }' "$RESULTS"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 
 echo "== dataset: $N x 64 MiB in $STORE/$BUCKET/large"
 DIR=$STORE/$BUCKET/large N=$N SIZE=64M "$SB/make-dataset" >/dev/null

@@ -21,6 +21,7 @@
 #               each way, so every request/response pays RTT_US more, as across a datacenter
 #               network (loopback has none: this kernel has no netem). Default 0: direct
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 SB=$(cd "${SHARED_BENCH:-$repo/../shared/bench}" 2>/dev/null && pwd) || SB=
@@ -51,8 +52,7 @@ mkdir -p "$STORE/$BUCKET/small"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 T0=$(date +%s)
 
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
+free_
 PIDS=()
 UP_PORT=
 cleanup() {
@@ -91,8 +91,6 @@ run() {
     printf '%s\t%s\n' "$label" "${line#RESULT }" >>"$RESULTS"
     printf '%-22s %s\n' "$label" "${line#RESULT }"
 }
-field() { awk -F'\t' -v l="$1" -v k="$2" '$1 == l { n = split($2, f, " "); for (i = 1; i <= n; i++) { split(f[i], kv, "="); if (kv[1] == k) v = kv[2] } } END { sub(/%$/, "", v); print v }' "$RESULTS"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 
 echo "== data ($STORE/$BUCKET): a shard of $SAMPLES x 112 KiB samples, the same samples as objects"
 timeout 600 $PY - "$STORE/$BUCKET" "$SAMPLES" <<'PY'

@@ -14,6 +14,7 @@
 #   DURATION   seconds per measurement (default 10)
 #   ROUNDS     alternations of on and off (default 3)
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 BIN=${S3CACHED_BIN:-$repo/build/s3cached}
@@ -54,9 +55,8 @@ request = function()
 end
 EOF
 
-port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 serve() { # on|off
-    P=$(port)
+    P=$(free_port)
     "$BIN" serve --listen "127.0.0.1:$P" --backend "file://$W/store" --cache-dir "$W/cache" \
         --cache-size 4G --anonymous --log-level warn --revalidate-after never \
         --stall-accounting "$([[ $1 == on ]] && echo true || echo false)" >"$W/serve.log" 2>&1 </dev/null &
@@ -114,7 +114,6 @@ for r in $(seq 1 "$ROUNDS"); do
         best[$mode-large]=$(awk -v a="${best[$mode-large]:-0}" -v b="$l" 'BEGIN { print (b > a ? b : a) }')
     done
 done
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 echo
 echo "== stall accounting on hits (best of $ROUNDS rounds each, ${DURATION}s a measurement)"
 printf '%-34s %10s %10s %8s\n' "measure" "off" "on" "on/off"
