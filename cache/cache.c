@@ -77,6 +77,7 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
         errmsg_set(em, "cache: cannot create %s: %s", c->dir, strerror(-rc));
         goto fail;
     }
+    c->in_memory = store_in_memory(c->dir);
     snprintf(p, sizeof(p), "%s/index", c->dir);
     if ((rc = index_open(p, &c->ix, em)))
         goto fail;

@@ -454,7 +454,7 @@ static int fetch_copy_local(struct fetch *f, int direct)
     /* Allocate the run's extent at once: far less ext4 work than page-by-page delayed
      * allocation. Best effort (KEEP_SIZE: the file's size is set elsewhere). */
     if (!rc)
-        (void)fallocate(v->fd, FALLOC_FL_KEEP_SIZE, (off_t)f->off, (off_t)(f->end - f->off));
+        store_preallocate(v->fd, f->off, f->end - f->off, f->c->in_memory);
     if (!rc && direct && (rc = fetch_copy_direct(f, bfd)) == -ENOTSUP)
         rc = 0; /* the buffered way */
     loff_t in = (loff_t)f->landed, out = (loff_t)f->landed;
@@ -601,8 +601,7 @@ static void fetch_run(void *arg)
         if (rc == -ENOTSUP) {
             struct be_sink sink = { fill_on_meta, fetch_on_data, f };
             if (direct && !f->bypass) {
-                (void)fallocate(v->fd, FALLOC_FL_KEEP_SIZE, (off_t)f->off,
-                                (off_t)(f->end - f->off));
+                store_preallocate(v->fd, f->off, f->end - f->off, c->in_memory);
                 fetch_stage_open(f);
             }
             rc = backend_get(c->be, ck->bucket, ck->key, f->off, f->end - f->off, &sink);

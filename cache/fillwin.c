@@ -309,8 +309,7 @@ static void fillwin_write_job(void *arg)
             /* the block's extent at once (best effort): less file system work than page by
              * page, and no allocation for blocks dropped before they started */
             uint64_t b0 = at - (at - f->off) % v->bs;
-            (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)b0,
-                            (off_t)(S3C_MIN(b0 + v->bs, v->meta.size) - b0));
+            store_preallocate(fd, b0, S3C_MIN(b0 + v->bs, v->meta.size) - b0, c->in_memory);
         }
         if (!rc)
             rc = fillwin_write(dfd, fd, mem, at, len);

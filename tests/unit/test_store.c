@@ -1,0 +1,87 @@
+/* test_store.c: the cache's file system helpers (cache/store.c): what counts as an in-memory
+ * cache directory, and preallocation skipped there. */
+#include <errno.h>
+#include <fcntl.h>
+#include <mntent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "cache/store.h"
+
+/* The type /proc/mounts gives the mount point @dir (exactly), or NULL. */
+static const char *mount_type(const char *dir, char *out, size_t cap)
+{
+    FILE *f = setmntent("/proc/mounts", "r");
+    const char *found = NULL;
+    if (!f)
+        return NULL;
+    for (struct mntent *m; (m = getmntent(f));)
+        if (!strcmp(m->mnt_dir, dir)) {
+            snprintf(out, cap, "%s", m->mnt_type);
+            found = out;
+        }
+    endmntent(f);
+    return found;
+}
+
+static void test_store_in_memory_agrees_with_mounts(void **state)
+{
+    (void)state;
+    char ty[64];
+    if (!mount_type("/dev/shm", ty, sizeof(ty)))
+        skip(); /* no /dev/shm mount on this machine */
+    assert_int_equal(store_in_memory("/dev/shm"), !strcmp(ty, "tmpfs") || !strcmp(ty, "ramfs"));
+    assert_true(mount_type("/proc", ty, sizeof(ty)) && !strcmp(ty, "proc"));
+    assert_int_equal(store_in_memory("/proc"), 0);
+    assert_int_equal(store_in_memory("/no/such/dir"), 0);
+}
+
+static blkcnt_t blocks_after(const char *dir, int in_memory, uint64_t len)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/prealloc-XXXXXX", dir);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    store_preallocate(fd, 0, len, in_memory);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_size, 0); /* the size is never changed */
+    close(fd);
+    return st.st_blocks;
+}
+
+static void test_store_preallocate(void **state)
+{
+    (void)state;
+    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    const uint64_t len = 4u << 20;
+    assert_int_equal(blocks_after(dir, 1, len), 0); /* in memory: nothing allocated */
+    char probe[4096];
+    snprintf(probe, sizeof(probe), "%s/probe-XXXXXX", dir);
+    int fd = mkstemp(probe);
+    assert_true(fd >= 0);
+    unlink(probe);
+    int can = fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096) == 0;
+    close(fd);
+    if (!can)
+        skip(); /* this file system has no fallocate: nothing to compare */
+    assert_true((uint64_t)blocks_after(dir, 0, len) * 512 >= len);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_store_in_memory_agrees_with_mounts),
+        cmocka_unit_test(test_store_preallocate),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
