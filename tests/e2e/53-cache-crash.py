@@ -85,6 +85,29 @@ def verify(keys, what, server=None):
                              % (what, k, i + 1, h.get("x-cache"), n))
 
 
+def kill_when_fetched(server, b0, want, futures, seen=None):
+    """Polls @server's backend.bytes_read until @want bytes more than @b0 were read (at most
+    20 s; @seen gets each /_/stats sample), kills it -9 and restarts it, then lets @futures
+    (cut by the kill) end. Returns the bytes read by the kill."""
+    deadline = time.time() + 20
+    got = 0
+    while time.time() < deadline:
+        st = server.stats()
+        if seen:
+            seen(st)
+        got = st["backend"]["bytes_read"] - b0
+        if got >= max(1, want):
+            break
+        time.sleep(0.003)
+    kill9_restart(server=server)
+    for f in futures:
+        try:
+            f.result()
+        except Exception:  # noqa: BLE001 - the server died under it
+            pass
+    return got
+
+
 def crash_round(rnd, frac, ranged):
     """Kills the server once the backend has delivered @frac of the bytes the round asks for."""
     keys = ["r%d/%d" % (rnd, i) for i in range(5)]
@@ -99,19 +122,7 @@ def crash_round(rnd, frac, ranged):
         if ranged:
             fs += [ex.submit(sget, keys[0], (30 * MiB, 40 * MiB), 30),
                    ex.submit(sget, keys[1], (rng.randrange(40 * MiB), 64 * MiB - 1), 30)]
-        deadline = time.time() + 20
-        got = 0
-        while time.time() < deadline:
-            got = srv.stats()["backend"]["bytes_read"] - b0
-            if got >= max(1, frac * total):
-                break
-            time.sleep(0.003)
-        kill9_restart()
-        for f in fs:
-            try:
-                f.result()
-            except Exception:  # noqa: BLE001 - the server died under it
-                pass
+        got = kill_when_fetched(srv, b0, frac * total, fs)
     print("       # round %d: killed after %.1f of %.1f MiB had been read from the backend"
           % (rnd, got / MiB, total / MiB))
     verify(keys, "after kill -9 (round %d, %.1f MiB read from the backend)" % (rnd, got / MiB))
@@ -220,7 +231,7 @@ def windowed_crash_rounds():
         gw = E.Server(t, extra=OPTS + ["--backend", up.endpoint, "--backend-access-key", up.ak,
                                        "--backend-secret-key", up.sk, "--fill-window", "16M",
                                        "--backend-timeout", "10s"]).start()
-        window_seen = 0
+        window = []  # cache.fill_window_bytes as sampled
         for rnd, frac in ((1, 0.1), (2, 0.45), (3, 0.8)):
             keys = ["w%d/%d" % (rnd, i) for i in range(5)]
             sizes = [40 * MiB + i * 777 for i in range(5)]
@@ -232,28 +243,15 @@ def windowed_crash_rounds():
             with cf.ThreadPoolExecutor(len(keys) + 1) as ex:
                 fs = [ex.submit(sget, k, None, 30, i % 2 == 0, gw) for i, k in enumerate(keys)]
                 fs.append(ex.submit(sget, keys[1], (9 * MiB + 3, 33 * MiB), 30, False, gw))
-                deadline = time.time() + 20
-                got = 0
-                while time.time() < deadline:
-                    st = gw.stats()
-                    window_seen = max(window_seen, st["cache"].get("fill_window_bytes", 0))
-                    got = st["backend"]["bytes_read"] - b0
-                    if got >= max(1, frac * total):
-                        break
-                    time.sleep(0.003)
-                kill9_restart(server=gw)
-                for f in fs:
-                    try:
-                        f.result()
-                    except Exception:  # noqa: BLE001 - the server died under it
-                        pass
+                got = kill_when_fetched(gw, b0, frac * total, fs, lambda st: window.append(
+                    st["cache"].get("fill_window_bytes", 0)))
             print("       # windowed round %d: killed after %.1f of %.1f MiB from the backend"
                   % (rnd, got / MiB, total / MiB))
             verify(keys, "windowed fill, after kill -9 (round %d)" % rnd, server=gw)
             c = gw.stats()["cache"]
             if c["used_bytes"] > c["capacity_bytes"]:
                 raise E.Fail("used_bytes %d > capacity after restart" % c["used_bytes"])
-        if not window_seen:
+        if not any(window):
             raise E.Fail("no fill went through a window (cache.fill_window_bytes stayed 0)")
         kill9_restart(server=gw)
         verify(keys_all, "windowed fills, after one more kill -9", server=gw)
