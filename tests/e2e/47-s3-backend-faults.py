@@ -258,15 +258,30 @@ def main():
               % (st, len(got), err or "no error"))
         gets = fake.count(k, "GET")
         fake.mode(k)
+        c0 = gw.stats()["cache"]
         st, h, got, err = get_raw(gw, "/" + k)
         E.eq("status once the upstream is healthy", (st, err), (200, None))
         E.same_bytes("body once the upstream is healthy (nothing partial was kept)", got, body)
         E.eq("x-cache of the GET after the failure", h.get("x-cache"), "miss")
         if fake.count(k, "GET") <= gets:
             raise E.Fail("the GET after the failure did not fetch from the upstream")
+        # The client had the bytes from the fill's window; the cache writes behind it. Wait
+        # (at most 10 s) until the fill indexed the whole object, or let blocks go because
+        # the disk was behind (issue 22: delivered, not cached; seen once beside an ASan
+        # suite): only then does the third GET's label say what the fill kept.
+        def fill_done():
+            c = gw.stats()["cache"]
+            return (c["used_bytes"] - c0["used_bytes"] >= len(body)
+                    or c["uncached_bytes"] > c0["uncached_bytes"])
+        E.wait_until(fill_done, timeout=10)
+        uncached = gw.stats()["cache"]["uncached_bytes"] - c0["uncached_bytes"]
         st, h, got, err = get_raw(gw, "/" + k)
         E.same_bytes("third GET", got, body)
-        E.eq("x-cache of the third GET", h.get("x-cache"), "hit")
+        if uncached:
+            print("       . the disk was behind: %d bytes delivered, not cached; third GET: %s"
+                  % (uncached, h.get("x-cache")))
+        else:
+            E.eq("x-cache of the third GET", h.get("x-cache"), "hit")
 
     def slowdown_then_ok():
         k = B + "/slow"
