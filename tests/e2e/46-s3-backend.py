@@ -32,12 +32,14 @@ def upstream_conns(port):
 
 
 def upstream_backend(up):
-    b = up.stats()["backend"]
+    b = up.settled_stats()["backend"]
     return b["requests"], b["bytes_read"]
 
 
 def upstream_out(up, ak):
-    for c in up.stats()["clients"]:
+    """(bytes, requests) the upstream sent key @ak, once none of its requests is in flight (the
+    upstream charges an answer just after the gateway had its last byte)."""
+    for c in up.settled_stats(ak)["clients"]:
         if c["client"] == ak:
             return c["bytes_out"], c["requests"]
     return 0, 0

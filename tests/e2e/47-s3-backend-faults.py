@@ -274,7 +274,8 @@ def main():
             return (c["used_bytes"] - c0["used_bytes"] >= len(body)
                     or c["uncached_bytes"] > c0["uncached_bytes"])
         E.wait_until(fill_done, timeout=10)
-        uncached = gw.stats()["cache"]["uncached_bytes"] - c0["uncached_bytes"]
+        s1 = gw.settled_stats()
+        uncached = s1["cache"]["uncached_bytes"] - c0["uncached_bytes"]
         st, h, got, err = get_raw(gw, "/" + k)
         E.same_bytes("third GET", got, body)
         if uncached:
@@ -282,6 +283,13 @@ def main():
                   % (uncached, h.get("x-cache")))
         else:
             E.eq("x-cache of the third GET", h.get("x-cache"), "hit")
+
+        # the third GET fetches again exactly the blocks the fill let go of: nothing if it
+        # kept them all
+        def refetched():
+            return gw.settled_stats()["backend"]["bytes_read"] - s1["backend"]["bytes_read"]
+        E.wait_until(lambda: refetched() >= uncached, timeout=5)
+        E.eq("upstream bytes the third GET fetched (the blocks not cached)", refetched(), uncached)
 
     def slowdown_then_ok():
         k = B + "/slow"

@@ -39,15 +39,6 @@ def st():
     return s["cache"], s["backend"]
 
 
-def counted():
-    """Waits (at most 10 s) until every request of the test's key has been counted: the server
-    counts a request in /_/stats cache as it lets go of it, before its client's in_flight drops
-    (a check that sampled the counters while the previous check's last GET was being let go of
-    saw one hit too many under ASan on a loaded machine)."""
-    E.wait_until(lambda: all(c["in_flight"] == 0 for c in srv.stats()["clients"]
-                             if c["client"] == srv.ak), timeout=10)
-
-
 def settle(quiet=0.3, limit=10):
     """(cache, backend) once fills have landed and been indexed: fill_bytes and the backend
     counters unchanged over @quiet seconds (at most @limit)."""
@@ -78,12 +69,12 @@ E.setup_or_die(t, srv, setup)
 
 
 def miss_then_hit():
-    counted()
+    srv.settled_stats()
     c0, b0 = st()
     r = get("one")
     E.eq("first GET x-cache", r.h("x-cache"), "miss")
     E.same_bytes("first GET body", r.body, SRC["one"])
-    counted()
+    srv.settled_stats()
     c1, b1 = st()
     E.eq("cache.misses after a cold GET", c1["misses"] - c0["misses"], 1)
     E.eq("cache.hits after a cold GET", c1["hits"] - c0["hits"], 0)
@@ -97,7 +88,7 @@ def miss_then_hit():
     r = get("one")
     E.eq("second GET x-cache", r.h("x-cache"), "hit")
     E.same_bytes("second GET body", r.body, SRC["one"])
-    counted()
+    srv.settled_stats()
     c2, b2 = st()
     E.eq("cache.hits after the second GET", c2["hits"] - c1["hits"], 1)
     E.eq("cache.misses after the second GET", c2["misses"] - c1["misses"], 0)
@@ -158,7 +149,7 @@ def edge_sizes():
 def head_outcomes():
     # a cold HEAD asks the backend (miss); the GET after it fetches the bytes alone: a miss too,
     # not "coalesced" (there was no fetch to join)
-    counted()
+    srv.settled_stats()
     c0, b0 = st()
     r = get("headfirst", method="HEAD")
     E.eq("cold HEAD x-cache", r.h("x-cache"), "miss")
@@ -186,7 +177,7 @@ def head_outcomes():
         return (c1["misses"] - c0["misses"], c1["coalesced"] - c0["coalesced"],
                 c1["hits"] - c0["hits"])
     E.wait_until(lambda: sum(counts()) >= 83, timeout=10)
-    counted()
+    srv.settled_stats()
     E.eq("cache stats (misses, coalesced, hits)", counts(), (82, 0, 1))
     # a HEAD of a partly cached object is answered from the cache: a hit, no backend request
     f0 = st()[0]["fill_bytes"]

@@ -480,11 +480,9 @@ def accounting():
             if c["client"] == srv.ak:
                 return c
         return None
-    # the previous check's last answer is charged when the server lets go of it, before the
-    # client's in_flight drops: sample once it has (a clean-clone run charged its 375 bytes
-    # after this sample)
-    E.wait_until(lambda: row()["in_flight"] == 0, timeout=10)
-    before = row()["bytes_out"]
+    # sampled once the previous check's last answer is charged (a clean-clone run charged its
+    # 375 bytes after a sample taken right away)
+    before = [c for c in srv.settled_stats()["clients"] if c["client"] == srv.ak][0]["bytes_out"]
     name = "sample-00039.jpg"
     member_get("pax.tar", name)["Body"].read()
     want = before + len(PAX[name])

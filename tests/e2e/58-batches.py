@@ -273,7 +273,7 @@ def counters():
         return int(float(m.group(1)))
 
     def sent():
-        for c in srv.stats()["clients"]:
+        for c in srv.settled_stats()["clients"]:
             if c["client"] == srv.ak:
                 return c["bytes_out"]
         return 0
@@ -323,7 +323,7 @@ def cold_over_s3():
                 raise E.Fail("%s: wrong bytes" % name)
 
         def sent_to_gw():
-            for c in up.stats()["clients"]:
+            for c in up.settled_stats()["clients"]:
                 if c["client"] == up.ak:
                     return c["bytes_out"]
             return None
