@@ -38,7 +38,6 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/vfs.h>
 #include <sys/types.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -51,6 +50,7 @@
 #include "be_file_priv.h"
 #include "lib/arr.h"
 #include "lib/conf.h"
+#include "lib/fileio.h"
 #include "lib/s3err.h"
 #include "mpu_slot.h"
 
@@ -715,29 +715,6 @@ static void be_file_close(struct backend *be)
     free(b);
 }
 
-/* Whether the file system of @dirfd keeps its data on a local disk (or in memory): ext4, xfs,
- * btrfs, f2fs, zfs, tmpfs, overlayfs. A network or FUSE file system (NFS, Lustre, CephFS,
- * GPFS, SMB, 9p...) is not: reading one may stall on the network. */
-static int on_local_disk(int dirfd)
-{
-    static const unsigned long local[] = {
-        0xEF53,     /* ext2/3/4 */
-        0x58465342, /* xfs */
-        0x9123683E, /* btrfs */
-        0xF2F52010, /* f2fs */
-        0x2FC12FC1, /* zfs */
-        0x01021994, /* tmpfs */
-        0x794C7630, /* overlayfs */
-    };
-    struct statfs sf;
-    if (fstatfs(dirfd, &sf) < 0)
-        return 0;
-    for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
-        if ((unsigned long)sf.f_type == local[i])
-            return 1;
-    return 0;
-}
-
 /* Whether renameat2(RENAME_EXCHANGE) swaps a file and a directory in tmp/ (ext4, xfs, btrfs,
  * tmpfs, f2fs: yes; NFS and most FUSE file systems: no). */
 static int probe_exchange(struct bef *b)
@@ -836,7 +813,7 @@ static int be_file_open(const struct conf *cf, const char *url, struct backend *
     bef_sweep_tmp(b);
     b->can_exchange = probe_exchange(b);
     b->have_openat2 = probe_openat2(b);
-    b->be.caps = BE_CAP_LOCAL_FD | (on_local_disk(b->rootfd) ? BE_CAP_LOCAL_DISK : 0);
+    b->be.caps = BE_CAP_LOCAL_FD | (fileio_medium_of_fd(b->rootfd) != FS_MEDIUM_OTHER ? BE_CAP_LOCAL_DISK : 0);
     *out = &b->be;
     return 0;
 fail:

@@ -16,6 +16,7 @@
 #include "cache_priv.h"
 #include "lib/arr.h"
 #include "lib/conf.h"
+#include "lib/fileio.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
 #include "lib/workq.h"
@@ -77,7 +78,7 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
         errmsg_set(em, "cache: cannot create %s: %s", c->dir, strerror(-rc));
         goto fail;
     }
-    c->in_memory = store_in_memory(c->dir);
+    c->in_memory = fileio_medium_of_path(c->dir) == FS_MEDIUM_MEMORY;
     snprintf(p, sizeof(p), "%s/index", c->dir);
     if ((rc = index_open(p, &c->ix, em)))
         goto fail;

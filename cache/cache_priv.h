@@ -187,7 +187,7 @@ struct cache {
     int64_t revalidate_ms; /* < 0: never */
     int64_t valid_after_ns; /* entries validated before this are revalidated (cluster restart) */
     int miss_source;       /* cold GETs send from the local backend's file (--miss-source) */
-    int in_memory;         /* the cache directory is tmpfs or ramfs (store_in_memory) */
+    int in_memory;         /* the cache directory is tmpfs or ramfs (fileio_medium_of_path) */
 
     pthread_mutex_t mu;
     pthread_cond_t jobs_cv;

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "store.h"
@@ -147,15 +146,6 @@ uint64_t store_new_version(void)
             v = (uint64_t)random() << 32 ^ (uint64_t)random();
     }
     return v;
-}
-
-int store_in_memory(const char *dir)
-{
-    struct statfs sf;
-    if (statfs(dir, &sf) < 0)
-        return 0;
-    return (unsigned long)sf.f_type == 0x01021994ul /* tmpfs */ ||
-           (unsigned long)sf.f_type == 0x858458F6ul /* ramfs */;
 }
 
 void store_preallocate(int fd, uint64_t off, uint64_t len, int in_memory)

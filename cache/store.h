@@ -24,11 +24,9 @@ int store_open(const char *path, int create, int *fd);
 int store_stage(const char *dir, int *fd, char path[STORE_PATH_MAX]);
 /* Renames @from to @to (creating parents) and fsyncs the directory. */
 int store_rename(const char *from, const char *to);
-/* Whether @dir lives in memory (tmpfs, ramfs): there preallocating a file's extent allocates
- * and zeroes pages that the write then copies over again. */
-int store_in_memory(const char *dir);
 /* Allocates [@off, @off + @len) of @fd at once (best effort, the size unchanged): one extent
- * instead of page-by-page delayed allocation. Nothing when @in_memory. */
+ * instead of page-by-page delayed allocation. Nothing when @in_memory (tmpfs, ramfs: there it
+ * would allocate and zero pages that the write then copies over again). */
 void store_preallocate(int fd, uint64_t off, uint64_t len, int in_memory);
 /* A fresh random non-zero version id. */
 uint64_t store_new_version(void);

@@ -1,9 +1,10 @@
 /*
- * fileio.c: whole-range writes and file-to-file copies (fileio.h). Owns nothing: the
- * descriptors are the caller's.
+ * fileio.c: whole-range writes, file-to-file copies and file system media (fileio.h). Owns
+ * nothing: the descriptors are the caller's.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -64,4 +65,38 @@ int fileio_copy_range(int in, uint64_t in_off, int out, uint64_t out_off, uint64
     }
     free(buf);
     return rc;
+}
+
+/* The statfs f_type magic numbers (linux/magic.h) of the file systems this code knows. */
+static enum fs_medium medium_of_type(unsigned long type)
+{
+    static const struct {
+        unsigned long magic;
+        enum fs_medium medium;
+    } known[] = {
+        {0xEF53, FS_MEDIUM_DISK},         /* ext2/3/4 */
+        {0x58465342, FS_MEDIUM_DISK},     /* xfs */
+        {0x9123683E, FS_MEDIUM_DISK},     /* btrfs */
+        {0xF2F52010, FS_MEDIUM_DISK},     /* f2fs */
+        {0x2FC12FC1, FS_MEDIUM_DISK},     /* zfs */
+        {0x794C7630, FS_MEDIUM_DISK},     /* overlayfs (a container's root) */
+        {0x01021994, FS_MEDIUM_MEMORY},   /* tmpfs */
+        {0x858458F6, FS_MEDIUM_MEMORY},   /* ramfs */
+    };
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (type == known[i].magic)
+            return known[i].medium;
+    return FS_MEDIUM_OTHER;
+}
+
+enum fs_medium fileio_medium_of_fd(int fd)
+{
+    struct statfs sf;
+    return fstatfs(fd, &sf) < 0 ? FS_MEDIUM_OTHER : medium_of_type((unsigned long)sf.f_type);
+}
+
+enum fs_medium fileio_medium_of_path(const char *path)
+{
+    struct statfs sf;
+    return statfs(path, &sf) < 0 ? FS_MEDIUM_OTHER : medium_of_type((unsigned long)sf.f_type);
 }

@@ -1,5 +1,6 @@
-/* test_store.c: the cache's file system helpers (cache/store.c): what counts as an in-memory
- * cache directory, and preallocation skipped there. */
+/* test_store.c: the cache's file system helpers: what medium keeps a directory's data
+ * (lib/fileio.c: the cache skips preallocation in memory, the file backend trusts a local disk
+ * not to stall), and preallocation (cache/store.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <mntent.h>
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include "cache/store.h"
+#include "lib/fileio.h"
 
 /* The type /proc/mounts gives the mount point @dir (exactly), or NULL. */
 static const char *mount_type(const char *dir, char *out, size_t cap)
@@ -32,16 +34,25 @@ static const char *mount_type(const char *dir, char *out, size_t cap)
     return found;
 }
 
-static void test_store_in_memory_agrees_with_mounts(void **state)
+static void test_medium_agrees_with_mounts(void **state)
 {
     (void)state;
     char ty[64];
     if (!mount_type("/dev/shm", ty, sizeof(ty)))
         skip(); /* no /dev/shm mount on this machine */
-    assert_int_equal(store_in_memory("/dev/shm"), !strcmp(ty, "tmpfs") || !strcmp(ty, "ramfs"));
+    int mem = !strcmp(ty, "tmpfs") || !strcmp(ty, "ramfs");
+    assert_int_equal(fileio_medium_of_path("/dev/shm") == FS_MEDIUM_MEMORY, mem);
+    int fd = open("/dev/shm", O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+    assert_int_equal(fileio_medium_of_fd(fd) == FS_MEDIUM_MEMORY, mem);
+    close(fd);
     assert_true(mount_type("/proc", ty, sizeof(ty)) && !strcmp(ty, "proc"));
-    assert_int_equal(store_in_memory("/proc"), 0);
-    assert_int_equal(store_in_memory("/no/such/dir"), 0);
+    assert_int_equal(fileio_medium_of_path("/proc"), FS_MEDIUM_OTHER); /* not a disk */
+    assert_int_equal(fileio_medium_of_path("/no/such/dir"), FS_MEDIUM_OTHER);
+    assert_int_equal(fileio_medium_of_fd(-1), FS_MEDIUM_OTHER);
+    if (mount_type("/", ty, sizeof(ty)) && (!strcmp(ty, "ext4") || !strcmp(ty, "xfs") ||
+                                            !strcmp(ty, "btrfs") || !strcmp(ty, "overlay")))
+        assert_int_equal(fileio_medium_of_path("/"), FS_MEDIUM_DISK);
 }
 
 static blkcnt_t blocks_after(const char *dir, int in_memory, uint64_t len)
@@ -80,7 +91,7 @@ static void test_store_preallocate(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_store_in_memory_agrees_with_mounts),
+        cmocka_unit_test(test_medium_agrees_with_mounts),
         cmocka_unit_test(test_store_preallocate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
