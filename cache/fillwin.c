@@ -14,7 +14,9 @@
  *   end: fdatasync, blocks written whole marked present (index), the rest given up; the fetch
  *        is freed, or kept (ended) while readers still copy from its window.
  * Not used for warm-ups and copy sources (they are the disk's pace by design: nowin), local
- * backends (copy_file_range, --miss-source) and bypasses (no room in the cache).
+ * backends (copy_file_range, --miss-source), bypasses (no room in the cache), and a cache
+ * directory in memory (tmpfs, ramfs: the cache file is memory already, no disk to wait for;
+ * the window's two copies and writer cost more than they save there, README Benchmarks).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -102,7 +104,8 @@ int fillwin_begin_locked(struct fetch *f)
 {
     struct cache *c = f->c;
     struct cver *v = f->v;
-    if (!window_pool_on(&c->pool) || f->bypass || f->direct || f->nowin || v->unindexed ||
+    if (!window_pool_on(&c->pool) || c->in_memory || f->bypass || f->direct || f->nowin ||
+        v->unindexed ||
         (backend_caps(c->be) & BE_CAP_LOCAL_FD) || f->end <= f->off || f->n > 64)
         return 0;
     if (window_new(&c->pool, f->off, f->end, v->bs, f, &f->win))

@@ -110,6 +110,13 @@ def sha(b):
     return hashlib.sha256(b).hexdigest()
 
 
+def in_memory(path):
+    """Whether @path is on tmpfs or ramfs (Debian 13 mounts /tmp so): a cache directory there
+    fills through the page cache, never through a fill window (cache/fillwin.c)."""
+    r = subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True)
+    return r.stdout.strip() in ("tmpfs", "ramfs")
+
+
 def odirect_ok(cache_dir):
     """Whether the file system of @cache_dir takes O_DIRECT (tmpfs does not): where it does
     not, warm-ups write through the page cache and tests cannot check that they go around it."""
