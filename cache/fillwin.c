@@ -80,8 +80,9 @@ static void fillwin_release_passed_locked(struct fetch *f)
 int fillwin_open(struct cache *c, struct errmsg *em)
 {
     pthread_cond_init(&c->win_cv, NULL);
-    int rc = window_pool_init(&c->pool, c->cf->fill_memory, c->cf->fill_window, c->block_size,
-                              0, fillwin_on_drop);
+    /* a cache directory in memory gets no pool (see the top): no window, no writer threads */
+    int rc = window_pool_init(&c->pool, c->in_memory ? 0 : c->cf->fill_memory, c->cf->fill_window,
+                              c->block_size, 0, fillwin_on_drop);
     if (!rc && window_pool_on(&c->pool))
         rc = workq_new(FILLWIN_WRITERS, &c->wwq);
     if (rc) {
@@ -104,8 +105,7 @@ int fillwin_begin_locked(struct fetch *f)
 {
     struct cache *c = f->c;
     struct cver *v = f->v;
-    if (!window_pool_on(&c->pool) || c->in_memory || f->bypass || f->direct || f->nowin ||
-        v->unindexed ||
+    if (!window_pool_on(&c->pool) || f->bypass || f->direct || f->nowin || v->unindexed ||
         (backend_caps(c->be) & BE_CAP_LOCAL_FD) || f->end <= f->off || f->n > 64)
         return 0;
     if (window_new(&c->pool, f->off, f->end, v->bs, f, &f->win))
