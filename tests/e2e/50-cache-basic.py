@@ -34,8 +34,9 @@ def get(key, rng=None, method="GET"):
     return r
 
 
-def st():
-    s = srv.stats()
+def st(s=None):
+    """(cache, backend) of /_/stats sample @s (default: a new one)."""
+    s = s or srv.stats()
     return s["cache"], s["backend"]
 
 
@@ -69,13 +70,11 @@ E.setup_or_die(t, srv, setup)
 
 
 def miss_then_hit():
-    srv.settled_stats()
-    c0, b0 = st()
+    c0, b0 = st(srv.settled_stats())
     r = get("one")
     E.eq("first GET x-cache", r.h("x-cache"), "miss")
     E.same_bytes("first GET body", r.body, SRC["one"])
-    srv.settled_stats()
-    c1, b1 = st()
+    c1, b1 = st(srv.settled_stats())
     E.eq("cache.misses after a cold GET", c1["misses"] - c0["misses"], 1)
     E.eq("cache.hits after a cold GET", c1["hits"] - c0["hits"], 0)
     if b1["requests"] <= b0["requests"]:
@@ -88,8 +87,7 @@ def miss_then_hit():
     r = get("one")
     E.eq("second GET x-cache", r.h("x-cache"), "hit")
     E.same_bytes("second GET body", r.body, SRC["one"])
-    srv.settled_stats()
-    c2, b2 = st()
+    c2, b2 = st(srv.settled_stats())
     E.eq("cache.hits after the second GET", c2["hits"] - c1["hits"], 1)
     E.eq("cache.misses after the second GET", c2["misses"] - c1["misses"], 0)
     E.eq("backend.requests during a hit", b2["requests"], b1["requests"])
@@ -149,8 +147,7 @@ def edge_sizes():
 def head_outcomes():
     # a cold HEAD asks the backend (miss); the GET after it fetches the bytes alone: a miss too,
     # not "coalesced" (there was no fetch to join)
-    srv.settled_stats()
-    c0, b0 = st()
+    c0, b0 = st(srv.settled_stats())
     r = get("headfirst", method="HEAD")
     E.eq("cold HEAD x-cache", r.h("x-cache"), "miss")
     _, b1 = st()
