@@ -5,6 +5,9 @@
 # front of it, in one run, with the gateway's CPU per GB:
 #   - cache on the disk, on tmpfs, and on a slowed disk (the fault shim's slow rule caps every
 #     write to the cache directory at SLOW_DISK_BPS, for s3cached and for nginx alike)
+#   - tmpfs in ROUNDS rounds, s3cached and nginx in swapped order each round, reported as the
+#     median of the rounds: on a VM whose freed memory goes back to the host, whichever run
+#     follows a run that freed gigabytes pays fresh-page faults, and a single run measures that
 #   - the same on loopback, no link cap (CPU-bound on these machines)
 # Ratios are to the direct GET of the same section; CPU is core-seconds per GB delivered
 # (user + system of the server and its children, from /proc/PID/stat).
@@ -16,11 +19,13 @@
 #   TMPFS_DIR      the tmpfs cache directory's parent     (default /dev/shm)
 #   S3C_ARGS       more s3cached flags for every run      (e.g. "--fill-window 0")
 #   PREFAULT_GB    memory written once before the runs   (default 8; see below)
+#   ROUNDS         rounds of the tmpfs pair               (default 2)
+#   ONLY=tmpfs     only the direct GET and the tmpfs rounds (each round's figures printed)
 #   LOOPBACK=0     skip the loopback section
 #   PERF=WHAT,...  perf record -g the gateway during these runs: link-disk, link-tmpfs, loop-disk
 #                  (PERF=1: link-disk; report paths printed)
 #   KEEP_DATA=0    remove the data set at the end         (default: kept for the next run)
-# Everything it starts is stopped by pid; bounded (~5 minutes with the defaults).
+# Everything it starts is stopped by pid; bounded (~6 minutes with the defaults).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -51,6 +56,7 @@ C=${CONCURRENCY:-2}
 SLOW_BPS=${SLOW_BPS:-1e9}
 SLOW_DISK_BPS=${SLOW_DISK_BPS:-400000000}
 TMPFS=${TMPFS_DIR:-/dev/shm}/s3c-bench-miss-$$
+ROUNDS=${ROUNDS:-2}
 STORE=$W/store
 BUCKET=bench
 RESULTS=$W/results.log
@@ -136,17 +142,22 @@ LIST=$STORE/$BUCKET/set/MANIFEST
 : >"$RESULTS"
 echo "   dirty limits: vm.dirty_ratio $(cat /proc/sys/vm/dirty_ratio)% vm.dirty_background_ratio $(cat /proc/sys/vm/dirty_background_ratio)% of $(free -g | awk '/^Mem:/{print $2}') GiB"
 
-# The memory of a virtual machine is backed lazily: the first write to a page the guest never
-# used costs the hypervisor a fault (here 0.39 GB/s into tmpfs the first time, 2.8 GB/s after),
-# and whichever contender ran first would pay it. Touch what the runs will use once, up front
-# (on bare metal this costs a few seconds and changes nothing).
+# The memory of a virtual machine is backed lazily, and these VMs give freed memory back to the
+# host (virtio_balloon free page reporting): the first write to a page the host does not back
+# costs a hypervisor fault (here 0.39 GB/s into tmpfs the first time, 2.8 GB/s right after), and
+# whichever contender ran first after gigabytes were freed would pay it. Touch what the runs will
+# use once, up front, and again right before each tmpfs run (on bare metal this costs a few
+# seconds and changes nothing). PREFAULT_GB=0 skips both.
 PREFAULT=${PREFAULT_GB:-8}
-if [[ $PREFAULT != 0 ]]; then
+# prefault GIB — write GIB GiB into tmpfs and free them again
+prefault() {
+    [[ $PREFAULT != 0 ]] || return 0
     mkdir -p "$TMPFS"
-    dd if=/dev/zero of="$TMPFS/prefault" bs=1M count=$((PREFAULT * 1024)) status=none || true
+    dd if=/dev/zero of="$TMPFS/prefault" bs=1M count=$(($1 * 1024)) status=none || true
     rm -f "$TMPFS/prefault"
-    echo "   touched ${PREFAULT} GiB of memory first (PREFAULT_GB=0 skips it)"
-fi
+}
+prefault "$PREFAULT"
+[[ $PREFAULT == 0 ]] || echo "   touched ${PREFAULT} GiB of memory first, and 4 GiB before each tmpfs run (PREFAULT_GB=0 skips it)"
 
 echo "== upstream: nginx serving $STORE path-style; the link: $THROTTLE_BIN at $SLOW_BPS B/s"
 UP_PID=$(PORT=$UP_PORT ROOT=$STORE WORKERS=1 LIFETIME=900 "$SB/nginx-static")
@@ -177,6 +188,48 @@ perf_stop() {
     echo "   perf report -i $PERF_OUT --no-children --sort sym"
 }
 
+# tmpfs_run WHO LABEL UPSTREAM_HOSTPORT — one cold run of WHO (s3c or ngx) with its cache on
+# tmpfs, then its memory freed
+tmpfs_run() {
+    local pid port
+    rm -rf "$TMPFS"
+    prefault 4
+    mkdir -p "$TMPFS"
+    if [[ $1 == s3c ]]; then
+        read -r pid port < <(CACHE_SIZE=${TMPFS_CACHE_SIZE:-3G} start_s3 "$TMPFS/cache" "http://$3") || return 1
+        PIDS+=("$pid")
+        perf_start "${2%%-*}-tmpfs" "$pid"
+        run "$2" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
+        perf_stop
+        echo "   $(gw_stats "$port")"
+        stop_pid "$pid" 10
+    else
+        read -r pid port < <(NGC_MAX=${TMPFS_CACHE_SIZE:-3G} start_ngc "$TMPFS/cache-ngx" "$3") || return 1
+        NGC_PORTS+=("$port")
+        run "$2" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
+        stop_ngc "$port"
+    fi
+    rm -rf "$TMPFS"
+}
+# tmpfs_rounds LABEL_PREFIX UPSTREAM_HOSTPORT — ROUNDS rounds of the tmpfs pair, s3cached first in
+# odd rounds and nginx first in even ones; labels PREFIX-s3c-tmpfs-R and PREFIX-nginx-tmpfs-R
+tmpfs_rounds() {
+    local r who order
+    for ((r = 1; r <= ROUNDS; r++)); do
+        if ((r % 2)); then order="s3c nginx"; else order="nginx s3c"; fi
+        for who in $order; do tmpfs_run "$who" "$1-$who-tmpfs-$r" "$2" || return 1; done
+    done
+}
+# median LABEL KEY — the median over the tmpfs rounds LABEL-1..ROUNDS of KEY (cpu: core-s/GB)
+median() {
+    local r v=()
+    for ((r = 1; r <= ROUNDS; r++)); do
+        if [[ $2 == cpu ]]; then v+=("$(cpu_per_gb "$1-$r")"); else v+=("$(field "$1-$r" "$2")"); fi
+    done
+    printf '%s\n' "${v[@]}" | grep -E '^[0-9.]+$' | sort -g |
+        awk '{ a[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
 # one section: LABEL_PREFIX UPSTREAM_HOSTPORT
 section() {
     local p=$1 up=$2 pid port
@@ -194,21 +247,7 @@ section() {
     stop_pid "$pid" 10
     rm -rf "$W/cache-s3"
     [[ $p == link ]] || return 0
-    mkdir -p "$TMPFS"
-    read -r pid port < <(CACHE_SIZE=${TMPFS_CACHE_SIZE:-3G} start_s3 "$TMPFS/cache" "http://$up") || return 1
-    PIDS+=("$pid")
-    perf_start "$p-tmpfs" "$pid"
-    run "$p-s3c-tmpfs" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
-    perf_stop
-    echo "   $(gw_stats "$port")"
-    stop_pid "$pid" 10
-    rm -rf "$TMPFS"
-    mkdir -p "$TMPFS"
-    read -r pid port < <(NGC_MAX=${TMPFS_CACHE_SIZE:-3G} start_ngc "$TMPFS/cache-ngx" "$up") || return 1
-    NGC_PORTS+=("$port")
-    run "$p-nginx-tmpfs" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
-    stop_ngc "$port"
-    rm -rf "$TMPFS"
+    tmpfs_rounds "$p" "$up" || return 1
     read -r pid port < <(start_s3 "$W/cache-slow" "http://$up" LD_PRELOAD="$SHIM" S3C_FAULT="$SLOW_RULE") || return 1
     PIDS+=("$pid")
     run "$p-s3c-slow" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
@@ -222,7 +261,32 @@ section() {
     run "$p-direct-2" BASE_URL="http://$up/$BUCKET/set" SERVER_PID="$UP_PID"
 }
 
-echo "== across the link ($SLOW_BPS B/s), c$C, each object once; slowed disk: $SLOW_DISK_BPS B/s"
+line() { printf '%-38s %8s %7s %12s\n' "$1" "$(field "$2" GBps)" "$(ratio "$(field "$2" GBps)" "$(field "$3" GBps)")" "$(cpu_per_gb "$2")"; }
+# line_median TEXT LABEL REF — line() for the median of the tmpfs rounds LABEL-1..ROUNDS
+line_median() { local g; g=$(median "$2" GBps); printf '%-38s %8s %7s %12s\n' "$1" "$g" "$(ratio "$g" "$(field "$3" GBps)")" "$(median "$2" cpu)"; }
+
+if [[ ${ONLY:-} == tmpfs ]]; then
+    echo "== across the link ($SLOW_BPS B/s), c$C, cache on tmpfs only, $ROUNDS rounds, order swapped each round"
+    run link-direct BASE_URL="http://$LINK/$BUCKET/set" SERVER_PID="$UP_PID"
+    tmpfs_rounds link "$LINK" || exit 1
+    run link-direct-2 BASE_URL="http://$LINK/$BUCKET/set" SERVER_PID="$UP_PID"
+    echo
+    echo "== summary (tmpfs only; $N x $SIZE, c$C; ratio to the first direct GET)"
+    printf '%-38s %8s %7s %12s\n' "cold misses" "GB/s" "ratio" "core-s/GB"
+    line "link: direct GET" link-direct link-direct
+    line "link: direct GET, again at the end" link-direct-2 link-direct
+    for ((r = 1; r <= ROUNDS; r++)); do
+        if ((r % 2)); then first=s3cached; else first=nginx; fi
+        line "round $r ($first first): nginx" "link-nginx-tmpfs-$r" link-direct
+        line "round $r ($first first): s3cached" "link-s3c-tmpfs-$r" link-direct
+    done
+    line_median "link: nginx proxy_cache, tmpfs (median)" link-nginx-tmpfs link-direct
+    line_median "link: s3cached, tmpfs (median)" link-s3c-tmpfs link-direct
+    echo "results log: $RESULTS   total $(($(date +%s) - T0))s"
+    exit 0
+fi
+
+echo "== across the link ($SLOW_BPS B/s), c$C, each object once; slowed disk: $SLOW_DISK_BPS B/s; tmpfs: $ROUNDS rounds"
 section link "$LINK"
 if [[ ${LOOPBACK:-1} == 1 ]]; then
     echo "== loopback (no link cap), c$C, cache on the disk"
@@ -235,14 +299,13 @@ for l in $(cut -f1 "$RESULTS" | grep -v warm); do
     bad=$(field "$l" non2xx)
     [[ -z ${bad//0/} ]] || echo "WARNING: $l had $bad non-2xx answers"
 done
-printf '%-34s %8s %7s %12s\n' "cold misses" "GB/s" "ratio" "core-s/GB"
-line() { printf '%-34s %8s %7s %12s\n' "$1" "$(field "$2" GBps)" "$(ratio "$(field "$2" GBps)" "$(field "$3" GBps)")" "$(cpu_per_gb "$2")"; }
+printf '%-38s %8s %7s %12s\n' "cold misses" "GB/s" "ratio" "core-s/GB"
 line "link: direct GET" link-direct link-direct
 line "link: direct GET, again at the end" link-direct-2 link-direct
 line "link: nginx proxy_cache, disk" link-nginx-disk link-direct
 line "link: s3cached, disk" link-s3c-disk link-direct
-line "link: nginx proxy_cache, tmpfs" link-nginx-tmpfs link-direct
-line "link: s3cached, tmpfs" link-s3c-tmpfs link-direct
+line_median "link: nginx proxy_cache, tmpfs (median)" link-nginx-tmpfs link-direct
+line_median "link: s3cached, tmpfs (median)" link-s3c-tmpfs link-direct
 line "link: nginx proxy_cache, slowed disk" link-nginx-slow link-direct
 line "link: s3cached, slowed disk" link-s3c-slow link-direct
 if [[ ${LOOPBACK:-1} == 1 ]]; then
