@@ -21,6 +21,7 @@
 #   PREFAULT_GB    memory written once before the runs   (default 8; see below)
 #   ROUNDS         rounds of the tmpfs pair               (default 2)
 #   ONLY=tmpfs     only the direct GET and the tmpfs rounds (each round's figures printed)
+#   ONLY=disk      only the direct GET, nginx and s3cached with the cache on the disk, no loopback
 #   LOOPBACK=0     skip the loopback section
 #   PERF=WHAT,...  perf record -g the gateway during these runs: link-disk, link-tmpfs, loop-disk
 #                  (PERF=1: link-disk; report paths printed)
@@ -246,7 +247,7 @@ section() {
     echo "   $(gw_stats "$port")"
     stop_pid "$pid" 10
     rm -rf "$W/cache-s3"
-    [[ $p == link ]] || return 0
+    [[ $p == link && ${ONLY:-} != disk ]] || return 0
     tmpfs_rounds "$p" "$up" || return 1
     read -r pid port < <(start_s3 "$W/cache-slow" "http://$up" LD_PRELOAD="$SHIM" S3C_FAULT="$SLOW_RULE") || return 1
     PIDS+=("$pid")
@@ -261,9 +262,10 @@ section() {
     run "$p-direct-2" BASE_URL="http://$up/$BUCKET/set" SERVER_PID="$UP_PID"
 }
 
-line() { printf '%-38s %8s %7s %12s\n' "$1" "$(field "$2" GBps)" "$(ratio "$(field "$2" GBps)" "$(field "$3" GBps)")" "$(cpu_per_gb "$2")"; }
+# line TEXT LABEL REF — one summary row (none when LABEL did not run)
+line() { [[ -n $(field "$2" GBps) ]] || return 0; printf '%-38s %8s %7s %12s\n' "$1" "$(field "$2" GBps)" "$(ratio "$(field "$2" GBps)" "$(field "$3" GBps)")" "$(cpu_per_gb "$2")"; }
 # line_median TEXT LABEL REF — line() for the median of the tmpfs rounds LABEL-1..ROUNDS
-line_median() { local g; g=$(median "$2" GBps); printf '%-38s %8s %7s %12s\n' "$1" "$g" "$(ratio "$g" "$(field "$3" GBps)")" "$(median "$2" cpu)"; }
+line_median() { local g; g=$(median "$2" GBps); [[ $g != n/a ]] || return 0; printf '%-38s %8s %7s %12s\n' "$1" "$g" "$(ratio "$g" "$(field "$3" GBps)")" "$(median "$2" cpu)"; }
 
 if [[ ${ONLY:-} == tmpfs ]]; then
     echo "== across the link ($SLOW_BPS B/s), c$C, cache on tmpfs only, $ROUNDS rounds, order swapped each round"
@@ -288,6 +290,7 @@ fi
 
 echo "== across the link ($SLOW_BPS B/s), c$C, each object once; slowed disk: $SLOW_DISK_BPS B/s; tmpfs: $ROUNDS rounds"
 section link "$LINK"
+[[ ${ONLY:-} == disk ]] && LOOPBACK=0
 if [[ ${LOOPBACK:-1} == 1 ]]; then
     echo "== loopback (no link cap), c$C, cache on the disk"
     section loop "127.0.0.1:$UP_PORT"
