@@ -23,7 +23,8 @@
 #   ONLY=tmpfs     only the direct GET and the tmpfs rounds (each round's figures printed)
 #   ONLY=disk      only the direct GET, nginx and s3cached with the cache on the disk, no loopback
 #   LOOPBACK=0     skip the loopback section
-#   PERF=WHAT,...  perf record -g the gateway during these runs: link-disk, link-tmpfs, loop-disk
+#   PERF=WHAT,...  perf record -g the gateway during these runs: link-disk, link-tmpfs, link-slow,
+#                  loop-disk
 #                  (PERF=1: link-disk; report paths printed)
 #   KEEP_DATA=0    remove the data set at the end         (default: kept for the next run)
 # Everything it starts is stopped by pid; bounded (~6 minutes with the defaults).
@@ -189,26 +190,41 @@ perf_stop() {
     echo "   perf report -i $PERF_OUT --no-children --sort sym"
 }
 
-# tmpfs_run WHO LABEL UPSTREAM_HOSTPORT — one cold run of WHO (s3c or ngx) with its cache on
-# tmpfs, then its memory freed
+# s3c_run LABEL CACHE_DIR UPSTREAM_HOSTPORT [ENV=VALUE...] — one cold run through a new s3cached
+# (recorded by perf when PERF names PREFIX-KIND of LABEL PREFIX-s3c-KIND[-ROUND]), its /_/stats
+# line, then the gateway stopped and its cache removed
+s3c_run() {
+    local label=$1 cache=$2 up=$3 pid port kind
+    shift 3
+    read -r pid port < <(start_s3 "$cache" "http://$up" "$@") || return 1
+    PIDS+=("$pid")
+    kind=${label#*-s3c-}
+    perf_start "${label%%-*}-${kind%%-*}" "$pid"
+    run "$label" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
+    perf_stop
+    echo "   $(gw_stats "$port")"
+    stop_pid "$pid" 10
+    rm -rf "$cache"
+}
+# ngc_run LABEL CACHE_DIR UPSTREAM_HOSTPORT [ENV=VALUE...] — the same through a new nginx proxy_cache
+ngc_run() {
+    local label=$1 cache=$2 up=$3 pid port
+    shift 3
+    read -r pid port < <(start_ngc "$cache" "$up" "$@") || return 1
+    NGC_PORTS+=("$port")
+    run "$label" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
+    stop_ngc "$port"
+}
+# tmpfs_run WHO LABEL UPSTREAM_HOSTPORT — one cold run of WHO (s3c or nginx) with its cache on
+# tmpfs (TMPFS_CACHE_SIZE, 3G), memory touched right before and freed after
 tmpfs_run() {
-    local pid port
     rm -rf "$TMPFS"
     prefault 4
     mkdir -p "$TMPFS"
     if [[ $1 == s3c ]]; then
-        read -r pid port < <(CACHE_SIZE=${TMPFS_CACHE_SIZE:-3G} start_s3 "$TMPFS/cache" "http://$3") || return 1
-        PIDS+=("$pid")
-        perf_start "${2%%-*}-tmpfs" "$pid"
-        run "$2" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
-        perf_stop
-        echo "   $(gw_stats "$port")"
-        stop_pid "$pid" 10
+        CACHE_SIZE=${TMPFS_CACHE_SIZE:-3G} s3c_run "$2" "$TMPFS/cache" "$3" || return 1
     else
-        read -r pid port < <(NGC_MAX=${TMPFS_CACHE_SIZE:-3G} start_ngc "$TMPFS/cache-ngx" "$3") || return 1
-        NGC_PORTS+=("$port")
-        run "$2" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
-        stop_ngc "$port"
+        NGC_MAX=${TMPFS_CACHE_SIZE:-3G} ngc_run "$2" "$TMPFS/cache-ngx" "$3" || return 1
     fi
     rm -rf "$TMPFS"
 }
@@ -233,39 +249,21 @@ median() {
 
 # one section: LABEL_PREFIX UPSTREAM_HOSTPORT
 section() {
-    local p=$1 up=$2 pid port
+    local p=$1 up=$2
     run "$p-direct" BASE_URL="http://$up/$BUCKET/set" SERVER_PID="$UP_PID"
-    read -r pid port < <(start_ngc "$W/cache-ngx" "$up") || return 1
-    NGC_PORTS+=("$port")
-    run "$p-nginx-disk" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
-    stop_ngc "$port"
-    read -r pid port < <(start_s3 "$W/cache-s3" "http://$up") || return 1
-    PIDS+=("$pid")
-    perf_start "$p-disk" "$pid"
-    run "$p-s3c-disk" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
-    perf_stop
-    echo "   $(gw_stats "$port")"
-    stop_pid "$pid" 10
-    rm -rf "$W/cache-s3"
+    ngc_run "$p-nginx-disk" "$W/cache-ngx" "$up" || return 1
+    s3c_run "$p-s3c-disk" "$W/cache-s3" "$up" || return 1
     [[ $p == link && ${ONLY:-} != disk ]] || return 0
     tmpfs_rounds "$p" "$up" || return 1
-    read -r pid port < <(start_s3 "$W/cache-slow" "http://$up" LD_PRELOAD="$SHIM" S3C_FAULT="$SLOW_RULE") || return 1
-    PIDS+=("$pid")
-    run "$p-s3c-slow" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
-    echo "   $(gw_stats "$port")"
-    stop_pid "$pid" 10
-    rm -rf "$W/cache-slow"
-    read -r pid port < <(start_ngc "$W/cache-slow" "$up" LD_PRELOAD="$SHIM" S3C_FAULT="$SLOW_RULE") || return 1
-    NGC_PORTS+=("$port")
-    run "$p-nginx-slow" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
-    stop_ngc "$port"
+    s3c_run "$p-s3c-slow" "$W/cache-slow" "$up" LD_PRELOAD="$SHIM" S3C_FAULT="$SLOW_RULE" || return 1
+    ngc_run "$p-nginx-slow" "$W/cache-slow" "$up" LD_PRELOAD="$SHIM" S3C_FAULT="$SLOW_RULE" || return 1
     run "$p-direct-2" BASE_URL="http://$up/$BUCKET/set" SERVER_PID="$UP_PID"
 }
 
 # line TEXT LABEL REF — one summary row (none when LABEL did not run)
-line() { [[ -n $(field "$2" GBps) ]] || return 0; printf '%-38s %8s %7s %12s\n' "$1" "$(field "$2" GBps)" "$(ratio "$(field "$2" GBps)" "$(field "$3" GBps)")" "$(cpu_per_gb "$2")"; }
+line() { [[ -n $(field "$2" GBps) ]] || return 0; printf '%-40s %8s %7s %12s\n' "$1" "$(field "$2" GBps)" "$(ratio "$(field "$2" GBps)" "$(field "$3" GBps)")" "$(cpu_per_gb "$2")"; }
 # line_median TEXT LABEL REF — line() for the median of the tmpfs rounds LABEL-1..ROUNDS
-line_median() { local g; g=$(median "$2" GBps); [[ $g != n/a ]] || return 0; printf '%-38s %8s %7s %12s\n' "$1" "$g" "$(ratio "$g" "$(field "$3" GBps)")" "$(median "$2" cpu)"; }
+line_median() { local g; g=$(median "$2" GBps); [[ $g != n/a ]] || return 0; printf '%-40s %8s %7s %12s\n' "$1" "$g" "$(ratio "$g" "$(field "$3" GBps)")" "$(median "$2" cpu)"; }
 
 if [[ ${ONLY:-} == tmpfs ]]; then
     echo "== across the link ($SLOW_BPS B/s), c$C, cache on tmpfs only, $ROUNDS rounds, order swapped each round"
@@ -274,7 +272,7 @@ if [[ ${ONLY:-} == tmpfs ]]; then
     run link-direct-2 BASE_URL="http://$LINK/$BUCKET/set" SERVER_PID="$UP_PID"
     echo
     echo "== summary (tmpfs only; $N x $SIZE, c$C; ratio to the first direct GET)"
-    printf '%-38s %8s %7s %12s\n' "cold misses" "GB/s" "ratio" "core-s/GB"
+    printf '%-40s %8s %7s %12s\n' "cold misses" "GB/s" "ratio" "core-s/GB"
     line "link: direct GET" link-direct link-direct
     line "link: direct GET, again at the end" link-direct-2 link-direct
     for ((r = 1; r <= ROUNDS; r++)); do
@@ -302,7 +300,7 @@ for l in $(cut -f1 "$RESULTS" | grep -v warm); do
     bad=$(field "$l" non2xx)
     [[ -z ${bad//0/} ]] || echo "WARNING: $l had $bad non-2xx answers"
 done
-printf '%-38s %8s %7s %12s\n' "cold misses" "GB/s" "ratio" "core-s/GB"
+printf '%-40s %8s %7s %12s\n' "cold misses" "GB/s" "ratio" "core-s/GB"
 line "link: direct GET" link-direct link-direct
 line "link: direct GET, again at the end" link-direct-2 link-direct
 line "link: nginx proxy_cache, disk" link-nginx-disk link-direct
