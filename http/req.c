@@ -193,6 +193,17 @@ int req_throttle(struct req *rq, size_t *max)
     return -EAGAIN;
 }
 
+void req_body_sent(struct req *rq, size_t granted, ssize_t n)
+{
+    if (rq->rlb)
+        rl_refund(rq->rlb, n > 0 ? granted - (size_t)n : granted);
+    if (n <= 0)
+        return;
+    rq->bytes_out_streamed += (uint64_t)n;
+    if (rq->sc)
+        stats_client_sent(rq->sc, (uint64_t)n);
+}
+
 void req_fair_start(struct req *rq)
 {
     if (!rq->srv->fair || rq->is_peer) /* a peer's answer: its client is paced where it is */

@@ -125,6 +125,9 @@ void req_resume(struct req *rq);
 /* Rate limit before sending up to *@max body bytes: 0 (and *@max possibly lowered) to go on, or
  * -EAGAIN after suspending the connection until the key's bucket has refilled. */
 int req_throttle(struct req *rq, size_t *max);
+/* After a body read that req_throttle granted @granted bytes for: gives the rate limiter back
+ * what was not read and charges the client for the @n bytes that were (none when @n <= 0). */
+void req_body_sent(struct req *rq, size_t granted, ssize_t n);
 /* --max-bandwidth: a response body is being queued; its socket joins the fair share of the
  * client. A no-op without --max-bandwidth (one branch). */
 void req_fair_start(struct req *rq);

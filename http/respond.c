@@ -314,12 +314,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     } else {
         n = cache_obj_read(rq->obj, st->off + pos, buf, granted, &rq->waiter);
     }
-    if (rq->rlb)
-        rl_refund(rq->rlb, n > 0 ? granted - (size_t)n : granted);
+    req_body_sent(rq, granted, n);
     if (n > 0) {
-        rq->bytes_out_streamed += (uint64_t)n;
-        if (rq->sc)
-            stats_client_sent(rq->sc, (uint64_t)n);
         if (rq->job) { /* a GET's time and bytes (acct/stall.h) */
             req_first_byte(rq);
             stall_req_sent(&rq->stall, (uint64_t)n);
@@ -433,14 +429,9 @@ static ssize_t gen_read(void *cls, uint64_t pos, char *buf, size_t max)
     if (req_throttle(rq, &granted) == -EAGAIN)
         return 0; /* suspended; the rate limiter's timer resumes us */
     ssize_t n = g->read(g->cls, pos, buf, granted);
-    if (rq->rlb)
-        rl_refund(rq->rlb, n > 0 ? granted - (size_t)n : granted);
-    if (n > 0) {
-        rq->bytes_out_streamed += (uint64_t)n;
-        if (rq->sc)
-            stats_client_sent(rq->sc, (uint64_t)n);
+    req_body_sent(rq, granted, n);
+    if (n > 0)
         return n;
-    }
     if (n == 0)
         return 0; /* the producer suspended the connection; it is resumed when bytes wait */
     log_warn("%s: generated body failed at byte %llu of %llu: %s", rq->id,
@@ -505,14 +496,9 @@ static ssize_t relay_read(void *cls, uint64_t pos, char *buf, size_t max)
     if (req_throttle(rq, &granted) == -EAGAIN)
         return 0; /* suspended; the rate limiter's timer resumes us */
     ssize_t n = rl->read(rl->cls, buf, granted);
-    if (rq->rlb)
-        rl_refund(rq->rlb, n > 0 ? granted - (size_t)n : granted);
-    if (n > 0) {
-        rq->bytes_out_streamed += (uint64_t)n;
-        if (rq->sc)
-            stats_client_sent(rq->sc, (uint64_t)n);
+    req_body_sent(rq, granted, n);
+    if (n > 0)
         return n;
-    }
     if (n == 0)
         return MHD_CONTENT_READER_END_OF_STREAM;
     if (n == -EAGAIN)
