@@ -6,7 +6,7 @@
 #   - cache on the disk, on tmpfs, and on a slowed disk (the fault shim's slow rule caps every
 #     write to the cache directory at SLOW_DISK_BPS, for s3cached and for nginx alike)
 #   - tmpfs in ROUNDS rounds, s3cached and nginx in swapped order each round, reported as the
-#     median of the rounds: on a VM whose freed memory goes back to the host, whichever run
+#     median of the rounds (with 2, their mean): on a VM whose freed memory goes back to the host, whichever run
 #     follows a run that freed gigabytes pays fresh-page faults, and a single run measures that
 #   - the same on loopback, no link cap (CPU-bound on these machines)
 # Ratios are to the direct GET of the same section; CPU is core-seconds per GB delivered
@@ -18,14 +18,14 @@
 #   SLOW_DISK_BPS  the slowed cache disk                  (default 400000000 B/s)
 #   TMPFS_DIR      the tmpfs cache directory's parent     (default /dev/shm)
 #   S3C_ARGS       more s3cached flags for every run      (e.g. "--fill-window 0")
-#   PREFAULT_GB    memory written once before the runs   (default 8; see below)
+#   PREFAULT_GB    memory written before the runs        (default 8; 0 also skips the 4 GiB
+#                  written before each tmpfs and slowed-disk run; see below)
 #   ROUNDS         rounds of the tmpfs pair               (default 2)
 #   ONLY=tmpfs     only the direct GET and the tmpfs rounds (each round's figures printed)
 #   ONLY=disk      only the direct GET, nginx and s3cached with the cache on the disk, no loopback
 #   LOOPBACK=0     skip the loopback section
-#   PERF=WHAT,...  perf record -g the gateway during these runs: link-disk, link-tmpfs, link-slow,
-#                  loop-disk
-#                  (PERF=1: link-disk; report paths printed)
+#   PERF=WHAT,...  perf record -g the gateway during these runs: link-disk, link-tmpfs (every
+#                  round, a file each), link-slow, loop-disk (PERF=1: link-disk; paths printed)
 #   KEEP_DATA=0    remove the data set at the end         (default: kept for the next run)
 # Everything it starts is stopped by pid; bounded (~6 minutes with the defaults).
 set -euo pipefail
@@ -159,7 +159,7 @@ prefault() {
     rm -f "$TMPFS/prefault"
 }
 prefault "$PREFAULT"
-[[ $PREFAULT == 0 ]] || echo "   touched ${PREFAULT} GiB of memory first, and 4 GiB before each tmpfs run (PREFAULT_GB=0 skips it)"
+[[ $PREFAULT == 0 ]] || echo "   touched ${PREFAULT} GiB of memory first, and 4 GiB before each tmpfs and slowed-disk run (PREFAULT_GB=0 skips it)"
 
 echo "== upstream: nginx serving $STORE path-style; the link: $THROTTLE_BIN at $SLOW_BPS B/s"
 UP_PID=$(PORT=$UP_PORT ROOT=$STORE WORKERS=1 LIFETIME=900 "$SB/nginx-static")
@@ -172,14 +172,15 @@ LINK=127.0.0.1:$LINK_PORT
 SLOW_RULE="slow:$SLOW_DISK_BPS:$W/cache-slow"
 run warm-pagecache BASE_URL="$UP/$BUCKET/set" >/dev/null
 
-# perf_start WHAT PID — perf record -g the gateway when PERF names WHAT (PERF=1: link-disk)
+# perf_start WHAT PID LABEL — perf record -g the gateway into perf-LABEL.data when PERF names
+# WHAT (PERF=1: link-disk)
 perf_start() {
     local want=${PERF:-0}
     [[ $want == 1 ]] && want=link-disk
     [[ ,$want, == *,$1,* ]] && command -v perf >/dev/null || return 0
-    perf record -g -o "$W/perf-$1.data" -p "$2" >/dev/null 2>&1 &
+    PERF_OUT=$W/perf-$3.data
+    perf record -g -o "$PERF_OUT" -p "$2" >/dev/null 2>&1 &
     PERF_PID=$!
-    PERF_OUT=$W/perf-$1.data
     sleep 0.5
 }
 perf_stop() {
@@ -199,14 +200,15 @@ s3c_run() {
     read -r pid port < <(start_s3 "$cache" "http://$up" "$@") || return 1
     PIDS+=("$pid")
     kind=${label#*-s3c-}
-    perf_start "${label%%-*}-${kind%%-*}" "$pid"
+    perf_start "${label%%-*}-${kind%%-*}" "$pid" "$label"
     run "$label" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
     perf_stop
     echo "   $(gw_stats "$port")"
     stop_pid "$pid" 10
     rm -rf "$cache"
 }
-# ngc_run LABEL CACHE_DIR UPSTREAM_HOSTPORT [ENV=VALUE...] — the same through a new nginx proxy_cache
+# ngc_run LABEL CACHE_DIR UPSTREAM_HOSTPORT [ENV=VALUE...] — the same through a new nginx
+# proxy_cache (no perf, no stats line)
 ngc_run() {
     local label=$1 cache=$2 up=$3 pid port
     shift 3
@@ -214,6 +216,7 @@ ngc_run() {
     NGC_PORTS+=("$port")
     run "$label" BASE_URL="http://127.0.0.1:$port/$BUCKET/set" SERVER_PID="$pid" BACKEND_PID="$UP_PID"
     stop_ngc "$port"
+    rm -rf "$cache"
 }
 # tmpfs_run WHO LABEL UPSTREAM_HOSTPORT — one cold run of WHO (s3c or nginx) with its cache on
 # tmpfs (TMPFS_CACHE_SIZE, 3G), memory touched right before and freed after
@@ -243,7 +246,7 @@ median() {
     for ((r = 1; r <= ROUNDS; r++)); do
         if [[ $2 == cpu ]]; then v+=("$(cpu_per_gb "$1-$r")"); else v+=("$(field "$1-$r" "$2")"); fi
     done
-    printf '%s\n' "${v[@]}" | grep -E '^[0-9.]+$' | sort -g |
+    printf '%s\n' "${v[@]}" | { grep -E '^[0-9.]+$' || true; } | sort -g |
         awk '{ a[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
 
@@ -255,7 +258,10 @@ section() {
     s3c_run "$p-s3c-disk" "$W/cache-s3" "$up" || return 1
     [[ $p == link && ${ONLY:-} != disk ]] || return 0
     tmpfs_rounds "$p" "$up" || return 1
+    # (the tmpfs runs just freed gigabytes: each slowed-disk run starts on touched memory too)
+    prefault 4
     s3c_run "$p-s3c-slow" "$W/cache-slow" "$up" LD_PRELOAD="$SHIM" S3C_FAULT="$SLOW_RULE" || return 1
+    prefault 4
     ngc_run "$p-nginx-slow" "$W/cache-slow" "$up" LD_PRELOAD="$SHIM" S3C_FAULT="$SLOW_RULE" || return 1
     run "$p-direct-2" BASE_URL="http://$up/$BUCKET/set" SERVER_PID="$UP_PID"
 }
@@ -286,7 +292,11 @@ if [[ ${ONLY:-} == tmpfs ]]; then
     exit 0
 fi
 
-echo "== across the link ($SLOW_BPS B/s), c$C, each object once; slowed disk: $SLOW_DISK_BPS B/s; tmpfs: $ROUNDS rounds"
+if [[ ${ONLY:-} == disk ]]; then
+    echo "== across the link ($SLOW_BPS B/s), c$C, each object once, cache on the disk only"
+else
+    echo "== across the link ($SLOW_BPS B/s), c$C, each object once; slowed disk: $SLOW_DISK_BPS B/s; tmpfs: $ROUNDS rounds"
+fi
 section link "$LINK"
 [[ ${ONLY:-} == disk ]] && LOOPBACK=0
 if [[ ${LOOPBACK:-1} == 1 ]]; then
