@@ -27,7 +27,7 @@
 #   PERF=WHAT,...  perf record -g the gateway during these runs: link-disk, link-tmpfs (every
 #                  round, a file each), link-slow, loop-disk (PERF=1: link-disk; paths printed)
 #   KEEP_DATA=0    remove the data set at the end         (default: kept for the next run)
-# Everything it starts is stopped by pid; bounded (~6 minutes with the defaults).
+# Everything it starts is stopped by pid; bounded (~5 minutes with the defaults).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
