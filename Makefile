@@ -147,8 +147,11 @@ run: deps
 	exec $(BUILD)/s3cached serve --backend file://$(CURDIR)/var/store --cache-dir $(CURDIR)/var/cache
 
 # --- tests ----------------------------------------------------------------------------
+# The builds before the suites use every core (2 here: 14 s instead of 29 from clean); the
+# suites themselves run one after another.
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 test: deps-test
-	@$(MAKE) --no-print-directory all unit-bins
+	@$(MAKE) --no-print-directory -j$(NPROC) all unit-bins
 	@$(MAKE) --no-print-directory test-unit test-lint fuzz-replay test-e2e test-image
 
 unit-bins: $(UNITBINS)
@@ -162,7 +165,7 @@ test-e2e: $(BUILD)/s3cached
 ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 test-asan: deps-test
-	@$(ASAN_MAKE) all unit-bins
+	@$(ASAN_MAKE) -j$(NPROC) all unit-bins
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  E2E_ASAN=1 $(ASAN_MAKE) test-unit test-e2e
 
