@@ -283,6 +283,21 @@ def settled():
         return (c["fill_bytes"] - s0["fill_bytes"]) + (c["uncached_bytes"] - s0["uncached_bytes"]) >= SIZE
     if not E.wait_until(done, timeout=120):
         raise E.Fail("the fill did not settle within 120 s: %r" % gw.stats()["cache"])
+    # ... and nothing moves any more (a reader that joined behind the window's tail may still be
+    # fetching and writing blocks the run dropped): the counters below, the metrics read after
+    # them and the next test's "missing" are then one state. The slow disk writes a chunk every
+    # ~0.1 s, so a fill in progress moves fill_bytes within 0.5 s.
+    seen = [None]
+
+    def still():
+        s = gw.stats()
+        c = s["cache"]
+        now = (c["fill_bytes"], c["uncached_bytes"], c["used_bytes"], s["backend"]["bytes_read"])
+        same = now == seen[0]
+        seen[0] = now
+        return same
+    if not E.wait_until(still, timeout=60, every=0.5):
+        raise E.Fail("the cache counters kept moving for 60 s: %r" % gw.stats()["cache"])
 
 
 def counted():
