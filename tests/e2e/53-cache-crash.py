@@ -251,7 +251,7 @@ def windowed_crash_rounds():
             c = gw.stats()["cache"]
             if c["used_bytes"] > c["capacity_bytes"]:
                 raise E.Fail("used_bytes %d > capacity after restart" % c["used_bytes"])
-        if not any(window) and not E.in_memory(gw.cache):   # in memory: no window (fillwin.c)
+        if not any(window) and not NO_WINDOW:
             raise E.Fail("no fill went through a window (cache.fill_window_bytes stayed 0)")
         kill9_restart(server=gw)
         verify(keys_all, "windowed fills, after one more kill -9", server=gw)
@@ -276,8 +276,14 @@ E.setup_or_die(t, srv, lambda: os.makedirs(os.path.join(srv.store, B)))
 t.check("kill -9 early in 5 cold 64 MiB fills: all intact after restart", crash_round, 1, 0.0, False)
 t.check("kill -9 mid-way through fills (ranges too): all intact after restart", crash_round, 2, 0.4, True)
 t.check("kill -9 late in fills: all intact after restart", crash_round, 3, 0.8, True)
-t.check("kill -9 during windowed fills from an S3 backend (3 moments): all intact after restart",
-        windowed_crash_rounds)
+# A cache directory in memory fills without a window (cache/fillwin.c): the same rounds then
+# run through the page cache, and the windowed case is reported as skipped, not passed.
+NO_WINDOW = E.in_memory(os.environ.get("TMPDIR", "/tmp"))
+if NO_WINDOW:
+    t.skip("kill -9 during windowed fills from an S3 backend",
+           "TMPDIR is in memory: fills use no window there")
+t.check("kill -9 during %s fills from an S3 backend (3 moments): all intact after restart"
+        % ("page-cache" if NO_WINDOW else "windowed"), windowed_crash_rounds)
 t.check("kill -9 after PUT/overwrite/DELETE: restart serves the written state", kill9_after_writes)
 t.check("every object of every round intact after one more kill -9", prior_objects_intact)
 t.check("restart (clean) with a warm cache: first GET a hit, zero backend requests", warm_restart_clean)
