@@ -1,7 +1,9 @@
 # s3cached — build, run, test, bench.
 #   make            build/s3cached (-Wall -Wextra -Werror)
 #   make run        install missing packages, build, serve ./var/store on 127.0.0.1:9000
-#   make test       install, build, run every unit and end-to-end test
+#   make test       install, build, run every unit and end-to-end test (e2e files in parallel,
+#                   big-data and long-race files at the sizes that prove their point)
+#   make test-full  the same with those files at full size (E2E_FULL=1)
 #   make test-asan  the whole suite under ASan + UBSan (build-asan/)
 #   make bench      benchmarks against nginx, as ratios
 #   make lint       the layering of the folders, module confinement, banned functions
@@ -41,7 +43,7 @@ DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd pro
 DEB_TEST_NOREC := python3-torch
 NPM_DIR   := tests/e2e/node_modules
 
-.PHONY: all run test test-unit test-e2e test-asan bench lint test-lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
+.PHONY: all run test test-full test-unit test-e2e test-asan bench lint test-lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
         test-faults soak
 all: $(BUILD)/s3cached $(BUILD)/ring-owner $(BUILD)/throttle $(BUILD)/delayline
 
@@ -148,11 +150,18 @@ run: deps
 
 # --- tests ----------------------------------------------------------------------------
 # The builds before the suites use every core (2 here: 14 s instead of 29 from clean); the
-# suites themselves run one after another.
+# e2e files run E2E_JOBS at a time (each in its own temp dir on its own ports; most of them
+# wait on their servers), the longest first (tests/e2e/run.sh, tests/e2e/costs).
 NPROC := $(shell nproc 2>/dev/null || echo 2)
+E2E_JOBS ?= $(shell echo $$(($(NPROC) + 1)))
 test: deps-test
 	@$(MAKE) --no-print-directory -j$(NPROC) all unit-bins
 	@$(MAKE) --no-print-directory test-unit test-lint fuzz-replay test-e2e test-image
+
+# make test with the big-data and long-race e2e files at full size (48: 4 GiB + 64 MiB; 66:
+# every round). CI may call it; about twice make test's time.
+test-full: export E2E_FULL = 1
+test-full: test
 
 unit-bins: $(UNITBINS)
 
@@ -160,7 +169,7 @@ test-unit: $(UNITBINS)
 	@tests/run-unit.sh $(UNITBINS)
 
 test-e2e: $(BUILD)/s3cached
-	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached tests/e2e/run.sh
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached tests/e2e/run.sh -j$(E2E_JOBS)
 
 ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"

@@ -13,7 +13,9 @@ s3cached on a file backend, as 46 does). Each case runs many times in a loop, bo
   x-amz-checksum-crc32, a tampered aws-chunked signature, a disconnect mid-body): ListParts
   still shows the acknowledged part and Complete gives its bytes;
 - an UploadPart still in flight when Complete comes (of a part named, or of a number above)
-  changes nothing of the object and gets NoSuchUpload when it ends."""
+  changes nothing of the object and gets NoSuchUpload when it ends.
+make test runs each loop MIN_ROUNDS times (every race kind and failure kind still met);
+make test-full (E2E_FULL=1) the full 30 and 12 rounds."""
 import base64
 import concurrent.futures as cf
 import hashlib
@@ -29,11 +31,12 @@ MiB = 1 << 20
 P = 5 * MiB          # the parts' common size: the smallest S3 allows, laid out in place
 HOLD = 3 * MiB       # what an overlapped body sends before it waits
 B = "races"
-RACE_ITERS = int(os.environ.get("RACE_ITERS", "30"))
-RETRY_ITERS = int(os.environ.get("RETRY_ITERS", "12"))  # per kind of failure
+MIN_ROUNDS = 4
+FULL = os.environ.get("E2E_FULL") == "1"   # make test-full: every round; make test: the minimum
+RACE_ITERS = int(os.environ.get("RACE_ITERS", "30" if FULL else str(MIN_ROUNDS)))
+RETRY_ITERS = int(os.environ.get("RETRY_ITERS", "12" if FULL else str(MIN_ROUNDS)))  # per kind
 RACE_BUDGET_S = 25   # a loop stops early past this (3 race loops, 15 others: at most
 RETRY_BUDGET_S = 8   # ~200 s): a slow machine runs fewer rounds, but always MIN_ROUNDS
-MIN_ROUNDS = 4
 
 
 class Part:
