@@ -319,6 +319,22 @@ def writes_during_fill():
             E.same_bytes("GET #%d after %s during a fill" % (i + 1, how), r.body, new)
 
 
+def settled_backend_bytes(srv, b0, want, timeout=10):
+    """Backend bytes read since @b0 once the count stayed the same for 0.5 s (at once when it
+    passed @want: that is a failure already), bounded by @timeout."""
+    last, still_since, deadline = None, time.time(), time.time() + timeout
+    while time.time() < deadline:
+        got = srv.stats()["backend"]["bytes_read"] - b0
+        if got > want:
+            return got
+        if got != last:
+            last, still_since = got, time.time()
+        elif time.time() - still_since >= 0.5:
+            return got
+        time.sleep(0.02)
+    return srv.stats()["backend"]["bytes_read"] - b0
+
+
 def invalidate_during_fill_unchanged():
     """DELETE /_/cache of a key whose fill is running, the source unchanged: the reader of the
     fill still gets the whole object (the fill's bytes are good; only its index entry is gone)
@@ -340,7 +356,9 @@ def invalidate_during_fill_unchanged():
             E.eq("DELETE /_/cache during the fill", r.status, 200)
             for f in fs:
                 E.same_bytes("a reader of the fill invalidated at %d MiB" % (2 + 8 * i), f.result().body, data)
-        got = srv.stats()["backend"]["bytes_read"] - b0
+        # The fetch thread counts its bytes once its transfer returns, which can be after the
+        # readers have theirs: the count is taken once it stops moving.
+        got = settled_backend_bytes(srv, b0, 64 * MiB)
         outs.append("%.0f MiB" % (got / MiB))
         E.eq("backend bytes for the invalidated fill and its readers (each byte once)", got, 64 * MiB)
         r = get(key)
