@@ -102,7 +102,7 @@ struct fetch {
     int nowin;            /* never through a window: warm-ups and copy sources (set under mu) */
     int starved;          /* a reader waits for bytes the run has not received */
     int received;         /* the backend call ended: every byte the run will get is in */
-    int wr_queued, handed, kept, wfd_state; /* wfd_state: 0 not opened, 1 O_DIRECT, -1 none */
+    int wr_queued, handed, kept;
     int run_rc;           /* the run's result, for the writer that ends it */
     unsigned copiers;
     struct cache_obj *wreaders; /* readers attached to its window (fillwin_attach_locked) */

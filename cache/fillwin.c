@@ -1,10 +1,11 @@
 /*
  * fillwin.c: a cold fill from a remote backend, decoupled from the cache disk. The run's bytes
  * land in its window (window.h: chunks of a bounded pool); its readers copy them from there as
- * they arrive (one copy in user space, no page-cache round trip), and the cache writer, a few
- * threads of their own (c->wwq), writes the chunks into the data file behind them around the
- * page cache (O_DIRECT where the file system takes it), one chunk per job so that every run
- * gets its turn. The readers reading a run are attached to it (fetch.wreaders): the window keeps
+ * they arrive (one copy in user space, no wait on the file), and the cache writer, a few
+ * threads of their own (c->wwq), writes the chunks into the data file behind them through the
+ * page cache and starts their writeback at once (sync_file_range), one chunk per job so that
+ * every run gets its turn: the pages stay cached, so the next epoch reads memory where RAM
+ * holds the set, and a disk slower than the link holds the writer back, not the readers. The readers reading a run are attached to it (fetch.wreaders): the window keeps
  * every byte from the slowest one's position on. When the disk falls behind, the window drops a
  * block the writer has not started once its readers copied it: it is never written and never
  * marked present (counted in cache.uncached_*), and the next read of it fetches it again. With
@@ -36,7 +37,6 @@
 /* and after this long without any (a reader stopped reading), lets go of bytes not copied,
  * well before the backend's low-speed timeout (at most half of --backend-timeout) */
 #define FILLWIN_STALL_MS 10000
-#define FILLWIN_DIRECT_ALIGN 4096u
 
 _Static_assert(CACHE_FETCH_MAX_BLOCKS <= 64, "fetch.released has a bit per block of a run");
 
@@ -231,51 +231,26 @@ int fillwin_received(struct fetch *f, int rc)
     return writer_ends;
 }
 
-/* Opens the data file of @f's version (creating it) for the writer, and an O_DIRECT descriptor
- * when the run's chunks are aligned and the file system takes it. mu held; dropped meanwhile.
- * 0 or the error (nothing can be written). */
-static int fillwin_open_file_locked(struct fetch *f)
-{
-    struct cache *c = f->c;
-    struct cver *v = f->v;
-    int fd, rc = cache_ver_fd_locked(c, v, 1, &fd);
-    if (rc || f->wfd_state)
-        return rc;
-    f->wfd_state = -1;
-    long pg = sysconf(_SC_PAGESIZE);
-    if (pg > 0 && f->off % FILLWIN_DIRECT_ALIGN == 0 && v->bs % FILLWIN_DIRECT_ALIGN == 0 &&
-        c->pool.chunk % FILLWIN_DIRECT_ALIGN == 0 && (uint64_t)pg <= FILLWIN_DIRECT_ALIGN) {
-        char path[STORE_PATH_MAX];
-        cache_ver_path(c, v, path);
-        pthread_mutex_unlock(&c->mu);
-        int dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
-        pthread_mutex_lock(&c->mu);
-        if (dfd >= 0) {
-            f->dfd = dfd;
-            f->wfd_state = 1;
-        }
-    }
-    return 0;
-}
-
-/* Writes @len bytes of @mem at @at: the aligned body with O_DIRECT through @dfd (>= 0), the
- * rest (the object's last partial page, or everything without @dfd) through @fd. 0 or the
+/* Writes @len bytes of @mem at @at of @fd through the page cache, then starts their writeback
+ * (SYNC_FILE_RANGE_WRITE: the disk works while the next chunks are copied, the run's final
+ * fdatasync only waits for the tail, and a disk slower than the link holds the writer back
+ * here, so the window drops blocks instead of the page cache filling with dirty pages). The
+ * pages stay cached: the next epoch's hits come from memory where it holds them. 0 or the
  * error. */
-static int fillwin_write(int dfd, int fd, const unsigned char *mem, uint64_t at, size_t len)
+static int fillwin_write(int fd, const unsigned char *mem, uint64_t at, size_t len)
 {
-    size_t done = 0, body = dfd >= 0 ? len & ~(size_t)(FILLWIN_DIRECT_ALIGN - 1) : 0;
+    size_t done = 0;
     while (done < len) {
-        int direct = done < body;
-        size_t want = direct ? body - done : len - done;
-        ssize_t n = pwrite(direct ? dfd : fd, mem + done, want, (off_t)(at + done));
+        ssize_t n = pwrite(fd, mem + done, len - done, (off_t)(at + done));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return -errno;
-        if (n == 0 || (direct && (size_t)n % FILLWIN_DIRECT_ALIGN))
+        if (n == 0)
             return -EIO; /* a short write: the block is not cached */
         done += (size_t)n;
     }
+    (void)sync_file_range(fd, (off_t)at, (off_t)len, SYNC_FILE_RANGE_WRITE);
     return 0;
 }
 
@@ -305,8 +280,7 @@ static void fillwin_write_job(void *arg)
                 fill_end_run(f, f->run_rc);
             return;
         }
-        int rc = v->fd < 0 || !f->wfd_state ? fillwin_open_file_locked(f) : 0;
-        int fd = v->fd, dfd = f->wfd_state > 0 ? f->dfd : -1;
+        int fd, rc = cache_ver_fd_locked(c, v, 1, &fd);
         pthread_mutex_unlock(&c->mu);
         if (!rc && bstart) {
             /* the block's extent at once (best effort): less file system work than page by
@@ -315,7 +289,7 @@ static void fillwin_write_job(void *arg)
             store_preallocate(fd, b0, S3C_MIN(b0 + v->bs, v->meta.size) - b0, c->in_memory);
         }
         if (!rc)
-            rc = fillwin_write(dfd, fd, mem, at, len);
+            rc = fillwin_write(fd, mem, at, len);
         pthread_mutex_lock(&c->mu);
         window_wrote(&c->pool, f->win, ci, rc == 0);
         if (rc == 0) {
@@ -346,10 +320,6 @@ int fillwin_complete(struct fetch *f, int *unsynced)
     c->st.uncached_bytes += window_dropped_bytes(f->win);
     c->st.uncached_blocks += window_dropped_blocks(f->win);
     pthread_mutex_unlock(&c->mu);
-    if (f->dfd >= 0) {
-        close(f->dfd);
-        f->dfd = -1;
-    }
     if (!whole)
         return 0;
     if (fdatasync(fd)) {

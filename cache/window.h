@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WINDOW_CHUNK (1u << 20) /* bytes per slot: one O_DIRECT write of the writer */
+#define WINDOW_CHUNK (1u << 20) /* bytes per slot: one write of the cache writer */
 
 struct window;
 
