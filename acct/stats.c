@@ -31,7 +31,7 @@ const char *const stats_op_names[STATS_OP__N] = {
     "get", "head", "put", "copy", "delete", "list", "multipart", "bucket", "admin", "other",
 };
 const char *const stats_how_names[STATS_N_HOW] = {
-    "hit", "miss", "coalesced", "bypass", "none",
+    "hit", "miss", "coalesced", "bypass", "partial", "none",
 };
 /* Upper bounds of the latency buckets: ns, and the le label as Prometheus shows it. */
 const uint64_t stats_le_ns[STATS_N_LE - 1] = {
@@ -449,8 +449,9 @@ void stats_request_done(struct stats *s, struct stats_client *c, const char *buc
     unsigned hi = how >= 0 && how < STATS_HOW_NONE ? (unsigned)how : STATS_HOW_NONE;
     int e4 = http_status >= 400 && http_status < 500;
     int e5 = http_status >= 500;
-    /* A bypass went to the backend: for clients and buckets it counts as a miss. */
-    int hit = hi == CACHE_HIT, miss = hi == CACHE_MISS || hi == CACHE_BYPASS;
+    /* A bypass or a partial hit went to the backend: for clients and buckets it counts as a
+     * miss. */
+    int hit = hi == CACHE_HIT, miss = hi == CACHE_MISS || hi == CACHE_BYPASS || hi == CACHE_PARTIAL;
     int coal = hi == CACHE_COALESCED;
 
     if (c) {

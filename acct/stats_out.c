@@ -156,6 +156,8 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     ", \"coalesced\": %" PRIu64 ", \"bypassed\": %" PRIu64
                     ", \"evictions\": %" PRIu64 ", \"revalidations\": %" PRIu64
                     ", \"stale_served\": %" PRIu64 ", \"source_sends\": %" PRIu64 ",\n"
+                    "           \"partial\": %" PRIu64 ", \"hit_bytes\": %" PRIu64
+                    ", \"miss_bytes\": %" PRIu64 ", \"reserved_bytes\": %" PRIu64 ",\n"
                     "           \"fill_bytes\": %" PRIu64 ", \"dirty_objects\": %" PRIu64
                     ", \"dirty_bytes\": %" PRIu64 ",\n"
                     "           \"uncached_bytes\": %" PRIu64 ", \"uncached_blocks\": %" PRIu64
@@ -177,7 +179,8 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     stats_uptime_s(s), cs->capacity_bytes, cs->used_bytes, cs->objects,
                     cs->pinned_objects, cs->pinned_bytes, cs->hits, cs->misses, cs->coalesced,
                     cs->bypassed, cs->evictions, cs->revalidations, cs->stale_served,
-                    cs->source_sends, cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes,
+                    cs->source_sends, cs->partial, cs->hit_bytes, cs->miss_bytes, cs->reserved_bytes,
+                    cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes,
                     cs->uncached_bytes, cs->uncached_blocks, cs->window_bytes,
                     cs->window_limit_bytes, cs->window_forced_drops, cs->dirty_limit_bytes,
                     cs->dirty_staged_bytes, cs->drain_uploaded_objects, cs->drain_uploaded_bytes,
@@ -308,6 +311,8 @@ struct prom_field {
 static const struct prom_field prom_cache[] = {
     CS_F("s3cached_cache_capacity_bytes", "gauge", capacity_bytes, "Configured cache capacity."),
     CS_F("s3cached_cache_used_bytes", "gauge", used_bytes, "Bytes of objects held in the cache."),
+    CS_F("s3cached_cache_reserved_bytes", "gauge", reserved_bytes,
+         "Of the used bytes, those reserved by fills in flight."),
     CS_F("s3cached_cache_objects", "gauge", objects, "Objects held in the cache."),
     CS_F("s3cached_cache_pinned_objects", "gauge", pinned_objects, "Objects pinned in the cache."),
     CS_F("s3cached_cache_pinned_bytes", "gauge", pinned_bytes, "Bytes of pinned objects."),
@@ -318,6 +323,12 @@ static const struct prom_field prom_cache[] = {
          "Reads that joined a fetch already in flight."),
     CS_F("s3cached_cache_bypassed_total", "counter", bypassed,
          "Reads served from the backend without caching."),
+    CS_F("s3cached_cache_partial_total", "counter", partial,
+         "Reads with part of their range cached that fetched the rest (partial hits)."),
+    CS_F("s3cached_cache_hit_bytes_total", "counter", hit_bytes,
+         "Bytes reads asked for that were in blocks on the SSD when they began."),
+    CS_F("s3cached_cache_miss_bytes_total", "counter", miss_bytes,
+         "Bytes reads asked for that were not on the SSD when they began."),
     CS_F("s3cached_cache_evictions_total", "counter", evictions, "Objects evicted."),
     CS_F("s3cached_cache_revalidations_total", "counter", revalidations,
          "Cached entries checked with the backend."),

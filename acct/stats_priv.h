@@ -19,8 +19,8 @@
 #define STATS_RING (STATS_RATE_WINDOW_S + 1) /* samples at t-10 s .. t */
 #define STATS_CLIENT_SLOTS 4096u             /* hash heads; chains grow past the cap */
 #define STATS_BUCKET_SLOTS 512u
-#define STATS_HOW_NONE 4                     /* not a cached read (how == -1) */
-#define STATS_N_HOW 5
+#define STATS_HOW_NONE 5                     /* not a cached read (how == -1) */
+#define STATS_N_HOW 6
 #define STATS_N_LE 16                        /* 15 finite bounds + +Inf */
 
 

@@ -29,6 +29,7 @@ const char *cache_outcome_name(enum cache_outcome how)
     case CACHE_MISS: return "miss";
     case CACHE_COALESCED: return "coalesced";
     case CACHE_BYPASS: return "bypass";
+    case CACHE_PARTIAL: return "partial";
     }
     return "miss";
 }
@@ -245,9 +246,13 @@ void cache_obj_release(struct cache_obj *o)
         case CACHE_MISS: c->st.misses++; break;
         case CACHE_COALESCED: c->st.coalesced++; break;
         case CACHE_BYPASS: c->st.bypassed++; break;
+        case CACHE_PARTIAL: c->st.partial++; break;
         }
         evict_touch_locked(c, o->v, 0);
         if (o->opened && !o->internal) {
+            uint64_t asked = o->read_end - o->read_off, hb = S3C_MIN(o->hit_bytes, asked);
+            c->st.hit_bytes += hb;
+            c->st.miss_bytes += asked - hb;
             struct policy_read pr = { o->v->meta.size, o->read_end - o->read_off,
                                       S3C_MIN(o->hit_bytes, o->read_end - o->read_off),
                                       o->how != CACHE_HIT };
@@ -624,6 +629,7 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     *out = c->st;
     out->capacity_bytes = c->cap;
     out->used_bytes = c->used + c->reserved;
+    out->reserved_bytes = c->reserved;
     out->window_bytes = window_pool_bytes(&c->pool);
     out->window_limit_bytes = (uint64_t)c->pool.max_slots * c->pool.chunk;
     out->window_forced_drops = c->pool.forced;

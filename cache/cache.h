@@ -40,12 +40,18 @@ enum cache_outcome {
     CACHE_MISS,      /* this request started the backend fetch */
     CACHE_COALESCED, /* joined a fetch another request started */
     CACHE_BYPASS,    /* served from the backend without caching (nothing evictable, too big) */
+    CACHE_PARTIAL,   /* part of the range from the SSD, this request fetched the rest */
 };
-const char *cache_outcome_name(enum cache_outcome how); /* "hit" "miss" "coalesced" "bypass" */
+/* "hit" "miss" "coalesced" "bypass" "partial" */
+const char *cache_outcome_name(enum cache_outcome how);
 
 struct cache_stats {
     uint64_t capacity_bytes, used_bytes, objects, pinned_objects, pinned_bytes;
+    uint64_t reserved_bytes; /* of used_bytes, reserved by fills in flight (0: fills all ended) */
     uint64_t hits, misses, coalesced, bypassed, evictions, revalidations, stale_served;
+    uint64_t partial;              /* reads with part of their range cached that fetched the rest */
+    uint64_t hit_bytes, miss_bytes; /* bytes reads asked for: in blocks present when they began,
+                                     * and the others */
     uint64_t fill_bytes; /* bytes written into the cache from the backend */
     uint64_t source_sends; /* GETs sent from the backend's file while the cache filled */
     /* fills through a memory window (fillwin.c): bytes (and blocks) of cold fills delivered

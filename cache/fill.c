@@ -954,6 +954,8 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
         rc = fill_ensure_locked(c, v, miss, last);
         if (rc >= 0) {
             fill_outcome_started(o);
+            if (o->how == CACHE_MISS && o->hit_bytes > 0)
+                o->how = CACHE_PARTIAL; /* its cached blocks come from the SSD */
             rc = -EAGAIN;
         }
     }

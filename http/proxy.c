@@ -153,7 +153,7 @@ static int h_proxy_end(struct req *rq)
     }
     h[n] = (struct respond_hdr){PEER_OWNER_HEADER, ps->owner};
     const char *xc = peer_xfer_find_header(x, "x-cache");
-    for (int how = CACHE_HIT; xc && how <= CACHE_BYPASS; how++)
+    for (int how = CACHE_HIT; xc && how <= CACHE_PARTIAL; how++)
         if (!strcmp(xc, cache_outcome_name((enum cache_outcome)how)))
             rq->cache_how = how; /* the owner's outcome is this client's */
     int64_t clen = peer_xfer_content_length(x);

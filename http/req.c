@@ -744,7 +744,8 @@ void req_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (sent > rq->bytes_out_streamed)
             stats_client_sent(rq->sc, sent - rq->bytes_out_streamed);
         /* a miss or an uncached read: what it sent, the backend sent for it */
-        if (rq->cache_how == CACHE_MISS || rq->cache_how == CACHE_BYPASS)
+        if (rq->cache_how == CACHE_MISS || rq->cache_how == CACHE_BYPASS ||
+            rq->cache_how == CACHE_PARTIAL)
             stats_client_filled(rq->sc, sent);
         /* a peer's request counted in its bucket where the client's request entered */
         stats_request_done(srv->stats, rq->sc, rq->is_peer ? NULL : rq->bucket,

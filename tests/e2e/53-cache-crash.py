@@ -183,10 +183,12 @@ def warm_restart_kill9():
     write_obj("warm/b", 9 * MiB + 5)
     st, h, sh, n = sget("warm/b")
     E.eq("first GET", sh, SUM["warm/b"])
-    # the cache is idle once the object is whole in it (its fill synced and indexed): a GET
-    # that is a hit shows that; waited for (at most 10 s) rather than a guessed sleep
-    if not E.wait_until(lambda: sget("warm/b")[1].get("x-cache") == "hit", timeout=10, every=0.1):
-        raise E.Fail("warm/b is not a hit 10 s after its first GET")
+    # the cache is idle once the object is whole in it (its fill synced and indexed): nothing
+    # reserved by a fill any more (a GET labelled hit is not enough: a fill whose bytes all
+    # landed is a hit before its fdatasync); waited for (at most 10 s), not a guessed sleep
+    if not E.wait_until(lambda: srv.stats()["cache"]["reserved_bytes"] == 0 and
+                        sget("warm/b")[1].get("x-cache") == "hit", timeout=10, every=0.1):
+        raise E.Fail("warm/b is not indexed 10 s after its first GET: %r" % srv.stats()["cache"])
     kill9_restart()
     st, h, sh, n = sget("warm/b")
     E.eq("x-cache of the first GET after kill -9", h.get("x-cache"), "hit")
