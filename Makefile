@@ -189,6 +189,7 @@ bench: deps-test
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/keep.sh
 	@$(MAKE) --no-print-directory $(FAULT_SO)
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/miss.sh
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached THROTTLE=$(CURDIR)/$(BUILD)/throttle bench/epochs.sh
 
 # Deployment files: the static checks of make test (tests/deploy/validate.sh, with the
 # Kubernetes API schema check whose npm packages deps-test installs), then a real

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# bench/epochs.sh — three epochs of a training set through s3cached and through nginx
+# proxy_cache, each from an empty cache, beside a direct read across the same link: does the
+# first epoch run at the link's speed, is everything cached after it (the cache writer against
+# the disk's own O_DIRECT write speed), do the next epochs fetch at most what the one before
+# left uncached, and do epochs 2-3 run at the speed of the machine (the page cache where RAM
+# holds the set, the disk where it does not: DROP=1)? Part of make bench.
+#
+#   make all && bench/epochs.sh            # from the project's root
+#
+# The backend is a second s3cached serving a POSIX store from its page cache, reached through
+# build/throttle at LINK_BPS (a backend network). Readers: PAR parallel whole-object GETs
+# (curl), every shard once an epoch. Prints one JSON line per figure and a table.
+# Env: NSHARD (24) shards of SIZE_MB (256) MiB; LINK_BPS (500000000); PAR (8);
+#      S3C_ARGS (extra flags for the gateway under test, e.g. "--fill-window 0");
+#      WITH_NGINX=0 skips nginx; DDMB (1024; 0 = skip) measures the disk with dd O_DIRECT;
+#      DROP=1 drops the page cache before epochs 2 and 3 (a set larger than RAM: needs root).
+#      S3CACHED, THROTTLE, NGINX_BIN: binaries (build/s3cached, build/throttle, nginx).
+# Figures: bench/RESULTS.md.
+set -u
+S3CACHED=${S3CACHED:-${S3CACHED_BIN:-$PWD/build/s3cached}}; THROTTLE=${THROTTLE:-$PWD/build/throttle}
+NGINX_BIN=${NGINX_BIN:-nginx}
+NSHARD=${NSHARD:-24}; SIZE_MB=${SIZE_MB:-256}; LINK_BPS=${LINK_BPS:-500000000}; PAR=${PAR:-8}
+S3C_ARGS=${S3C_ARGS:-}; WITH_NGINX=${WITH_NGINX:-1}; DDMB=${DDMB:-1024}; DROP=${DROP:-0}
+W=$(mktemp -d /tmp/epochs.XXXXXX); RES=$W/results.jsonl
+PIDS=""
+trap 'for p in $PIDS; do kill $p 2>/dev/null; done; sleep 0.3; rm -rf "$W"' EXIT
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
+health() { for _ in $(seq 150); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no answer: $1" >&2; exit 1; }
+[ -x "$S3CACHED" ] && [ -x "$THROTTLE" ] || { echo "build first: $S3CACHED, $THROTTLE" >&2; exit 1; }
+if [ "$DDMB" -gt 0 ]; then
+  dd if=/dev/zero of="$W/dd" bs=8M count=$((DDMB/8)) oflag=direct 2>"$W/dd.err"
+  tail -1 "$W/dd.err" | sed 's/^/disk write O_DIRECT: /'
+  DDW=$(tail -1 "$W/dd.err" | awk '{u=$NF; v=$(NF-1); print (u ~ /^GB/ ? v : u ~ /^MB/ ? v/1000 : "")}')
+  dd if="$W/dd" of=/dev/null bs=8M iflag=direct 2>&1 | tail -1 | sed 's/^/disk read O_DIRECT: /'
+  rm -f "$W/dd"
+fi
+python3 - "$W/store/bench" "$NSHARD" "$SIZE_MB" <<'EOF'
+import os, sys, tarfile
+d, n, mb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]); os.makedirs(d, exist_ok=True)
+pool = os.urandom(16 << 20); S = 4 << 20
+for k in range(n):
+    with open(f"{d}/shard-{k:03d}.tar", "wb") as f:
+        for i in range(mb // 4):
+            ti = tarfile.TarInfo(f"s{k:03d}-{i:03d}.bin"); ti.size = S
+            f.write(ti.tobuf(format=tarfile.USTAR_FORMAT))
+            off = (k * 64 + i) * 4096 % (12 << 20)
+            f.write(pool[off:off + S])
+        f.write(b"\0" * 1024)
+EOF
+SHARDS=$(cd "$W/store/bench" && ls shard-*.tar)
+BYTES=$(cat "$W"/store/bench/shard-*.tar | wc -c)
+BACK=$(free_port); LINK=$(free_port); GW=$(free_port); NGX=$(free_port)
+"$S3CACHED" serve --anonymous --backend "file://$W/store" --cache-dir "$W/cache-back" --cache-size 100G \
+  --revalidate-after never --listen 127.0.0.1:$BACK >"$W/back.log" 2>&1 & PIDS="$PIDS $!"
+"$THROTTLE" $LINK $BACK "$LINK_BPS" >"$W/throttle.log" 2>&1 & PIDS="$PIDS $!"
+health http://127.0.0.1:$BACK/_/health
+drop() { [ "$DROP" = 1 ] && sync && echo 1 >/proc/sys/vm/drop_caches; }
+epoch() { # LABEL PORT
+  local t0 t1; t0=$(date +%s.%N)
+  printf '%s\n' $SHARDS | xargs -P "$PAR" -I{} curl -sf -o /dev/null http://127.0.0.1:$2/bench/{} || echo "a GET failed ($1)" >&2
+  t1=$(date +%s.%N)
+  python3 -c "import sys; s=$t1-$t0; print('{\"label\":\"%s\",\"s\":%.3f,\"GBps\":%.3f}' % (sys.argv[1], s, $BYTES/s/1e9))" "$1" | tee -a "$RES"; }
+epoch backend-warm $BACK; epoch direct-1 $LINK
+"$S3CACHED" serve --anonymous --backend http://127.0.0.1:$LINK --cache-dir "$W/cache-s3c" --cache-size 100G \
+  --revalidate-after never $S3C_ARGS --listen 127.0.0.1:$GW >"$W/gw.log" 2>&1 & S3C=$!; PIDS="$PIDS $S3C"
+health http://127.0.0.1:$GW/_/health
+gwstats() { curl -s http://127.0.0.1:$GW/_/stats; }
+for e in 1 2 3; do
+  [ $e -gt 1 ] && drop
+  gwstats >"$W/before.json"
+  epoch s3cached-$e $GW
+  # the fills of the epoch end (synced, indexed) before the next one: wait for no reservation
+  for _ in $(seq 600); do
+    gwstats | python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)["cache"].get("reserved_bytes",0)!=0)' && break
+    sleep 0.1
+  done
+  gwstats | python3 -c '
+import json, sys
+b = json.load(open(sys.argv[1])); a = json.load(sys.stdin); c = a["cache"]
+d = lambda sec, k: a[sec].get(k, 0) - b[sec].get(k, 0)
+print(json.dumps({"label": "s3cached-cache-after-" + sys.argv[2],
+  "used_bytes": c["used_bytes"], "uncached_bytes": d("cache", "uncached_bytes"),
+  "backend_bytes": d("backend", "bytes_read"), "fill_bytes": d("cache", "fill_bytes"),
+  "hits": d("cache", "hits"), "misses": d("cache", "misses"), "partial": d("cache", "partial")}))' \
+    "$W/before.json" $e | tee -a "$RES"
+done
+kill $S3C
+if [ "$WITH_NGINX" = 1 ]; then
+  mkdir -p "$W/ngx/cache"
+  cat >"$W/ngx/nginx.conf" <<EOF
+worker_processes auto; pid $W/ngx/pid; error_log $W/ngx/err;
+events { worker_connections 4096; }
+http { access_log off; sendfile on; client_body_temp_path $W/ngx;
+  proxy_temp_path $W/ngx/cache/tmp; fastcgi_temp_path $W/ngx; uwsgi_temp_path $W/ngx; scgi_temp_path $W/ngx;
+  proxy_cache_path $W/ngx/cache levels=1:2 keys_zone=c:64m max_size=100g inactive=1d use_temp_path=off;
+  server { listen 127.0.0.1:$NGX;
+    location / { proxy_pass http://127.0.0.1:$LINK; proxy_http_version 1.1; proxy_set_header Connection "";
+      proxy_cache c; proxy_cache_key \$uri; proxy_cache_valid 200 1d; proxy_cache_lock on;
+      proxy_cache_lock_timeout 600s; } } }
+EOF
+  [ "$(id -u)" = 0 ] && sed -i '1s/^/user root; /' "$W/ngx/nginx.conf"
+  "$NGINX_BIN" -e "$W/ngx/err" -c "$W/ngx/nginx.conf" -p "$W/ngx"; sleep 0.3; PIDS="$PIDS $(cat "$W/ngx/pid")"
+  for e in 1 2 3; do [ $e -gt 1 ] && drop; epoch nginx-proxy_cache-$e $NGX; done
+fi
+epoch direct-2 $LINK
+python3 - "$RES" "$BYTES" "${DDW:-}" <<'EOF'
+import json, sys
+r = {j["label"]: j for j in map(json.loads, open(sys.argv[1]))}
+total, ddw = int(sys.argv[2]), sys.argv[3]
+d = (r["direct-1"]["GBps"] + r["direct-2"]["GBps"]) / 2
+print(f"\ndirect across the link: {d:.2f} GB/s")
+e = {who: [r[f"{who}-{i}"]["GBps"] for i in (1, 2, 3)] for who in ("s3cached", "nginx-proxy_cache")
+     if f"{who}-1" in r}
+for who, v in e.items():
+    print(f"{who:18s} epoch 1 {v[0]:6.2f} GB/s ({v[0]/d:.2f} of direct)   epoch 2 {v[1]:6.2f}   epoch 3 {v[2]:6.2f}")
+if len(e) == 2:
+    s, n = e["s3cached"], e["nginx-proxy_cache"]
+    print(f"s3cached / nginx    epoch 1 {s[0]/n[0]:.2f}   epoch 2 {s[1]/n[1]:.2f}   epoch 3 {s[2]/n[2]:.2f}")
+for i in (1, 2, 3):
+    c = r.get(f"s3cached-cache-after-{i}")
+    if c:
+        w = c["fill_bytes"] / r[f"s3cached-{i}"]["s"] / 1e9
+        print(f"s3cached epoch {i}: backend {c['backend_bytes']/1e9:.2f} GB, written {c['fill_bytes']/1e9:.2f} GB "
+              f"({w:.2f} GB/s{', disk O_DIRECT ' + ddw + ' GB/s' if ddw else ''}), left uncached "
+              f"{c['uncached_bytes']/1e9:.2f} GB; cached {c['used_bytes']/total:.0%} of the set; "
+              f"hits {c['hits']} partial {c['partial']} misses {c['misses']}")
+EOF
