@@ -363,11 +363,29 @@ int window_room(struct window_pool *p, struct window *w, int stalled, unsigned c
         }
         /* Nothing its readers are done with: the run waits for them (or the writer). Only a
          * run stalled for long drops bytes a reader has not copied (its own newest block not
-         * started): that reader fetches them again. */
-        if (!stalled || (bi = newest_unstarted(w)) < 0)
+         * started): that reader fetches them again. A stalled run with no such block of its
+         * own (a new fill while readers that stopped reading hold the pool) takes the newest
+         * block not started of the window holding the most slots: one client that stops
+         * reading never holds another's cold read for longer than the stall. */
+        if (!stalled)
             return -EAGAIN;
-        drop_block(p, w, (unsigned)bi, 1);
-        take_dropped(p, w, ci);
+        if ((bi = newest_unstarted(w)) >= 0) {
+            drop_block(p, w, (unsigned)bi, 1);
+            take_dropped(p, w, ci);
+            continue;
+        }
+        struct window *victim = NULL;
+        int vbi = -1;
+        for (o = p->head; o && may_grow(p, w); o = o->next) {
+            int b;
+            if (o != w && (!victim || o->held > victim->held) && (b = newest_unstarted(o)) >= 0) {
+                victim = o;
+                vbi = b;
+            }
+        }
+        if (!victim)
+            return -EAGAIN;
+        drop_block(p, victim, (unsigned)vbi, 1);
     }
     *mem = w->mem[ci] + (w->landed - cs);
     *room = (size_t)(ce - w->landed);

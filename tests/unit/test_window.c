@@ -252,6 +252,57 @@ static void test_window_drop_when_starved(void **state)
     window_pool_fini(&p);
 }
 
+/* Readers that stopped reading hold the whole pool with blocks the writer has not started (the
+ * disk is behind): a new run waits, and once stalled for long it takes the newest block not
+ * started of the window holding the most slots (counted as forced; that block's reader fetches
+ * it again), so a client that stops reading holds another's cold read no longer than the
+ * stall. Before, the new run, having no block of its own, waited until those clients went. */
+static void test_window_stalled_takes_from_others(void **state)
+{
+    (void)state;
+    struct window_pool p;
+    struct window *a, *b, *c;
+    memset(drops, 0, sizeof(drops));
+    assert_int_equal(window_pool_init(&p, 11 * CH, 6 * CH, BS, CH, on_drop), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)1, &a), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)2, &b), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)3, &c), 0);
+    window_readers(a, 1);
+    window_readers(b, 1);
+    window_readers(c, 1);
+    while (land(&p, a, 0, CH) == 0)
+        ;
+    while (land(&p, b, 0, CH) == 0)
+        ;
+    assert_int_equal(window_held(a), 6);
+    assert_int_equal(window_held(b), 5);
+    /* the new run waits, however often it asks, while not stalled */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(land(&p, c, 0, CH), -EAGAIN);
+    assert_int_equal(p.forced, 0);
+    /* stalled: a's newest block not started goes (a holds the most), c gets room */
+    assert_int_equal(land(&p, c, 1, CH), 0);
+    assert_int_equal(p.forced, 1);
+    assert_int_equal(drops[1][1], 1);
+    assert_true(window_block_dropped(a, 1));
+    assert_false(window_block_dropped(b, 1));
+    assert_int_equal(window_landed_to(c), CH);
+    /* a's block 0 and the bytes of c stay readable */
+    const unsigned char *mem;
+    size_t avail;
+    assert_true(window_at(a, 10, &mem, &avail));
+    assert_true(is_pat(mem, 10, avail));
+    assert_true(window_at(c, 10, &mem, &avail));
+    assert_true(is_pat(mem, 10, avail));
+    window_abandon(&p, a);
+    window_abandon(&p, b);
+    window_abandon(&p, c);
+    window_free(&p, a);
+    window_free(&p, b);
+    window_free(&p, c);
+    window_pool_fini(&p);
+}
+
 /* The pool is at its cap: a run with no room waits (whether its reader waits or not) rather
  * than take bytes another window's reader has not copied; once that reader copied past a
  * block the writer has not started, that block gives its slots. */
@@ -695,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_window_sequence),
         cmocka_unit_test(test_window_drop_when_starved),
         cmocka_unit_test(test_window_steal),
+        cmocka_unit_test(test_window_stalled_takes_from_others),
         cmocka_unit_test(test_window_filling_kept),
         cmocka_unit_test(test_window_write_error_and_cut),
         cmocka_unit_test(test_window_still_and_read),
