@@ -182,7 +182,9 @@ def main():
         r = gw.req("GET", "/%s/dies" % B, timeout=60)
         E.eq("status after the upstream is back", r.status, 200)
         E.same_bytes("body after the upstream is back (nothing partial was kept)", r.body, body)
-        E.eq("x-cache after the upstream is back (fetched again)", r.h("x-cache"), "miss")
+        # fetched again: whole blocks that landed before the cut may be kept (partial)
+        if r.h("x-cache") not in ("miss", "partial"):
+            raise E.Fail("x-cache after the upstream is back (fetched again): %r" % r.h("x-cache"))
 
     def awscli_100m():
         src = os.path.join(gw.tmp, "aws100.bin")
