@@ -641,10 +641,15 @@ static enum stats_op req_stats_op(enum op op)
 
 /* A GET answered from a cache file that ended early: the client went away, or the file could
  * not be read (libmicrohttpd's sendfile and its pread fallback only close the connection).
- * A worker re-reads what was not delivered (at most HIT_CHECK_MAX bytes: the failure point lies
- * within the socket buffer of it); an unreadable cached copy is dropped, so the client's retry
- * fetches the object from the backend instead of failing the same way again. */
-#define HIT_CHECK_MAX (64u << 20)
+ * A worker re-reads what was not delivered, from what TCP saw acknowledged on: at most
+ * HIT_CHECK_MAX bytes (a failed read lies within the socket's send buffer, at most 4 MiB by
+ * default, and one sendfile call past it), and at most HIT_CHECK_JOBS such re-reads queued or
+ * running at once (a burst of clients going away is not checked past that: a copy that cannot
+ * be read fails the next read of it as well, and that one is checked). An unreadable cached
+ * copy is dropped, so the client's retry fetches the object from the backend instead of failing
+ * the same way again. */
+#define HIT_CHECK_MAX (8u << 20)
+#define HIT_CHECK_JOBS 2u
 #define HIT_CHECK_CHUNK (1u << 20)
 
 struct hit_check {
@@ -680,6 +685,7 @@ static void hit_check_run(void *arg)
         cache_invalidate(hc->srv->cache, hc->bucket, hc->key);
     }
     cache_obj_release(hc->obj);
+    __atomic_sub_fetch(&hc->srv->hit_checks, 1, __ATOMIC_RELAXED);
     free(hc->bucket);
     free(hc->key);
     free(hc);
@@ -688,9 +694,15 @@ static void hit_check_run(void *arg)
 /* Takes rq->obj for a hit_check of the bytes after the first @sent of the response. */
 static void hit_check_start(struct server *srv, struct req *rq, uint64_t sent)
 {
-    struct hit_check *hc = calloc(1, sizeof(*hc));
-    if (!hc)
+    if (__atomic_add_fetch(&srv->hit_checks, 1, __ATOMIC_RELAXED) > HIT_CHECK_JOBS) {
+        __atomic_sub_fetch(&srv->hit_checks, 1, __ATOMIC_RELAXED);
         return;
+    }
+    struct hit_check *hc = calloc(1, sizeof(*hc));
+    if (!hc) {
+        __atomic_sub_fetch(&srv->hit_checks, 1, __ATOMIC_RELAXED);
+        return;
+    }
     hc->srv = srv;
     hc->bucket = strdup(rq->bucket);
     hc->key = strdup(rq->key);
@@ -700,6 +712,7 @@ static void hit_check_start(struct server *srv, struct req *rq, uint64_t sent)
     cache_obj_cancel_wait(rq->obj, &rq->waiter); /* the waiter goes with rq */
     if (!hc->bucket || !hc->key || !hc->len ||
         workq_submit(srv->wq, WORKQ_LOW, hit_check_run, hc)) {
+        __atomic_sub_fetch(&srv->hit_checks, 1, __ATOMIC_RELAXED);
         free(hc->bucket);
         free(hc->key);
         free(hc);

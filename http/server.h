@@ -38,6 +38,7 @@ struct server {
     uint64_t start_ns;
     unsigned long req_seq;
     unsigned long inflight;       /* requests being processed or answered */
+    unsigned hit_checks;          /* re-reads of aborted hits queued or running (req.c; atomic) */
 };
 
 /* Serves @cf until SIGTERM/SIGINT (SIGHUP reloads the credentials), with @handlers[op] (OP__N
