@@ -78,6 +78,7 @@ struct req {
     const char *err_elem;         /* an extra element of that error document (<Region>...) */
     char err_elem_value[128];
     int answered;                 /* a response has been queued */
+    int must_close;               /* the answer says Connection: close (framing refused) */
     int phase;                    /* handler-private progress */
     int suspended;                /* connection suspended waiting for a job */
     int busy;                     /* counted in server.inflight (processing or answering) */

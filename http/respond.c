@@ -31,6 +31,8 @@ static void respond_common(struct req *rq, struct MHD_Response *r)
     MHD_add_response_header(r, "x-amz-request-id", rq->id);
     MHD_add_response_header(r, "x-amz-id-2", rq->id);
     MHD_add_response_header(r, "Server", "s3cached");
+    if (rq->must_close) /* libmicrohttpd closes the connection after this answer */
+        MHD_add_response_header(r, "Connection", "close");
 }
 
 static int respond_queue(struct req *rq, int status, struct MHD_Response *r)
