@@ -303,6 +303,52 @@ static void test_auth_access_key_flags(void **state)
     assert_int_equal(access(p, F_OK), -1);
 }
 
+/* An admin request with a body must sign it: UNSIGNED-PAYLOAD (and the unsigned trailer) is
+ * refused on POST and PUT to /_/..., a SHA-256 or a signed aws-chunked mode passes, as do
+ * GET and DELETE, the other operations, and the bearer token. */
+static void test_auth_admin_body_signed(void **state)
+{
+    struct env *e = *state;
+    struct errmsg em = {""};
+    static const char sha[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    e->cf.admin_token = "s3cr3t-token";
+    assert_int_equal(open_with(e, "ADM SK1 admin\nUSR SK2\n", &em), 0);
+    static const struct {
+        const char *method, *path;
+        enum op op;
+        const char *ak, *sk, *payload;
+        int rc;
+    } cases[] = {
+        {"POST", "/_/warm", OP_ADMIN, "ADM", "SK1", UNSIGNED, -S3E_ACCESS_DENIED},
+        {"PUT", "/_/policy", OP_ADMIN, "ADM", "SK1", UNSIGNED, -S3E_ACCESS_DENIED},
+        {"POST", "/_/flush", OP_ADMIN, "ADM", "SK1", "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+         -S3E_ACCESS_DENIED},
+        {"POST", "/_/unpin", OP_ADMIN, "USR", "SK2", UNSIGNED, -S3E_ACCESS_DENIED},
+        {"POST", "/_/warm", OP_ADMIN, "ADM", "SK1", sha, 0},
+        {"POST", "/_/warm", OP_ADMIN, "ADM", "SK1", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", 0},
+        {"GET", "/_/warm", OP_ADMIN, "ADM", "SK1", UNSIGNED, 0},
+        {"DELETE", "/_/warm/x", OP_ADMIN, "ADM", "SK1", UNSIGNED, 0},
+        {"PUT", "/bkt/k", OP_PUT, "USR", "SK2", UNSIGNED, 0},
+        {"POST", "/bkt", OP_DELETE_OBJECTS, "USR", "SK2", UNSIGNED, 0},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct treq t;
+        em.buf[0] = '\0';
+        treq_init(&t, cases[i].method, cases[i].path, cases[i].op);
+        sign_v4(&t, cases[i].ak, cases[i].sk, "us-east-1", cases[i].payload);
+        int rc = auth_check(e->a, &t.rq, &em);
+        if (rc != cases[i].rc)
+            fail_msg("case %zu (%s %s %s): %d, want %d (%s)", i, cases[i].method, cases[i].path,
+                     cases[i].payload, rc, cases[i].rc, em.buf);
+        if (rc)
+            assert_non_null(strstr(em.buf, "UNSIGNED-PAYLOAD"));
+    }
+    struct treq t;
+    treq_init(&t, "POST", "/_/warm", OP_ADMIN);
+    treq_header(&t, "Authorization", "Bearer s3cr3t-token");
+    assert_int_equal(auth_check(e->a, &t.rq, &em), 0);
+}
+
 static void test_auth_admin_and_bearer(void **state)
 {
     struct env *e = *state;
@@ -556,6 +602,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_auth_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_access_key_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_admin_and_bearer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_auth_admin_body_signed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_rate_per_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_anonymous, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_generated_keys, setup, teardown),
