@@ -831,6 +831,12 @@ static int h_admin_begin(struct req *rq)
         snprintf(rq->err_msg, sizeof(rq->err_msg), "No such admin endpoint");
         return -S3E_NOT_FOUND;
     }
+    struct errmsg em = {{0}};
+    int rc = auth_admin_body_signed(rq, &em);
+    if (rc) { /* refused before a byte of the body is read */
+        snprintf(rq->err_msg, sizeof(rq->err_msg), "%s", em.buf);
+        return rc;
+    }
     if (rq->is_peer && !strcmp(p, "/warm"))
         rq->body.max = 64u << 20; /* a cluster warm-up's share: up to a listing's keys */
     return 0;

@@ -376,17 +376,14 @@ static int auth_anonymous_fallback(struct req *rq)
     return 0;
 }
 
-/* An admin request that carries a body (POST, PUT) and is signed with a key must sign the
- * body too: its x-amz-content-sha256 is the body's SHA-256 (checked by reqbody.c before the
- * handler acts) or a signed aws-chunked mode. With UNSIGNED-PAYLOAD, or a presigned URL, the
- * signature says nothing about the body, and whoever captured the request could replay it
- * with another one (a warm-up pinning a whole bucket instead of one prefix, another policy).
- * AWS accepts UNSIGNED-PAYLOAD only where it documents it; the admin endpoints are ours.
- * Returns 0 or -S3E_ACCESS_DENIED with the reason in @em. */
-static int auth_admin_body_signed(const struct req *rq, struct errmsg *em)
+/* See auth.h. With UNSIGNED-PAYLOAD, or a presigned URL, the signature says nothing about
+ * the body, and whoever captured the request could replay it with another one (a warm-up
+ * pinning a whole bucket instead of one prefix, another policy). AWS accepts UNSIGNED-PAYLOAD
+ * only where it documents it; the admin endpoints are ours. */
+int auth_admin_body_signed(const struct req *rq, struct errmsg *em)
 {
     enum sigv4_payload pm = rq->auth.payload;
-    if (rq->op != OP_ADMIN || (strcmp(rq->method, "POST") && strcmp(rq->method, "PUT")) ||
+    if (!rq->signed_by_key || rq->op != OP_ADMIN || (strcmp(rq->method, "POST") && strcmp(rq->method, "PUT")) ||
         (pm != SIGV4_PAYLOAD_UNSIGNED && pm != SIGV4_PAYLOAD_UNSIGNED_TRAILER))
         return 0;
     errmsg_set(em, "An admin request with a body must sign it: x-amz-content-sha256 must be "
@@ -447,13 +444,12 @@ int auth_check(struct auth *a, struct req *rq, struct errmsg *em)
     if (!rc && lk.peer_secret && !strcmp(rq->auth.access_key, PEER_ACCESS_KEY)) {
         snprintf(rq->access_key, sizeof(rq->access_key), "%s", PEER_ACCESS_KEY);
         rc = auth_peer(rq, em);
-        if (!rc)
-            rc = auth_admin_body_signed(rq, em);
+        rq->signed_by_key = !rc;
     } else if (!rc) {
         const struct cred *c = table_find(t, rq->auth.access_key);
         snprintf(rq->access_key, sizeof(rq->access_key), "%s", rq->auth.access_key);
         rq->is_admin = c && c->admin;
-        rc = auth_admin_body_signed(rq, em);
+        rq->signed_by_key = 1;
     } else if (a->cf->anonymous && (rc == -S3E_INVALID_ACCESS_KEY_ID ||
                                     rc == -S3E_SIGNATURE_DOES_NOT_MATCH || rq->auth.refused)) {
         rc = auth_anonymous_fallback(rq);
