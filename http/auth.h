@@ -16,7 +16,19 @@ struct req;
 
 int auth_new(const struct conf *cf, struct auth **out, struct errmsg *em);
 void auth_free(struct auth *a);
-int auth_reload(struct auth *a, struct errmsg *em);       /* SIGHUP: re-read the file */
+/* SIGHUP: re-reads the file. 0, or an error (the file's first problem in @em) after which the
+ * previous keys stay in force except those the file no longer names at all, revoked at once
+ * (what was done is added to @em). */
+int auth_reload(struct auth *a, struct errmsg *em);
+/* What the reloads did, for /_/stats and /_/metrics. */
+struct auth_reload_status {
+    unsigned long reloads;         /* that succeeded */
+    unsigned long reload_failures;
+    int last_failed;               /* the last reload failed: its file is not in force */
+    size_t revoked;                /* keys revoked by that failed reload */
+    char last_error[256];          /* why it failed, "" after a success */
+};
+void auth_reload_status(struct auth *a, struct auth_reload_status *out);
 /* Authenticates @rq: fills rq->access_key, rq->is_admin, rq->auth. 0 or -S3E_*. */
 int auth_check(struct auth *a, struct req *rq, struct errmsg *em);
 /* Admin endpoints: a signed admin key, the bearer token, or anonymous mode. */

@@ -70,7 +70,7 @@ struct req {
     char access_key[129];         /* authenticated key, "anonymous", or "" */
     int is_admin;
     int is_peer;                  /* signed by a peer (PEER_HEADER): served here, never forwarded */
-    int signed_by_key;            /* a SigV4/V2 signature of a key verified (not token, anonymous) */
+    int signed_by_key;            /* a key's signature was verified (not token, anonymous) */
     char peer_name[256];          /* the sending peer's --self */
     struct sigv4_result auth;
     const struct handler *h;

@@ -250,15 +250,39 @@ static void test_auth_reload(void **state)
     assert_int_equal(admin, 1);
     assert_int_equal(check_key(e, "AK1", "SK1", NULL), -S3E_INVALID_ACCESS_KEY_ID); /* revoked */
     assert_int_equal(auth_rate_limit(e->a, "AK1"), 0);
-    /* a bad file is refused and the keys stay as they were */
-    write_file(e->cred, "AK3 SK3 superuser\n");
+    struct auth_reload_status rs;
+    auth_reload_status(e->a, &rs);
+    assert_true(rs.reloads == 1 && rs.reload_failures == 0 && !rs.last_failed);
+    /* a bad file is refused: the keys it still names stay as they were (even with another
+     * secret on their line), the keys it adds wait for a reload that succeeds */
+    write_file(e->cred, "AK2 SK2-changed\nAK3 SK3 superuser\n");
     assert_int_equal(auth_reload(e->a, &em), -EINVAL);
     assert_non_null(strstr(em.buf, "unknown word \"superuser\""));
-    assert_int_equal(check_key(e, "AK2", "SK2", NULL), 0);
+    assert_non_null(strstr(em.buf, "; the previous keys stay in force"));
+    assert_int_equal(check_key(e, "AK2", "SK2", &admin), 0);
+    assert_int_equal(admin, 1);
     assert_int_equal(check_key(e, "AK3", "SK3", NULL), -S3E_INVALID_ACCESS_KEY_ID);
+    auth_reload_status(e->a, &rs);
+    assert_true(rs.reloads == 1 && rs.reload_failures == 1 && rs.last_failed && !rs.revoked);
+    assert_non_null(strstr(rs.last_error, "unknown word \"superuser\""));
+    /* a file that cannot be read says nothing: every key stays */
     unlink(e->cred);
     assert_int_equal(auth_reload(e->a, &em), -ENOENT);
+    assert_non_null(strstr(em.buf, "could not be read"));
     assert_int_equal(check_key(e, "AK2", "SK2", NULL), 0);
+    /* a bad file that no longer names a key revokes it at once */
+    write_file(e->cred, "# AK2 SK2 admin\nAK3 SK3 superuser\n");
+    assert_int_equal(auth_reload(e->a, &em), -EINVAL);
+    assert_non_null(strstr(em.buf, "except 1 the file no longer names, revoked: AK2"));
+    assert_int_equal(check_key(e, "AK2", "SK2", NULL), -S3E_INVALID_ACCESS_KEY_ID);
+    auth_reload_status(e->a, &rs);
+    assert_true(rs.reload_failures == 3 && rs.last_failed && rs.revoked == 1);
+    write_file(e->cred, "AK3 SK3\n");
+    assert_int_equal(auth_reload(e->a, &em), 0);
+    assert_int_equal(check_key(e, "AK3", "SK3", NULL), 0);
+    auth_reload_status(e->a, &rs);
+    assert_true(rs.reloads == 2 && rs.reload_failures == 3 && !rs.last_failed && !rs.revoked &&
+                !rs.last_error[0]);
     /* --access-key stays through a reload of the file */
     e->cf.access_key = "OPKEY";
     e->cf.secret_key = "OPSECRET";
@@ -270,6 +294,12 @@ static void test_auth_reload(void **state)
     assert_int_equal(check_key(e, "OPKEY", "OPSECRET", NULL), 0);
     assert_int_equal(check_key(e, "AK4", "SK4", &admin), 0);
     assert_int_equal(admin, 0);
+    /* ... and through a failed one that names no key at all */
+    write_file(e->cred, "");
+    assert_int_equal(auth_reload(e->a, &em), -EINVAL);
+    assert_non_null(strstr(em.buf, "revoked: AK4"));
+    assert_int_equal(check_key(e, "OPKEY", "OPSECRET", NULL), 0);
+    assert_int_equal(check_key(e, "AK4", "SK4", NULL), -S3E_INVALID_ACCESS_KEY_ID);
     /* nothing to reload without a file */
     assert_int_equal(open_with(e, NULL, &em), 0);
     em.buf[0] = '\0';
