@@ -1,10 +1,11 @@
 """38-http-framing.py — a request whose body's end is in doubt is refused, and nothing after it
 on the connection is read (RFC 9112 6.1-6.3; request smuggling through a proxy in front): two
 Content-Length fields, two Transfer-Encoding fields, a Transfer-Encoding other than exactly
-"chunked" ("chunked, identity", "identity", "gzip, chunked"), and Transfer-Encoding with
-Content-Length. Each is sent on a raw socket with a second request pipelined behind it: the
-first gets 400 BadRequest (an S3 XML error, Connection: close), the second no answer at all
-(the connection is closed), and nothing is stored. Well-formed requests sent the same way get
+"chunked" ("chunked, identity", "identity", "gzip, chunked"), Transfer-Encoding with
+Content-Length, and Transfer-Encoding in an HTTP/1.0 request. Each is sent on a raw socket with
+a second request pipelined behind it: the first gets 400 BadRequest (an S3 XML error,
+Connection: close), the second no answer at all (the connection is closed), and nothing is
+stored. Well-formed requests sent the same way get
 both answers (the control). Bare LF in chunk lines: libmicrohttpd 0.9.75 reads them as CRLF and
 offers no way to refuse them; what it reads is checked to be what the chunks say.
 """
@@ -97,6 +98,10 @@ def main():
     for name, key, fields, body in cases:
         t.check("%s: 400 BadRequest, connection closed, pipelined request not answered"
                 % name, refused, put_head(key, *fields), body, key)
+    t.check("HTTP/1.0 request with Transfer-Encoding: chunked: 400, connection closed, "
+            "pipelined request not answered", refused,
+            b"PUT /%s/te10 HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" % B.encode(), chunked, "te10")
     # the same on a GET: a body is not needed for the framing to be in doubt
     t.check("GET with two Content-Length fields: 400, pipelined request not answered", refused,
             b"GET /%s/x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n"
