@@ -84,6 +84,45 @@ static int admin_cluster_figures(struct server *srv, int prometheus, struct buf 
     return rc;
 }
 
+/* The credentials file's reloads (SIGHUP), appended to @b: in /_/stats "credentials", in
+ * /_/metrics s3cached_credentials_*. last_reload_failed says the file on disk is not the one
+ * in force (auth_reload()). */
+static int admin_credentials_figures(struct server *srv, int prometheus, struct buf *b)
+{
+    struct auth_reload_status rs;
+    auth_reload_status(srv->auth, &rs);
+    if (prometheus)
+        return buf_printf(
+            b,
+            "# HELP s3cached_credentials_reloads_total Reloads of the credentials file (SIGHUP) "
+            "that took effect.\n# TYPE s3cached_credentials_reloads_total counter\n"
+            "s3cached_credentials_reloads_total %lu\n"
+            "# HELP s3cached_credentials_reload_failures_total Reloads of the credentials file "
+            "refused (the previous keys stayed, less those the file no longer names).\n"
+            "# TYPE s3cached_credentials_reload_failures_total counter\n"
+            "s3cached_credentials_reload_failures_total %lu\n"
+            "# HELP s3cached_credentials_last_reload_failed 1 when the last reload of the "
+            "credentials file failed: the file on disk is not in force.\n"
+            "# TYPE s3cached_credentials_last_reload_failed gauge\n"
+            "s3cached_credentials_last_reload_failed %d\n",
+            rs.reloads, rs.reload_failures, rs.last_failed);
+    /* the JSON document ends "}\n": the member goes before that brace */
+    while (b->len && (b->p[b->len - 1] == '\n' || b->p[b->len - 1] == '}'))
+        if (b->p[--b->len] == '}')
+            break;
+    int rc = buf_printf(b,
+                        ",\n \"credentials\": {\"reloads\": %lu, \"reload_failures\": %lu, "
+                        "\"last_reload_failed\": %s, \"revoked_by_failed_reload\": %zu, "
+                        "\"last_reload_error\": ",
+                        rs.reloads, rs.reload_failures, rs.last_failed ? "true" : "false",
+                        rs.revoked);
+    if (!rc)
+        rc = buf_json_str(b, rs.last_error);
+    if (!rc)
+        rc = buf_puts(b, "}}\n");
+    return rc;
+}
+
 /* This gateway's /_/stats (or /_/metrics) into @b. */
 static int admin_stats_doc(struct server *srv, int prometheus, struct buf *b)
 {
@@ -100,6 +139,8 @@ static int admin_stats_doc(struct server *srv, int prometheus, struct buf *b)
     rc = prometheus ? stats_prometheus(srv->stats, &cs, &bc, &fs, &pr, b)
                     : stats_json(srv->stats, &cs, &bc, &fs, &pr, b);
     cache_policy_report_free(&pr);
+    if (!rc)
+        rc = admin_credentials_figures(srv, prometheus, b);
     if (!rc && srv->peer)
         rc = admin_cluster_figures(srv, prometheus, b);
     return rc;
@@ -830,6 +871,12 @@ static int h_admin_begin(struct req *rq)
     if (!admin_known(p, rq->method)) {
         snprintf(rq->err_msg, sizeof(rq->err_msg), "No such admin endpoint");
         return -S3E_NOT_FOUND;
+    }
+    struct errmsg em = {{0}};
+    int rc = auth_admin_body_signed(rq, &em);
+    if (rc) { /* refused before a byte of the body is read */
+        snprintf(rq->err_msg, sizeof(rq->err_msg), "%s", em.buf);
+        return rc;
     }
     if (rq->is_peer && !strcmp(p, "/warm"))
         rq->body.max = 64u << 20; /* a cluster warm-up's share: up to a listing's keys */

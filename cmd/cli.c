@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "lib/conf.h"
 #include "lib/json.h"
+#include "sig/sigv4.h"
 
 struct cli_opts {
     const char *endpoint;
@@ -43,7 +44,7 @@ static size_t cli_write(char *p, size_t sz, size_t n, void *cls)
 static long cli_request(const struct cli_opts *o, const char *method, const char *path,
                         const char *body, struct buf *out)
 {
-    char url[4096], auth[1200], sigv4[128], userpwd[600];
+    char url[4096], auth[1200], sigv4[128], userpwd[600], sha[65], sha_hdr[96];
     CURL *c = curl_easy_init();
     struct curl_slist *h = NULL;
     long status = -1;
@@ -69,7 +70,16 @@ static long cli_request(const struct cli_opts *o, const char *method, const char
         snprintf(userpwd, sizeof(userpwd), "%s:%s", o->access_key, o->secret_key);
         curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4);
         curl_easy_setopt(c, CURLOPT_USERPWD, userpwd);
-        h = curl_slist_append(h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+        /* The body is signed (its SHA-256), so a captured request cannot be replayed with
+         * another one: the gateway refuses UNSIGNED-PAYLOAD on admin bodies. */
+        if (sigv4_sha256_hex(body ? body : "", body ? strlen(body) : 0, sha)) {
+            fprintf(stderr, "s3cached: %s %s: cannot hash the body\n", method, url);
+            curl_slist_free_all(h);
+            curl_easy_cleanup(c);
+            return -1;
+        }
+        snprintf(sha_hdr, sizeof(sha_hdr), "x-amz-content-sha256: %s", sha);
+        h = curl_slist_append(h, sha_hdr);
     }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     CURLcode cc = curl_easy_perform(c);

@@ -343,6 +343,39 @@ static int req_content_length_ok(const char *cl)
     return v < UINT64_MAX;
 }
 
+/* How the body's end is found must be beyond doubt (RFC 9112 6.1-6.3): a proxy in front
+ * that read the framing otherwise would take the bytes after it for another request (request
+ * smuggling). libmicrohttpd 0.9.75 takes the first of two Content-Length fields, and reads a
+ * body of a Transfer-Encoding other than exactly "chunked" up to the connection's end. So a
+ * request with more than one Content-Length field, more than one Transfer-Encoding field, a
+ * Transfer-Encoding other than "chunked", both Transfer-Encoding and Content-Length, or a
+ * Transfer-Encoding in HTTP/1.0 (@version), is refused: NULL when the framing is unambiguous,
+ * else the reason. */
+static const char *req_framing_error(const struct req *rq, const char *version)
+{
+    int n_cl = 0, n_te = 0;
+    const char *te = NULL;
+    for (size_t i = 0; i < rq->n_headers; i++) {
+        if (!strcasecmp(rq->headers[i].name, "Content-Length"))
+            n_cl++;
+        else if (!strcasecmp(rq->headers[i].name, "Transfer-Encoding")) {
+            n_te++;
+            te = rq->headers[i].value;
+        }
+    }
+    if (n_cl > 1)
+        return "A request must not carry more than one Content-Length header";
+    if (n_te > 1)
+        return "A request must not carry more than one Transfer-Encoding header";
+    if (te && strcasecmp(te, "chunked"))
+        return "Transfer-Encoding must be chunked (no other coding is supported)";
+    if (te && n_cl)
+        return "A request must not carry both Content-Length and Transfer-Encoding";
+    if (te && version && strcmp(version, "HTTP/1.1"))
+        return "Transfer-Encoding is defined for HTTP/1.1 requests only";
+    return NULL;
+}
+
 /* Keeps what the client may learn about a failed authentication for its error document: the
  * message of a malformed or refused request (not of a bad signature), and S3's <Region> or
  * <HeadersNotSigned>. */
@@ -410,7 +443,7 @@ static void req_adopt_id(struct req *rq)
     memcpy(rq->id, id, n + 1);
 }
 
-static int req_start(struct req *rq, const char *url)
+static int req_start(struct req *rq, const char *url, const char *version)
 {
     struct server *srv = rq->srv;
     struct errmsg em = {{0}};
@@ -422,9 +455,17 @@ static int req_start(struct req *rq, const char *url)
     rq->header_bytes += strlen(rq->method) + 1 + strlen(url) + sizeof(" HTTP/1.1\r\n") - 1;
     if (rq->header_bytes > srv->cf->max_header_size)
         return req_fail_early(rq, -S3E_HEADER_TOO_LARGE);
+    const char *framing = req_framing_error(rq, version);
+    if (framing) { /* answered now, and the connection closed: nothing after it is read */
+        rq->rc = -S3E_BAD_REQUEST;
+        rq->must_close = 1;
+        snprintf(rq->err_msg, sizeof(rq->err_msg), "%s", framing);
+        return respond_error(rq, rq->rc);
+    }
     const char *cl = req_header(rq, "Content-Length");
     if (cl && !req_content_length_ok(cl)) { /* answered now: the body's end is unknown */
         rq->rc = -S3E_INVALID_ARGUMENT;
+        rq->must_close = 1;
         snprintf(rq->err_msg, sizeof(rq->err_msg),
                  "Content-Length must be a decimal number of bytes below 2^64-1");
         return respond_error(rq, rq->rc);
@@ -519,7 +560,7 @@ enum MHD_Result req_access(void *cls, struct MHD_Connection *conn, const char *u
         if (!rq)
             return MHD_NO;
         *con_cls = rq;
-        return req_start(rq, url) == REQ_OK ? MHD_YES : MHD_NO;
+        return req_start(rq, url, version) == REQ_OK ? MHD_YES : MHD_NO;
     }
     CHECK_OBJ_NOTNULL(rq, REQ_MAGIC);
     if (*upload_data_size) {

@@ -70,6 +70,7 @@ struct req {
     char access_key[129];         /* authenticated key, "anonymous", or "" */
     int is_admin;
     int is_peer;                  /* signed by a peer (PEER_HEADER): served here, never forwarded */
+    int signed_by_key;            /* a key's signature was verified (not token, anonymous) */
     char peer_name[256];          /* the sending peer's --self */
     struct sigv4_result auth;
     const struct handler *h;
@@ -78,6 +79,7 @@ struct req {
     const char *err_elem;         /* an extra element of that error document (<Region>...) */
     char err_elem_value[128];
     int answered;                 /* a response has been queued */
+    int must_close;               /* the answer says Connection: close (framing refused) */
     int phase;                    /* handler-private progress */
     int suspended;                /* connection suspended waiting for a job */
     int busy;                     /* counted in server.inflight (processing or answering) */

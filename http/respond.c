@@ -31,6 +31,8 @@ static void respond_common(struct req *rq, struct MHD_Response *r)
     MHD_add_response_header(r, "x-amz-request-id", rq->id);
     MHD_add_response_header(r, "x-amz-id-2", rq->id);
     MHD_add_response_header(r, "Server", "s3cached");
+    if (rq->must_close) /* libmicrohttpd closes the connection after this answer */
+        MHD_add_response_header(r, "Connection", "close");
 }
 
 static int respond_queue(struct req *rq, int status, struct MHD_Response *r)
@@ -75,20 +77,20 @@ static int respond_error_doc(struct req *rq, int rc, const char *message, const 
     struct buf b;
     buf_init(&b, 16384);
     buf_puts(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>");
-    buf_xml_elem(&b, "Code", e->code);
-    buf_xml_elem(&b, "Message", message && *message ? message : e->message);
+    buf_xml_text_elem(&b, "Code", e->code);
+    buf_xml_text_elem(&b, "Message", message && *message ? message : e->message);
     if (extra)
         buf_puts(&b, extra);
     if (latched && rq->err_elem)
-        buf_xml_elem(&b, rq->err_elem, rq->err_elem_value);
+        buf_xml_text_elem(&b, rq->err_elem, rq->err_elem_value);
     if (rq->key)
-        buf_xml_elem(&b, "Key", rq->key);
+        buf_xml_text_elem(&b, "Key", rq->key);
     if (rq->bucket)
-        buf_xml_elem(&b, "BucketName", rq->bucket);
+        buf_xml_text_elem(&b, "BucketName", rq->bucket);
     if (rq->path)
-        buf_xml_elem(&b, "Resource", rq->path);
-    buf_xml_elem(&b, "RequestId", rq->id);
-    buf_xml_elem(&b, "HostId", rq->id);
+        buf_xml_text_elem(&b, "Resource", rq->path);
+    buf_xml_text_elem(&b, "RequestId", rq->id);
+    buf_xml_text_elem(&b, "HostId", rq->id);
     buf_puts(&b, "</Error>");
     size_t len = b.len;
     char *body = buf_take(&b);
@@ -129,7 +131,7 @@ int respond_invalid_range(struct req *rq, const char *range, uint64_t size)
     struct buf x;
     char cr[48];
     buf_init(&x, 16384);
-    buf_xml_elem(&x, "RangeRequested", range ? range : "");
+    buf_xml_text_elem(&x, "RangeRequested", range ? range : "");
     buf_printf(&x, "<ActualObjectSize>%llu</ActualObjectSize>", (unsigned long long)size);
     snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
     /* without memory for the extra elements, the plain 416 still goes out */

@@ -76,7 +76,12 @@ int buf_printf(struct buf *b, const char *fmt, ...)
     return 0;
 }
 
-int buf_xml(struct buf *b, const char *s)
+static size_t buf_utf8_len(const unsigned char *s);
+
+#define BUF_U_FFFD "\xef\xbf\xbd" /* U+FFFD REPLACEMENT CHARACTER in UTF-8 */
+
+/* buf_xml() and buf_xml_text(): @strict writes only what XML 1.0 allows. */
+static int buf_xml_escaped(struct buf *b, const char *s, int strict)
 {
     const char *run = s;
     int rc = 0;
@@ -91,9 +96,18 @@ int buf_xml(struct buf *b, const char *s)
         case '"': rep = "&quot;"; break;
         case '\'': rep = "&apos;"; break;
         default:
-            if (ch < 0x20 || ch == 0x7f) {
+            if (strict && ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') {
+                rep = BUF_U_FFFD; /* no XML 1.0 Char, not even as &#N; */
+            } else if (ch < 0x20 || ch == 0x7f) {
                 snprintf(num, sizeof(num), "&#%u;", ch);
                 rep = num;
+            } else if (strict && ch >= 0x80) {
+                size_t n = buf_utf8_len((const unsigned char *)s);
+                if (n) {
+                    s += n - 1; /* UTF-8 as it is */
+                    continue;
+                }
+                rep = BUF_U_FFFD; /* not UTF-8 (a POSIX file name) */
             }
         }
         if (!rep)
@@ -108,14 +122,34 @@ int buf_xml(struct buf *b, const char *s)
     return rc;
 }
 
-int buf_xml_elem(struct buf *b, const char *name, const char *value)
+int buf_xml(struct buf *b, const char *s)
+{
+    return buf_xml_escaped(b, s, 0);
+}
+
+int buf_xml_text(struct buf *b, const char *s)
+{
+    return buf_xml_escaped(b, s, 1);
+}
+
+static int buf_xml_elem_escaped(struct buf *b, const char *name, const char *value, int strict)
 {
     int rc = buf_printf(b, "<%s>", name);
     if (!rc)
-        rc = buf_xml(b, value ? value : "");
+        rc = buf_xml_escaped(b, value ? value : "", strict);
     if (!rc)
         rc = buf_printf(b, "</%s>", name);
     return rc;
+}
+
+int buf_xml_elem(struct buf *b, const char *name, const char *value)
+{
+    return buf_xml_elem_escaped(b, name, value, 0);
+}
+
+int buf_xml_text_elem(struct buf *b, const char *name, const char *value)
+{
+    return buf_xml_elem_escaped(b, name, value, 1);
 }
 
 /* Length of the well-formed UTF-8 sequence at @s (RFC 3629: no overlong form, no surrogate,

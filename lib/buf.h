@@ -19,10 +19,17 @@ void buf_init(struct buf *b, size_t max);
 int buf_append(struct buf *b, const void *p, size_t n);
 int buf_puts(struct buf *b, const char *s);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Appends @s with XML escaping of & < > " ' (and control characters as &#N;). */
+/* Appends @s with XML escaping of & < > " ' (and control characters as &#N;), bytes as they
+ * are otherwise: keys in listings, as S3 writes them (&#1; is not XML 1.0, but the key comes
+ * back whole to a lenient parser; encoding-type=url is the portable way). */
 int buf_xml(struct buf *b, const char *s);
 /* Appends <name>escaped value</name>. */
 int buf_xml_elem(struct buf *b, const char *name, const char *value);
+/* buf_xml() that writes only XML 1.0 (for error documents, which every client must parse):
+ * tab, LF and CR as &#9; &#10; &#13;, the other control characters (U+0001-U+001F, which XML 1.0
+ * allows in no form) and bytes that are not well-formed UTF-8 as U+FFFD. */
+int buf_xml_text(struct buf *b, const char *s);
+int buf_xml_text_elem(struct buf *b, const char *name, const char *value);
 /* Appends @s as a JSON string literal, quotes included: always valid JSON, so a byte of @s
  * that is not part of well-formed UTF-8 is written as \ufffd. */
 int buf_json_str(struct buf *b, const char *s);

@@ -180,6 +180,28 @@ t_invalid_names() {
     expect_eq "PUT into a missing bucket" "$st" 404
 }
 
+# An error document that echoes a key with control characters (and a byte that is not UTF-8)
+# is still XML 1.0: tab, LF and CR as character references, the others (U+0001-U+001F, which
+# XML 1.0 allows in no form, not even as &#1;) and the stray byte as U+FFFD.
+t_error_xml_1_0() {
+    local st
+    st=$(s3req -D "$T/w/xh" -o "$T/w/xb" "/$B/ctl%01key%1Fx%09tab%0Dcr%FFz")
+    expect_error 404 NoSuchKey "$T/w/xh" "$T/w/xb" "$st" || return 1
+    "$PY" - "$T/w/xb" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+raw = open(sys.argv[1], "rb").read()
+try:
+    root = ET.fromstring(raw)
+except ET.ParseError as e:
+    print("the error document is not well-formed XML 1.0 (%s): %r" % (e, raw[:300])); sys.exit(1)
+key, want = root.findtext("Key"), "ctl\ufffdkey\ufffdx\ttab\rcr\ufffdz"
+if key != want:
+    print("<Key> %r, want %r" % (key, want)); sys.exit(1)
+if b"&#1;" in raw or b"&#31;" in raw:
+    print("a control character written as a character reference: %r" % raw[:300]); sys.exit(1)
+EOF
+}
+
 mkdir -p "$T/w"
 # A short idle timeout: libmicrohttpd 0.9.75 does not notice a client's half-close in the middle
 # of a body sent with "Connection: close"; such a connection is cut at --idle-timeout.
@@ -192,6 +214,7 @@ check "x-amz-checksum-crc32 mismatch: 400 BadDigest; nothing written" t_crc32
 check "x-amz-content-sha256 mismatch: 400 XAmzContentSHA256Mismatch; nothing written" t_sha256_mismatch
 check "client disconnects mid-upload: nothing stored, old object intact, healthy" t_disconnect
 check "key too long, reserved bucket, missing bucket" t_invalid_names
+check "an error document echoing control characters is XML 1.0 (U+FFFD, no &#1;)" t_error_xml_1_0
 
 t_header_limit() {
     local big st

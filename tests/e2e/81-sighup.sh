@@ -84,15 +84,49 @@ check "keep-alive connection across the SIGHUP: both requests 200, the second on
 check "keep-alive: first object's bytes are right" sha_eq "$T/ka.big" "$S3_STORE/keys/big"
 check "keep-alive: second object's bytes are right" sha_eq "$T/ka.small" "$S3_STORE/keys/small"
 
-# a broken file is refused and the previous keys stay in force
-printf 'only-one-field\n' >"$CREDS"
+# A file that does not parse is refused, loudly (an error-level log line, /_/stats and
+# /_/metrics say the last reload failed), and the previous keys stay in force: B, still named
+# by the file, reads; D, added by the broken file, waits for a reload that succeeds. But a key
+# the broken file no longer names at all (C) is revoked at once: deleting its line is how a
+# key is revoked, and a typo on another line must not keep a leaked key alive.
+AK_C=AKC$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n' | tr a-f A-F)
+SK_C=$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
+AK_D=AKD$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n' | tr a-f A-F)
+SK_D=$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
+printf '%s %s admin\n%s %s\n' "$AK_B" "$SK_B" "$AK_C" "$SK_C" >"$CREDS.new" && mv "$CREDS.new" "$CREDS"
+check "SIGHUP after adding key C reloads" hup_and_wait 3
+check "key C reads" expect_eq "status C" "$(get_as "$AK_C" "$SK_C" keys/small "$T/c1")" 200
+printf '%s %s admin\n%s %s\nonly-one-field\n' "$AK_B" "$SK_B" "$AK_D" "$SK_D" >"$CREDS.new" &&
+    mv "$CREDS.new" "$CREDS"
 kill -HUP "$S3_PID"
 for ((i = 0; i < 100; i++)); do   # the log line, waited for (at most 10 s)
     grep -q 'SIGHUP: credentials not reloaded' "$S3_LOG" && break
     sleep 0.1
 done
-check "a malformed credentials file is reported and ignored" bash -c \
-    "grep -q 'SIGHUP: credentials not reloaded' '$S3_LOG' || { grep -i sighup '$S3_LOG' | tail -3; exit 1; }"
-check "key B still reads after the failed reload" expect_eq "status B" "$(get_as "$AK_B" "$SK_B" keys/small "$T/b2")" 200
-check "same process after three SIGHUPs" bash -c "[[ $S3_PID == $PID0 ]] && kill -0 $PID0 && [[ \$(curl -s '$S3_EP/_/health') == ok* ]]"
+check "a malformed credentials file is reported at error level, naming the key it revoked" bash -c \
+    "grep 'SIGHUP: credentials not reloaded' '$S3_LOG' | grep -w error | grep -q 'revoked: $AK_C' ||
+     { grep -i sighup '$S3_LOG' | tail -3; exit 1; }"
+check "key B (still in the file) reads after the failed reload" expect_eq "status B" "$(get_as "$AK_B" "$SK_B" keys/small "$T/b2")" 200
+check "key C (no longer in the broken file) → 403 after the failed reload" expect_eq "status C" "$(get_as "$AK_C" "$SK_C" keys/small "$T/c2")" 403
+check "key D (added by the broken file) → 403 until a reload succeeds" expect_eq "status D" "$(get_as "$AK_D" "$SK_D" keys/small "$T/d1")" 403
+reload_state() { # WANT_FAILED WANT_FAILURES WANT_REVOKED — /_/stats "credentials", /_/metrics
+    timeout "$CT" curl -s -H "Authorization: Bearer $S3_ADMIN_TOKEN" "$S3_EP/_/stats" >"$T/st.json" || return 1
+    "$PY" - "$T/st.json" "$1" "$2" "$3" <<'EOF' || return 1
+import json, sys
+c = json.load(open(sys.argv[1])).get("credentials")
+want = (sys.argv[2] == "true", int(sys.argv[3]), int(sys.argv[4]))
+got = c and (c["last_reload_failed"], c["reload_failures"], c["revoked_by_failed_reload"])
+if got != want or (want[0] and ":3: expected" not in c["last_reload_error"]):
+    print("/_/stats credentials: %r, want failed/failures/revoked %r" % (c, want)); sys.exit(1)
+EOF
+    timeout "$CT" curl -s -H "Authorization: Bearer $S3_ADMIN_TOKEN" "$S3_EP/_/metrics" >"$T/m.txt" || return 1
+    grep -qx "s3cached_credentials_last_reload_failed $([[ $1 == true ]] && echo 1 || echo 0)" "$T/m.txt" ||
+        { echo "/_/metrics:"; grep s3cached_credentials "$T/m.txt"; return 1; }
+}
+check "/_/stats and /_/metrics say the last reload failed" reload_state true 1 1
+printf '%s %s admin\n%s %s\n' "$AK_B" "$SK_B" "$AK_D" "$SK_D" >"$CREDS.new" && mv "$CREDS.new" "$CREDS"
+check "SIGHUP after fixing the file reloads" hup_and_wait 4
+check "key D reads once the file is fixed" expect_eq "status D" "$(get_as "$AK_D" "$SK_D" keys/small "$T/d2")" 200
+check "/_/stats and /_/metrics say the last reload took effect" reload_state false 1 0
+check "same process after five SIGHUPs" bash -c "[[ $S3_PID == $PID0 ]] && kill -0 $PID0 && [[ \$(curl -s '$S3_EP/_/health') == ok* ]]"
 stop_server TERM

@@ -250,15 +250,39 @@ static void test_auth_reload(void **state)
     assert_int_equal(admin, 1);
     assert_int_equal(check_key(e, "AK1", "SK1", NULL), -S3E_INVALID_ACCESS_KEY_ID); /* revoked */
     assert_int_equal(auth_rate_limit(e->a, "AK1"), 0);
-    /* a bad file is refused and the keys stay as they were */
-    write_file(e->cred, "AK3 SK3 superuser\n");
+    struct auth_reload_status rs;
+    auth_reload_status(e->a, &rs);
+    assert_true(rs.reloads == 1 && rs.reload_failures == 0 && !rs.last_failed);
+    /* a bad file is refused: the keys it still names stay as they were (even with another
+     * secret on their line), the keys it adds wait for a reload that succeeds */
+    write_file(e->cred, "AK2 SK2-changed\nAK3 SK3 superuser\n");
     assert_int_equal(auth_reload(e->a, &em), -EINVAL);
     assert_non_null(strstr(em.buf, "unknown word \"superuser\""));
-    assert_int_equal(check_key(e, "AK2", "SK2", NULL), 0);
+    assert_non_null(strstr(em.buf, "; the previous keys stay in force"));
+    assert_int_equal(check_key(e, "AK2", "SK2", &admin), 0);
+    assert_int_equal(admin, 1);
     assert_int_equal(check_key(e, "AK3", "SK3", NULL), -S3E_INVALID_ACCESS_KEY_ID);
+    auth_reload_status(e->a, &rs);
+    assert_true(rs.reloads == 1 && rs.reload_failures == 1 && rs.last_failed && !rs.revoked);
+    assert_non_null(strstr(rs.last_error, "unknown word \"superuser\""));
+    /* a file that cannot be read says nothing: every key stays */
     unlink(e->cred);
     assert_int_equal(auth_reload(e->a, &em), -ENOENT);
+    assert_non_null(strstr(em.buf, "could not be read"));
     assert_int_equal(check_key(e, "AK2", "SK2", NULL), 0);
+    /* a bad file that no longer names a key revokes it at once */
+    write_file(e->cred, "# AK2 SK2 admin\nAK3 SK3 superuser\n");
+    assert_int_equal(auth_reload(e->a, &em), -EINVAL);
+    assert_non_null(strstr(em.buf, "except 1 the file no longer names, revoked: AK2"));
+    assert_int_equal(check_key(e, "AK2", "SK2", NULL), -S3E_INVALID_ACCESS_KEY_ID);
+    auth_reload_status(e->a, &rs);
+    assert_true(rs.reload_failures == 3 && rs.last_failed && rs.revoked == 1);
+    write_file(e->cred, "AK3 SK3\n");
+    assert_int_equal(auth_reload(e->a, &em), 0);
+    assert_int_equal(check_key(e, "AK3", "SK3", NULL), 0);
+    auth_reload_status(e->a, &rs);
+    assert_true(rs.reloads == 2 && rs.reload_failures == 3 && !rs.last_failed && !rs.revoked &&
+                !rs.last_error[0]);
     /* --access-key stays through a reload of the file */
     e->cf.access_key = "OPKEY";
     e->cf.secret_key = "OPSECRET";
@@ -270,6 +294,12 @@ static void test_auth_reload(void **state)
     assert_int_equal(check_key(e, "OPKEY", "OPSECRET", NULL), 0);
     assert_int_equal(check_key(e, "AK4", "SK4", &admin), 0);
     assert_int_equal(admin, 0);
+    /* ... and through a failed one that names no key at all */
+    write_file(e->cred, "");
+    assert_int_equal(auth_reload(e->a, &em), -EINVAL);
+    assert_non_null(strstr(em.buf, "revoked: AK4"));
+    assert_int_equal(check_key(e, "OPKEY", "OPSECRET", NULL), 0);
+    assert_int_equal(check_key(e, "AK4", "SK4", NULL), -S3E_INVALID_ACCESS_KEY_ID);
     /* nothing to reload without a file */
     assert_int_equal(open_with(e, NULL, &em), 0);
     em.buf[0] = '\0';
@@ -301,6 +331,54 @@ static void test_auth_access_key_flags(void **state)
     char p[300];
     snprintf(p, sizeof(p), "%s/credentials", e->dir);
     assert_int_equal(access(p, F_OK), -1);
+}
+
+/* An admin request with a body must sign it: UNSIGNED-PAYLOAD (and the unsigned trailer) is
+ * refused on POST and PUT to /_/..., a SHA-256 or a signed aws-chunked mode passes, as do
+ * GET and DELETE, the other operations, and the bearer token. */
+static void test_auth_admin_body_signed(void **state)
+{
+    struct env *e = *state;
+    struct errmsg em = {""};
+    static const char sha[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    e->cf.admin_token = "s3cr3t-token";
+    assert_int_equal(open_with(e, "ADM SK1 admin\nUSR SK2\n", &em), 0);
+    static const struct {
+        const char *method, *path;
+        enum op op;
+        const char *ak, *sk, *payload;
+        int rc;
+    } cases[] = {
+        {"POST", "/_/warm", OP_ADMIN, "ADM", "SK1", UNSIGNED, -S3E_ACCESS_DENIED},
+        {"PUT", "/_/policy", OP_ADMIN, "ADM", "SK1", UNSIGNED, -S3E_ACCESS_DENIED},
+        {"POST", "/_/flush", OP_ADMIN, "ADM", "SK1", "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+         -S3E_ACCESS_DENIED},
+        {"POST", "/_/unpin", OP_ADMIN, "USR", "SK2", UNSIGNED, -S3E_ACCESS_DENIED},
+        {"POST", "/_/warm", OP_ADMIN, "ADM", "SK1", sha, 0},
+        {"POST", "/_/warm", OP_ADMIN, "ADM", "SK1", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", 0},
+        {"GET", "/_/warm", OP_ADMIN, "ADM", "SK1", UNSIGNED, 0},
+        {"DELETE", "/_/warm/x", OP_ADMIN, "ADM", "SK1", UNSIGNED, 0},
+        {"PUT", "/bkt/k", OP_PUT, "USR", "SK2", UNSIGNED, 0},
+        {"POST", "/bkt", OP_DELETE_OBJECTS, "USR", "SK2", UNSIGNED, 0},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct treq t;
+        em.buf[0] = '\0';
+        treq_init(&t, cases[i].method, cases[i].path, cases[i].op);
+        sign_v4(&t, cases[i].ak, cases[i].sk, "us-east-1", cases[i].payload);
+        assert_int_equal(auth_check(e->a, &t.rq, &em), 0);
+        int rc = auth_admin_body_signed(&t.rq, &em);
+        if (rc != cases[i].rc)
+            fail_msg("case %zu (%s %s %s): %d, want %d (%s)", i, cases[i].method, cases[i].path,
+                     cases[i].payload, rc, cases[i].rc, em.buf);
+        if (rc)
+            assert_non_null(strstr(em.buf, "UNSIGNED-PAYLOAD"));
+    }
+    struct treq t;
+    treq_init(&t, "POST", "/_/warm", OP_ADMIN);
+    treq_header(&t, "Authorization", "Bearer s3cr3t-token");
+    assert_int_equal(auth_check(e->a, &t.rq, &em), 0);
+    assert_int_equal(auth_admin_body_signed(&t.rq, &em), 0);
 }
 
 static void test_auth_admin_and_bearer(void **state)
@@ -556,6 +634,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_auth_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_access_key_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_admin_and_bearer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_auth_admin_body_signed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_rate_per_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_anonymous, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_generated_keys, setup, teardown),

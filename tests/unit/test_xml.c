@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <expat.h>
 
 #include "lib/s3c.h"
 #include "lib/s3err.h"
@@ -660,6 +661,44 @@ static void test_xml_delete_version_ids(void **state)
 
 /* Put*Acl bodies: only "the owner has FULL_CONTROL" (what is enforced) passes; any other grant
  * or owner is NotImplemented; what is not an ACL document is MalformedACLError. */
+/* What the writers write: buf_xml_text() (error documents) only XML 1.0 -- the control
+ * characters XML 1.0 has no form for become U+FFFD, as does a byte that is not UTF-8 -- and
+ * what it writes parses with expat; buf_xml() (keys in listings) keeps S3's &#N;. */
+static void test_xml_writer(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(buf_xml_text(&b, "a\x01" "b\x1f\x08" "c\td\ne\rf<&>\"'"), 0);
+    assert_string_equal(b.p, "a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd" "c&#9;d&#10;e&#13;f"
+                             "&lt;&amp;&gt;&quot;&apos;");
+    buf_reset(&b);
+    /* UTF-8 kept; a stray byte, an overlong form and a surrogate replaced; DEL as &#127; */
+    assert_int_equal(buf_xml_text(&b, "\xc3\xa9\xe2\x82\xac|\xff|\xc0\x80|\xed\xa0\x80|\x7f"), 0);
+    assert_string_equal(b.p, "\xc3\xa9\xe2\x82\xac|\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|"
+                             "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd|&#127;");
+    buf_reset(&b);
+    assert_int_equal(buf_xml_text_elem(&b, "Key", "k\x01"), 0);
+    assert_string_equal(b.p, "<Key>k\xef\xbf\xbd</Key>");
+    /* every byte value but NUL, in one element: well-formed XML 1.0 */
+    char all[256];
+    for (int i = 1; i < 256; i++)
+        all[i - 1] = (char)i;
+    all[255] = '\0';
+    buf_reset(&b);
+    assert_int_equal(buf_xml_text_elem(&b, "Message", all), 0);
+    XML_Parser px = XML_ParserCreate("UTF-8");
+    assert_non_null(px);
+    if (XML_Parse(px, b.p, (int)b.len, 1) != XML_STATUS_OK)
+        fail_msg("not well-formed: %s", XML_ErrorString(XML_GetErrorCode(px)));
+    XML_ParserFree(px);
+    /* listings keep the character reference */
+    buf_reset(&b);
+    assert_int_equal(buf_xml_elem(&b, "Key", "k\x01"), 0);
+    assert_string_equal(b.p, "<Key>k&#1;</Key>");
+    buf_free(&b);
+}
+
 static void test_xml_acl(void **state)
 {
     (void)state;
@@ -737,6 +776,7 @@ int main(void)
         cmocka_unit_test(test_xml_truncations),
         cmocka_unit_test(test_xml_delete_version_ids),
         cmocka_unit_test(test_xml_acl),
+        cmocka_unit_test(test_xml_writer),
     };
     return cmocka_run_group_tests_name("xml", tests, NULL, NULL);
 }
