@@ -391,7 +391,7 @@ static int req_job_begin(struct req *rq, uint64_t key_need)
     if (rq->op != OP_GET || !rq->sc)
         return 0;
     rq->job = jobs_ref(srv->jobs, name ? name : rq->access_key[0] ? rq->access_key : "anonymous",
-                       need, key_need);
+                       rq->authed ? rq->access_key : NULL, need, key_need);
     stall_req_begin(&rq->stall, stats_client_stall(rq->sc), jobs_acc(rq->job), rq->t_start_ns);
     return 0;
 }
