@@ -115,12 +115,28 @@ struct info {
     int64_t initiated_ns;
 };
 
+/* A new file @path (truncated if there) for writing, readable by the owner only: the upload's
+ * bucket, key and user metadata are nobody else's business. NULL and errno on failure. */
+static FILE *private_fopen(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
 static int info_write(const char *dir, const struct info *in)
 {
     char p[4096 + 64], t[4096 + 64];
     snprintf(p, sizeof(p), "%s/info", dir);
     snprintf(t, sizeof(t), "%s/info.tmp", dir);
-    FILE *f = fopen(t, "we");
+    FILE *f = private_fopen(t);
     if (!f)
         return -errno;
     put_hex(f, "bucket", in->bucket);
@@ -591,7 +607,7 @@ static void done_record(const struct objects *o, const char *id, const char *buc
     (void)mkdir(p, 0755);
     done_path(o, id, p);
     snprintf(t, sizeof(t), "%s.tmp", p);
-    FILE *f = fopen(t, "we");
+    FILE *f = private_fopen(t);
     if (!f)
         return;
     put_hex(f, "bucket", bucket);
