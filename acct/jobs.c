@@ -59,6 +59,7 @@ int jobs_new(struct jobs **out)
     j->magic = JOBS_MAGIC;
     j->now = jobs_mono;
     j->max = JOBS_MAX_DEFAULT;
+    j->key_max = JOBS_KEY_MAX_DEFAULT;
     j->idle_ns = (uint64_t)JOBS_IDLE_S_DEFAULT * 1000000000ull;
     j->other = row_new(JOBS_OTHER, 0, j->now(NULL));
     if (!j->other) {
@@ -100,6 +101,15 @@ void jobs_set_limits(struct jobs *j, unsigned max, unsigned idle_s)
     pthread_mutex_unlock(&j->lock);
 }
 
+void jobs_set_key_cap(struct jobs *j, unsigned per_key)
+{
+    CHECK_OBJ_NOTNULL(j, JOBS_MAGIC);
+    pthread_mutex_lock(&j->lock);
+    if (per_key)
+        j->key_max = per_key;
+    pthread_mutex_unlock(&j->lock);
+}
+
 void jobs_set_clock(struct jobs *j, uint64_t (*now)(void *cls), void *cls)
 {
     CHECK_OBJ_NOTNULL(j, JOBS_MAGIC);
@@ -134,33 +144,70 @@ static struct jobs_row *row_find(struct jobs *j, const char *name, uint32_t h)
     return NULL;
 }
 
-/* The row of @name, created when the table has room; NULL otherwise. Caller holds j->lock. */
-static struct jobs_row *row_get(struct jobs *j, const char *name, uint64_t now)
+/* How many rows @key made. Caller holds j->lock. At most j->max rows: a short walk, and only
+ * when a row is to be made. */
+static unsigned rows_owned(const struct jobs *j, const char *key)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < JOBS_SLOTS; i++)
+        for (const struct jobs_row *r = j->slots[i]; r; r = r->next)
+            n += !strcmp(r->owner, key);
+    return n;
+}
+
+static void copy_name(char dst[JOBS_NAME_MAX + 1], const char *src)
+{
+    size_t n = strnlen(src, JOBS_NAME_MAX);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* The row of @name, created for @owner (NULL: never; "": POST /_/jobs, no per-key cap) when
+ * the table and the owner's cap have room; NULL otherwise. Caller holds j->lock. */
+static struct jobs_row *row_get(struct jobs *j, const char *name, const char *owner,
+                                uint64_t now)
 {
     uint32_t h = jobs_hash(name);
     struct jobs_row *r = row_find(j, name, h);
-    if (r || j->n >= j->max)
+    if (r || !owner || j->n >= j->max || (*owner && rows_owned(j, owner) >= j->key_max))
         return r;
     r = row_new(name, h, now);
     if (!r)
         return NULL;
+    copy_name(r->owner, owner);
     r->next = j->slots[h % JOBS_SLOTS];
     j->slots[h % JOBS_SLOTS] = r;
     j->n++;
     return r;
 }
 
-struct jobs_row *jobs_ref(struct jobs *j, const char *name, uint64_t need_hdr, uint64_t key_need)
+struct jobs_row *jobs_ref(struct jobs *j, const char *name, const char *key, uint64_t need_hdr,
+                          uint64_t key_need)
 {
     CHECK_OBJ_NOTNULL(j, JOBS_MAGIC);
+    if (key && !*key)
+        key = NULL;
     pthread_mutex_lock(&j->lock);
     uint64_t now = j->now(j->now_cls);
-    struct jobs_row *r = strcmp(name, JOBS_OTHER) ? row_get(j, name, now) : NULL;
+    struct jobs_row *r = strcmp(name, JOBS_OTHER) ? row_get(j, name, key, now) : NULL;
     if (!r)
         r = j->other;
-    if (need_hdr)
-        r->need_hdr = need_hdr == JOBS_NEED_CLEAR ? 0 : need_hdr;
-    r->need_key = key_need;
+    if (r != j->other && key) { /* "other" has no need: it is many jobs */
+        if (!r->owner[0]) /* made by POST /_/jobs: the first key to read it */
+            copy_name(r->owner, key);
+        /* a need belongs to the key that declared it: another key's header is ignored */
+        if (need_hdr && (!r->need_owner[0] || !strcmp(r->need_owner, key))) {
+            if (need_hdr == JOBS_NEED_CLEAR) {
+                r->need_hdr = 0;
+                r->need_owner[0] = '\0';
+            } else {
+                r->need_hdr = need_hdr;
+                copy_name(r->need_owner, key);
+            }
+        }
+        if (!strcmp(r->owner, key))
+            r->need_key = key_need;
+    }
     r->refs++;
     r->last_seen_ns = now;
     pthread_mutex_unlock(&j->lock);
@@ -192,7 +239,7 @@ int jobs_declare(struct jobs *j, const char *name, uint64_t need_bps)
     int rc = 0;
     pthread_mutex_lock(&j->lock);
     uint64_t now = j->now(j->now_cls);
-    struct jobs_row *r = row_get(j, name, now);
+    struct jobs_row *r = row_get(j, name, "", now);
     if (!r) {
         rc = j->n >= j->max ? -ENOSPC : -ENOMEM;
     } else {

@@ -24,6 +24,9 @@ struct jobs_row {
     int is_other;
     int declared;                /* POST /_/jobs: kept until jobs_forget() */
     uint64_t need_api, need_hdr, need_key; /* bytes/s, 0 = none */
+    char owner[JOBS_NAME_MAX + 1];      /* the key whose GET made the row ("": POST /_/jobs);
+                                         * counts against its cap; its need= is need_key */
+    char need_owner[JOBS_NAME_MAX + 1]; /* the key whose header set need_hdr, "" = none */
     uint64_t last_seen_ns;
     char name[JOBS_NAME_MAX + 1];
     struct stall_acc acc;
@@ -37,6 +40,7 @@ struct jobs {
     struct jobs_row *slots[JOBS_SLOTS];
     struct jobs_row *other;
     unsigned n, max;
+    unsigned key_max; /* rows one key's GETs may make (jobs_set_key_cap()) */
     uint64_t idle_ns;
     uint64_t seq; /* ticks done */
 };

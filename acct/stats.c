@@ -418,7 +418,9 @@ void stats_client_filled(struct stats_client *c, uint64_t n)
         ADD(c->fill_bytes, n);
 }
 
-static struct stats_bucket *bucket_get(struct stats *s, const char *bucket)
+/* The row of @bucket; when it has none, a new row if @create and the table has room, else the
+ * "_other" row. Caller holds s->bucket_lock. */
+static struct stats_bucket *bucket_get(struct stats *s, const char *bucket, int create)
 {
     char name[STATS_KEY_MAX];
     copy_trunc(name, sizeof(name), bucket);
@@ -427,7 +429,7 @@ static struct stats_bucket *bucket_get(struct stats *s, const char *bucket)
     for (b = *head; b; b = b->next)
         if (b->hash == h && !strcmp(b->name, name))
             return b;
-    if (s->n_buckets >= STATS_MAX_BUCKETS)
+    if (!create || s->n_buckets >= STATS_MAX_BUCKETS)
         return &s->bother;
     b = calloc(1, sizeof(*b));
     if (!b)
@@ -438,6 +440,47 @@ static struct stats_bucket *bucket_get(struct stats *s, const char *bucket)
     *head = b;
     s->n_buckets++;
     return b;
+}
+
+void stats_bucket_found(struct stats *s, const char *bucket)
+{
+    CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
+    if (!bucket || !*bucket)
+        return;
+    pthread_mutex_lock(&s->bucket_lock);
+    (void)bucket_get(s, bucket, 1);
+    pthread_mutex_unlock(&s->bucket_lock);
+}
+
+void stats_bucket_forget(struct stats *s, const char *bucket)
+{
+    CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
+    if (!bucket || !*bucket)
+        return;
+    char name[STATS_KEY_MAX];
+    copy_trunc(name, sizeof(name), bucket);
+    uint32_t h = stats_hash(name, NULL);
+    pthread_mutex_lock(&s->bucket_lock);
+    for (struct stats_bucket **pp = &s->bslots[h % STATS_BUCKET_SLOTS]; *pp; pp = &(*pp)->next) {
+        struct stats_bucket *b = *pp, *o = &s->bother;
+        if (b->hash != h || strcmp(b->name, name))
+            continue;
+        *pp = b->next;
+        s->n_buckets--;
+        o->requests += b->requests;
+        o->bytes_out += b->bytes_out;
+        o->bytes_in += b->bytes_in;
+        o->hits += b->hits;
+        o->misses += b->misses;
+        o->coalesced += b->coalesced;
+        o->err_4xx += b->err_4xx;
+        o->err_5xx += b->err_5xx;
+        for (unsigned i = 0; i < STATS_OP__N; i++)
+            o->by_op[i] += b->by_op[i];
+        free(b);
+        break;
+    }
+    pthread_mutex_unlock(&s->bucket_lock);
 }
 
 void stats_request_done(struct stats *s, struct stats_client *c, const char *bucket,
@@ -482,7 +525,7 @@ void stats_request_done(struct stats *s, struct stats_client *c, const char *buc
 
     if (bucket && *bucket) {
         pthread_mutex_lock(&s->bucket_lock);
-        struct stats_bucket *b = bucket_get(s, bucket);
+        struct stats_bucket *b = bucket_get(s, bucket, 0);
         b->requests++;
         b->by_op[o]++;
         b->bytes_out += bytes_out;

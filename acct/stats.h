@@ -14,7 +14,10 @@
  * client beyond the cap is accounted to the row ("other", "-"). A client with no request in
  * flight and none finished for idle_s seconds (default 300) is folded into that row at the
  * next stats_tick() and freed. A client referenced by an in-flight request is never freed.
- * Buckets: at most STATS_MAX_BUCKETS rows, the rest under bucket "_other".
+ * Buckets: a row is made only for a bucket known to exist (stats_bucket_found(): the server
+ * calls it when an authenticated request on the bucket succeeded) and folded into "_other" when
+ * it is deleted (stats_bucket_forget()), so names made up by clients never take rows; at most
+ * STATS_MAX_BUCKETS rows, requests for any other name are charged to "_other".
  *
  * Rates: stats_tick() (1 Hz) samples every client's byte totals into a ring; a rate is
  * (total at the last tick - total STATS_RATE_WINDOW_S ticks before) / elapsed seconds, or
@@ -110,11 +113,18 @@ void stats_set_jobs(struct stats *s, struct jobs *j);
  * disk (acct/procinfo.h). Copied. */
 void stats_set_disk_path(struct stats *s, const char *path);
 
+/* @bucket exists (a request on it succeeded, or it was just created): it gets a row of its
+ * own if it has none and the table has room (STATS_MAX_BUCKETS). NULL or "" is ignored. */
+void stats_bucket_found(struct stats *s, const char *bucket);
+/* @bucket was deleted: its row, if any, is folded into "_other" and freed. */
+void stats_bucket_forget(struct stats *s, const char *bucket);
+
 /* Once per request at completion. Counts the request for @c (may be NULL) by @op, its error
  * class (@http_status 4xx / 5xx), its cache outcome @how (an enum cache_outcome, or -1 when not
  * a cached read), and the latency histogram of (@op, @how). @bucket (NULL or "" for requests
- * without one: ListBuckets, admin) is charged the request and @bytes_out / @bytes_in; the client's
- * bytes are NOT added again here (they came per chunk). */
+ * without one: ListBuckets, admin) is charged the request and @bytes_out / @bytes_in: to its
+ * row when stats_bucket_found() made one, else to "_other" (never a new row: see above); the
+ * client's bytes are NOT added again here (they came per chunk). */
 void stats_request_done(struct stats *s, struct stats_client *c, const char *bucket,
                         enum stats_op op, int http_status, int how, uint64_t latency_ns,
                         uint64_t bytes_out, uint64_t bytes_in);

@@ -336,6 +336,24 @@ static int lru_put(struct index *ix, MDB_txn *txn, int64_t atime, const struct i
 
 /* ---- open/close ------------------------------------------------------------------------ */
 
+/* The index holds keys, user metadata, member names and the write-back journal: its files
+ * are the owner's alone, as the cached data is. LMDB creates data.mdb and lock.mdb with
+ * INDEX_FILE_MODE; a file left wider by an older version (0644) loses its group and other
+ * bits here. Best effort: a file we cannot chmod (not ours) is left as it is. */
+#define INDEX_FILE_MODE 0600
+
+static void index_tighten(const char *dir)
+{
+    static const char *const names[] = {"data.mdb", "lock.mdb"};
+    char p[4096];
+    struct stat st;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077))
+            (void)chmod(p, st.st_mode & 07700);
+    }
+}
+
 /* Opens ix->env on @dir with a map of @map bytes (smaller where address space is limited) and
  * its tables. 0 or an LMDB/errno code; ix->env is NULL on failure. */
 static int env_open(struct index *ix, const char *dir, uint64_t map)
@@ -351,7 +369,8 @@ static int env_open(struct index *ix, const char *dir, uint64_t map)
         if ((rc = mdb_env_set_maxdbs(ix->env, 5)) || (rc = mdb_env_set_mapsize(ix->env, map))
             || (rc = mdb_env_set_maxreaders(ix->env, 1024)))
             goto fail;
-        rc = mdb_env_open(ix->env, dir, MDB_NOTLS | (ix->nosync ? MDB_NOSYNC : 0), 0644);
+        rc = mdb_env_open(ix->env, dir, MDB_NOTLS | (ix->nosync ? MDB_NOSYNC : 0),
+                          INDEX_FILE_MODE);
         if (rc == 0)
             break;
         mdb_env_close(ix->env);
@@ -360,6 +379,7 @@ static int env_open(struct index *ix, const char *dir, uint64_t map)
             return rc;
     }
     ix->map = map;
+    index_tighten(dir);
     if ((rc = mdb_txn_begin(ix->env, NULL, 0, &txn)))
         goto fail;
     if ((rc = mdb_dbi_open(txn, "objs", MDB_CREATE, &ix->objs))

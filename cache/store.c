@@ -106,7 +106,7 @@ int store_open(const char *path, int create, int *fd)
     int rc = make_parents(path);
     if (rc)
         return rc;
-    f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600); /* cached data: the owner's alone */
     if (f < 0)
         return -errno;
     char d[STORE_PATH_MAX];

@@ -19,7 +19,7 @@ void store_data_path(const char *dir, const void *name_key, size_t klen, uint64_
                      char out[STORE_PATH_MAX]);
 /* Opens @path O_RDWR (creating it and its parent directories, fsyncing the parent when
  * created, if @create). 0 and *@fd, or -errno. */
-int store_open(const char *path, int create, int *fd);
+int store_open(const char *path, int create, int *fd); /* created 0600 */
 /* A new temp file in tmp/: O_RDWR|O_CLOEXEC. */
 int store_stage(const char *dir, int *fd, char path[STORE_PATH_MAX]);
 /* Renames @from to @to (creating parents) and fsyncs the directory. */

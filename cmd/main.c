@@ -38,7 +38,7 @@ static int cmd_serve(int argc, char **argv)
     struct conf cf;
     struct errmsg em = {{0}};
     int rc = conf_load(&cf, argc, argv, NULL, &em);
-    if (!rc && (rc = cache_policy_check(&cf, &em)))
+    if (!rc && ((rc = conf_check_secrets(&cf, &em)) || (rc = cache_policy_check(&cf, &em))))
         conf_free(&cf);
     if (rc) {
         fprintf(stderr, "s3cached serve: %s\n", em.buf[0] ? em.buf : "invalid configuration");

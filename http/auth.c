@@ -94,7 +94,9 @@ static int table_add(struct cred_table **tp, const char *ak, const char *sk, int
     return 0;
 }
 
-/* Parses "ACCESS SECRET [admin] [rate=RATE] [need=RATE]" lines. */
+/* Parses "ACCESS SECRET [admin] [rate=RATE] [need=RATE]" lines. A secret that is one of the
+ * placeholders shipped in deploy/ (conf_placeholder()) fails the whole file: at start, and on
+ * SIGHUP (the keys in use stay). */
 static int auth_read_file(const char *path, struct cred_table **out, struct errmsg *em)
 {
     FILE *f = fopen(path, "r");
@@ -120,6 +122,14 @@ static int auth_read_file(const char *path, struct cred_table **out, struct errm
         if (nw < 2 || strlen(words[0]) > 128 || strlen(words[1]) > 128) {
             errmsg_set(em, "%s:%d: expected 'ACCESS_KEY SECRET_KEY [admin] [rate=RATE] "
                        "[need=RATE]'", path, lineno);
+            rc = -EINVAL;
+            break;
+        }
+        const char *placeholder = conf_placeholder(words[1]);
+        if (placeholder) { /* the keys of deploy/k8s/secret.yaml or deploy/secrets/ */
+            errmsg_set(em, "%s:%d: the secret key of %s is %s, which anyone can read: set one "
+                       "of your own (e.g. openssl rand -hex 20)", path, lineno, words[0],
+                       placeholder);
             rc = -EINVAL;
             break;
         }

@@ -424,7 +424,7 @@ static int req_job_begin(struct req *rq, uint64_t key_need)
     if (rq->op != OP_GET || !rq->sc)
         return 0;
     rq->job = jobs_ref(srv->jobs, name ? name : rq->access_key[0] ? rq->access_key : "anonymous",
-                       need, key_need);
+                       rq->authed ? rq->access_key : NULL, need, key_need);
     stall_req_begin(&rq->stall, stats_client_stall(rq->sc), jobs_acc(rq->job), rq->t_start_ns);
     return 0;
 }
@@ -496,6 +496,7 @@ static int req_start(struct req *rq, const char *url, const char *version)
                 rq->sc = stats_client_ref(srv->stats, "unauthenticated", NULL);
             return req_fail_early(rq, rc);
         }
+        rq->authed = 1;
     }
     if (rq->is_peer) {
         /* The request of a client of another gateway: it keeps that request's id, and its
@@ -762,6 +763,16 @@ static void hit_check_start(struct server *srv, struct req *rq, uint64_t sent)
     rq->obj = NULL; /* the job releases it */
 }
 
+/* Whether @rq shows that its bucket exists, so that the bucket may have a row of its own in
+ * the accounting (acct/stats.h): an authenticated S3 request on it that succeeded (2xx, 3xx).
+ * Failed requests prove nothing (a 404 of a HEAD cannot tell a missing key from a missing
+ * bucket), and unauthenticated ones never make rows: made-up names stay in "_other". */
+static int req_bucket_found(const struct req *rq)
+{
+    return rq->authed && rq->op != OP_ADMIN && rq->op != OP_OPTIONS && rq->status >= 200 &&
+           rq->status < 400 && rq->op != OP_BUCKET_DELETE;
+}
+
 void req_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                    enum MHD_RequestTerminationCode toe)
 {
@@ -802,10 +813,14 @@ void req_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
             rq->cache_how == CACHE_PARTIAL)
             stats_client_filled(rq->sc, sent);
         /* a peer's request counted in its bucket where the client's request entered */
-        stats_request_done(srv->stats, rq->sc, rq->is_peer ? NULL : rq->bucket,
-                           req_stats_op(rq->op),
+        const char *bucket = rq->is_peer ? NULL : rq->bucket;
+        if (bucket && req_bucket_found(rq))
+            stats_bucket_found(srv->stats, bucket);
+        stats_request_done(srv->stats, rq->sc, bucket, req_stats_op(rq->op),
                            rq->status ? rq->status : 499, rq->cache_how, now - rq->t_start_ns,
                            sent, rq->bytes_in);
+        if (bucket && rq->op == OP_BUCKET_DELETE && rq->status / 100 == 2)
+            stats_bucket_forget(srv->stats, bucket);
     }
     if (rq->op != OP_ADMIN || rq->status >= 400 || log_enabled(S3C_LOG_DEBUG))
         req_access_log(rq, toe, (now - rq->t_start_ns) / 100000);

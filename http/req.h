@@ -69,6 +69,7 @@ struct req {
     size_t header_bytes;          /* request line and header lines, about as sent */
     char access_key[129];         /* authenticated key, "anonymous", or "" */
     int is_admin;
+    int authed;                   /* auth_check() accepted it (a key, the token, --anonymous) */
     int is_peer;                  /* signed by a peer (PEER_HEADER): served here, never forwarded */
     int signed_by_key;            /* a key's signature was verified (not token, anonymous) */
     char peer_name[256];          /* the sending peer's --self */

@@ -850,6 +850,54 @@ void conf_free(struct conf *cf)
     }
 }
 
+/* --- placeholder secrets -------------------------------------------------------------- */
+
+/* The values deploy/ ships where a secret goes. They are public: a gateway started with one
+ * would take anyone's admin requests (or peer requests, or a client key). */
+#define CONF_PLACEHOLDER_PREFIX "replace-with-" /* k8s/secret.yaml, systemd/s3cached.env */
+static const char *const conf_placeholders[] = {
+    "replace-me",                               /* backend keys of the same files */
+    "0123456789abcdef0123456789abcdef01234567", /* secrets/credentials.example */
+    "fedcba9876543210fedcba9876543210fedcba98", /* secrets/store_credentials.example */
+};
+
+const char *conf_placeholder(const char *value)
+{
+    if (!value)
+        return NULL;
+    while (*value == ' ' || *value == '\t')
+        value++;
+    if (!strncmp(value, CONF_PLACEHOLDER_PREFIX, strlen(CONF_PLACEHOLDER_PREFIX)))
+        return "a \"" CONF_PLACEHOLDER_PREFIX "...\" placeholder of deploy/";
+    for (size_t i = 0; i < sizeof(conf_placeholders) / sizeof(conf_placeholders[0]); i++)
+        if (!strcmp(value, conf_placeholders[i]))
+            return i ? "the example key of deploy/secrets/*.example"
+                     : "the \"replace-me\" placeholder of deploy/";
+    return NULL;
+}
+
+int conf_check_secrets(const struct conf *cf, struct errmsg *em)
+{
+    const struct {
+        const char *opt, *env, *value;
+    } secrets[] = {
+        {"admin-token", "S3CACHED_ADMIN_TOKEN", cf->admin_token},
+        {"peer-secret", "S3CACHED_PEER_SECRET", cf->peer_secret},
+        {"secret-key", "S3CACHED_SECRET_KEY", cf->secret_key},
+        {"backend-access-key", "S3CACHED_BACKEND_ACCESS_KEY", cf->backend_access_key},
+        {"backend-secret-key", "S3CACHED_BACKEND_SECRET_KEY", cf->backend_secret_key},
+    };
+    for (size_t i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++) {
+        const char *what = conf_placeholder(secrets[i].value);
+        if (what) {
+            errmsg_set(em, "--%s (%s) is %s, which anyone can read: set a value of your own "
+                       "(e.g. openssl rand -hex 24)", secrets[i].opt, secrets[i].env, what);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 /* --- help and sample ------------------------------------------------------------------ */
 
 /* The help text of @r without an ENUM row's leading word list. */

@@ -116,6 +116,14 @@ const char *conf_parse_rate(const char *s, uint64_t *out);
  * the source, option, value and a hint in @em. Fills the derived fields. */
 int conf_load(struct conf *cf, int argc, char **argv, char **envp, struct errmsg *em);
 void conf_free(struct conf *cf);
+/* NULL, or which shipped placeholder @value is: the stand-in secrets of deploy/ ("replace-with-*"
+ * of k8s/secret.yaml and systemd/s3cached.env, "replace-me", the keys of the secrets/ .example files),
+ * which anyone can read. @value may be NULL. */
+const char *conf_placeholder(const char *value);
+/* `serve` refuses to start on a placeholder (conf_placeholder()) in --admin-token,
+ * --peer-secret, --secret-key, --backend-access-key or --backend-secret-key: 0, or -EINVAL
+ * with the option and what to do in @em. */
+int conf_check_secrets(const struct conf *cf, struct errmsg *em);
 /* Writes the option table for `help` (flag, default, meaning) to @out. */
 void conf_print_help(void *file /* FILE * */);
 /* Writes config/s3cached.conf's text (every option commented with its default). */

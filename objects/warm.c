@@ -202,7 +202,7 @@ static void job_persist_locked(struct warm *w, struct warm_job *j)
     if (seq > j->written_seq) {
         j->written_seq = seq;
         mkdir(dir, 0755);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         int ok = fd >= 0 && b.p && write(fd, b.p, b.len) == (ssize_t)b.len && fsync(fd) == 0;
         if (fd >= 0)
             close(fd);

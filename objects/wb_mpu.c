@@ -115,12 +115,28 @@ struct info {
     int64_t initiated_ns;
 };
 
+/* A new file @path (truncated if there) for writing, readable by the owner only: the upload's
+ * bucket, key and user metadata are nobody else's business. NULL and errno on failure. */
+static FILE *private_fopen(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
 static int info_write(const char *dir, const struct info *in)
 {
     char p[4096 + 64], t[4096 + 64];
     snprintf(p, sizeof(p), "%s/info", dir);
     snprintf(t, sizeof(t), "%s/info.tmp", dir);
-    FILE *f = fopen(t, "we");
+    FILE *f = private_fopen(t);
     if (!f)
         return -errno;
     put_hex(f, "bucket", in->bucket);
@@ -360,7 +376,7 @@ static int publish(struct objects *o, const char *dir, unsigned number, const ch
         if (rename(staged, p))
             rc = errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
     } else {
-        int mf = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        int mf = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
         if (mf < 0)
             rc = errno == ENOENT ? -S3E_NO_SUCH_UPLOAD : -errno;
         else
@@ -419,7 +435,7 @@ int wb_mpu_part_target(struct objects *o, const char *bucket, const char *key,
     if (!psize && size >= BE_MIN_PART_SIZE && size != UINT64_MAX) {
         /* the first big part fixes P; durable before anything relies on it */
         snprintf(p, sizeof(p), "%s/psize", dir);
-        int pf = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        int pf = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (pf >= 0) {
             char b[32];
             int l = snprintf(b, sizeof(b), "%llu\n", (unsigned long long)size);
@@ -435,7 +451,7 @@ int wb_mpu_part_target(struct objects *o, const char *bucket, const char *key,
     if (!psize || size != psize || inplace_has(dir, number))
         return 0; /* an acknowledged part is in the slot: a re-upload is a file of its own */
     snprintf(p, sizeof(p), "%s/data", dir);
-    int dfd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    int dfd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (dfd < 0)
         return -errno;
     /* The slot is this attempt's while it holds the lock (closing the fd, in upload_free(),
@@ -591,7 +607,7 @@ static void done_record(const struct objects *o, const char *id, const char *buc
     (void)mkdir(p, 0755);
     done_path(o, id, p);
     snprintf(t, sizeof(t), "%s.tmp", p);
-    FILE *f = fopen(t, "we");
+    FILE *f = private_fopen(t);
     if (!f)
         return;
     put_hex(f, "bucket", bucket);

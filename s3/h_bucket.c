@@ -345,7 +345,10 @@ static int list_done(struct req *rq)
     buf_init(&b, 64u << 20);
     respond_xml_start(&b, "ListBucketResult");
     buf_xml_elem(&b, "Name", rq->bucket);
-    respond_xml_value(&b, "Prefix", prefix ? prefix : "", s->url);
+    /* encoding-type=url encodes the top-level <Prefix> of v2 (AWS: Delimiter, Prefix, Key,
+     * StartAfter) but not of v1, where S3 and RGW answer it as sent and SDKs (botocore)
+     * decode only Delimiter, Marker, NextMarker, Key and CommonPrefixes' Prefix. */
+    respond_xml_value(&b, "Prefix", prefix ? prefix : "", s->url && s->v2);
     if (s->v2) {
         const char *ct = req_query(rq, "continuation-token");
         const char *sa = req_query(rq, "start-after");

@@ -11,6 +11,8 @@
 #     hash function and size, the hashed :path, no path rewriting), plus a self-test
 #   - k8s_schema.sh: deploy/k8s against the Kubernetes API schema (npm kubernetes-models
 #     + tsc, installed by make test-deploy), plus a self-test; skipped when not installed
+#   - the placeholder secrets of k8s/secret.yaml, systemd/s3cached.env and the secrets/
+#     .example files: `s3cached serve` refuses to start on each; skipped without the binary
 #   - promtool check config of deploy/prometheus/prometheus.yml; skipped without promtool
 #   - nginx -t of deploy/scale-out/nginx.conf (paths moved to a temp dir); skipped
 #     without nginx
@@ -140,6 +142,62 @@ else
     envoy_mutate "normalize_path: true" 's/normalize_path: false/normalize_path: true/'
     envoy_mutate "no minimum_ring_size" 's/minimum_ring_size: 1024/maximum_ring_size: 1024/'
     envoy_mutate "a query kept in the hashed path" 's/substitution: ""/substitution: "?"/'
+fi
+
+# --- placeholder secrets: the binary refuses what deploy/ ships ---------------------------
+# k8s/secret.yaml, systemd/s3cached.env and secrets/*.example hold stand-ins anyone can read;
+# `s3cached serve` must refuse to start on each, naming it (never serve with a public key).
+if [[ ! -x $BIN ]]; then
+    skip "placeholder secrets refused: no binary at $BIN (make)"
+elif ! "$PY" -c 'import yaml' 2>/dev/null; then
+    skip "placeholder secrets refused: $PY has no yaml module (apt-get install python3-yaml)"
+else
+    PH=$T/ph
+    mkdir -p "$PH/store" "$PH/cache"
+    "$PY" -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d.get("kind") == "Secret":
+        for k, v in (d.get("stringData") or {}).items():
+            with open("%s/k8s-%s" % (sys.argv[2], k), "w") as f:
+                f.write(v if k == "credentials" else v.strip())
+' "$D/k8s/secret.yaml" "$PH"
+    printf 'AKVALIDATE0001 %s admin\n' "$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
+        >"$PH/good-credentials"
+    ph_port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    refused() { # NAME [VAR=VALUE...] -- [FLAG...]: serve exits at once, non-zero, naming a placeholder
+        local name=$1 envs=() out rc
+        shift
+        while [[ $# -gt 0 && $1 != -- ]]; do envs+=("$1"); shift; done
+        shift
+        out=$(cd "$PH" && timeout 10 env -i PATH="$PATH" "${envs[@]}" "$BIN" serve \
+            --listen "127.0.0.1:$ph_port" --cache-dir "$PH/cache" --backend "file://$PH/store" "$@" 2>&1)
+        rc=$?
+        if [[ $rc -ne 0 && $rc -ne 124 ]] && grep -qE 'placeholder|example key' <<<"$out"; then
+            ok "placeholder secrets refused: $name"
+        else
+            bad "placeholder secrets refused: $name (exit $rc)" "$out"
+        fi
+    }
+    refused "k8s/secret.yaml credentials (--credentials)" -- --credentials "$PH/k8s-credentials"
+    for k in admin-token peer-secret backend-access-key backend-secret-key; do
+        if [[ -f $PH/k8s-$k ]]; then
+            v=S3CACHED_$(tr a-z- A-Z_ <<<"$k")
+            refused "k8s/secret.yaml $k ($v)" "$v=$(cat "$PH/k8s-$k")" -- --credentials "$PH/good-credentials"
+        else
+            bad "placeholder secrets refused: k8s/secret.yaml has no $k"
+        fi
+    done
+    mapfile -t sysenv < <(grep -E '^S3CACHED_[A-Z_]*=' "$D/systemd/s3cached.env")
+    refused "systemd/s3cached.env as shipped" "${sysenv[@]}" -- --credentials "$PH/good-credentials"
+    refused "secrets/credentials.example (--credentials)" -- --credentials "$D/secrets/credentials.example"
+    refused "secrets/admin_token.example (S3CACHED_ADMIN_TOKEN)" \
+        "S3CACHED_ADMIN_TOKEN=$(cat "$D/secrets/admin_token.example")" -- --credentials "$PH/good-credentials"
+    read -r sak ssk <"$D/secrets/store_credentials.example"
+    printf '%s %s admin\n' "$sak" "$ssk" >"$PH/store-credentials" # as compose's store writes it
+    refused "secrets/store_credentials.example (the store's --credentials)" -- --credentials "$PH/store-credentials"
+    refused "secrets/store_credentials.example (the gateway's backend keys)" \
+        "S3CACHED_BACKEND_ACCESS_KEY=$sak" "S3CACHED_BACKEND_SECRET_KEY=$ssk" -- --credentials "$PH/good-credentials"
 fi
 
 # --- Kubernetes API schema (offline: npm kubernetes-models + tsc) -------------------------

@@ -1,7 +1,7 @@
 """40-multipart: multipart upload through boto3 client calls — Create, UploadPart,
 ListParts (+pagination), UploadPartCopy (whole and ranged), ListMultipartUploads,
-Complete (ETag -N, bytes), Complete twice, Abort, EntityTooSmall, InvalidPartOrder,
-InvalidPart, NoSuchUpload; failed completes leave no object. Raw Complete XML in the
+Complete (ETag -N, bytes), Complete twice, Abort, EntityTooSmall, InvalidPartOrder (also for
+a part number listed twice, as S3 answers it), InvalidPart, NoSuchUpload; failed completes leave no object. Raw Complete XML in the
 shapes real clients send (unquoted ETags, &quot;, &#34;, any child order, prolog).
 Write-through keeps what it made in the cache: an object from Complete (boto3 upload_fileobj) or
 CopyObject is fetched back by a warm-up job, and the first GET after it is a hit."""
@@ -144,6 +144,17 @@ def subset_of_parts():
     e1b = s3.upload_part(Bucket=B, Key="subset.bin", UploadId=up, PartNumber=1, Body=P2)["ETag"]
     if e1b == e1:
         raise E.Fail("re-uploaded part has the same ETag")
+    # both uploads of the resent part listed (s3-tests test_multipart_resend_first_finishes_last):
+    # not ascending, refused as S3 refuses it; the stale one alone is not the part any more
+    E.expect_client_error("Complete listing part 1 twice", s3.complete_multipart_upload, 400,
+                          "InvalidPartOrder", Bucket=B, Key="subset.bin", UploadId=up,
+                          MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1},
+                                                     {"PartNumber": 1, "ETag": e1b},
+                                                     {"PartNumber": 5, "ETag": e5}]})
+    E.expect_client_error("Complete with the replaced part's ETag", s3.complete_multipart_upload,
+                          400, "InvalidPart", Bucket=B, Key="subset.bin", UploadId=up,
+                          MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1},
+                                                     {"PartNumber": 5, "ETag": e5}]})
     s3.complete_multipart_upload(Bucket=B, Key="subset.bin", UploadId=up, MultipartUpload={"Parts": [
         {"PartNumber": 1, "ETag": e1b}, {"PartNumber": 5, "ETag": e5}]})
     E.same_bytes("parts 1 (re-uploaded) + 5, skipping 2", s3.get_object(Bucket=B, Key="subset.bin")["Body"].read(),
@@ -294,7 +305,8 @@ t.check("ListParts pagination (MaxParts, PartNumberMarker)", list_parts_paged)
 t.check("ListMultipartUploads (all, Prefix)", list_uploads)
 t.check("UploadPartCopy whole and ranged, then Complete", upload_part_copy)
 t.check("Complete: ETag -3, bytes, metadata; Complete twice", complete)
-t.check("Complete a subset of parts, re-uploaded part wins", subset_of_parts)
+t.check("Complete a subset of parts, re-uploaded part wins; listed twice: InvalidPartOrder",
+        subset_of_parts)
 t.check("Abort: 204, unlisted, then NoSuchUpload", abort)
 t.check("EntityTooSmall for a small non-last part", entity_too_small)
 t.check("InvalidPartOrder, InvalidPart; no object; upload still usable", invalid_part_order_and_part)

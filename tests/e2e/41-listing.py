@@ -1,6 +1,7 @@
 """41-listing: ListObjects v1 and v2 — prefix, delimiter (CommonPrefixes), max-keys,
 continuation tokens / markers, start-after, encoding-type=url (raw XML and boto3's
-decoding of keys with spaces, '+', '%' and UTF-8), empty results, NoSuchBucket."""
+decoding of keys with spaces, '+', '%' and UTF-8; v1's top-level Prefix as sent, as S3
+answers it), empty results, NoSuchBucket."""
 import re
 import sys
 import urllib.parse
@@ -147,6 +148,32 @@ def encoding_type_raw():
         raise E.Fail("CommonPrefixes a/b/ missing: %r" % r.body[:500])
 
 
+def unreadable_prefix():
+    """boto3 sends encoding-type=url on every listing; it decodes the top-level Prefix of v2
+    and of ListObjectVersions, not of v1, where S3 answers it as sent (s3-tests
+    test_bucket_list_prefix_unreadable)."""
+    for pfx, want in (("\x0a", []), ("sp ace/", ["sp ace/x"])):
+        r = s3.list_objects(Bucket=B, Prefix=pfx)
+        E.eq("v1 Prefix %r echoed" % pfx, r.get("Prefix"), pfx)
+        E.eq("v1 Prefix %r keys" % pfx, keys_of(r), want)
+        r = s3.list_objects(Bucket=B, Prefix=pfx, Delimiter="/")
+        E.eq("v1 Prefix %r with a delimiter echoed" % pfx, r.get("Prefix"), pfx)
+        r = v2(Prefix=pfx)
+        E.eq("v2 Prefix %r echoed" % pfx, r.get("Prefix"), pfx)
+        E.eq("v2 Prefix %r keys" % pfx, keys_of(r), want)
+        r = s3.list_object_versions(Bucket=B, Prefix=pfx)
+        E.eq("versions Prefix %r echoed" % pfx, r.get("Prefix"), pfx)
+    # v1 still encodes the keys, the markers and CommonPrefixes' Prefix
+    r = s3.list_objects(Bucket=B, Delimiter="/", Marker="pct%20key")
+    E.eq("v1 keys after Marker 'pct%20key'", keys_of(r), ["plus+key"])
+    E.eq("v1 Marker decoded", r.get("Marker"), "pct%20key")
+    E.eq("v1 CommonPrefixes decoded", prefixes_of(r), ["sp ace/", "uni/", "z/"])
+    raw = srv.req("GET", "/" + B, query="encoding-type=url&prefix=sp%20ace%2F")
+    if b"<Prefix>sp ace/</Prefix>" not in raw.body or b"<Key>sp%20ace/x</Key>" not in raw.body:
+        raise E.Fail("v1 raw: want <Prefix>sp ace/</Prefix> and <Key>sp%%20ace/x</Key>: %r"
+                     % raw.body[:600])
+
+
 def missing_bucket():
     E.expect_client_error("list a missing bucket", s3.list_objects_v2, 404, "NoSuchBucket", Bucket="nobkt")
 
@@ -162,6 +189,8 @@ t.check("v2 pagination with MaxKeys=3 and a delimiter", v2_pagination)
 t.check("StartAfter", start_after)
 t.check("v1: MaxKeys, Marker, NextMarker with a delimiter", v1)
 t.check("encoding-type=url raw XML; /bucket/ trailing slash", encoding_type_raw)
+t.check("encoding-type=url: v1 echoes Prefix as sent, v2 and versions encode it",
+        unreadable_prefix)
 t.check("NoSuchBucket", missing_bucket)
 t.check("max-keys=-1: 400 InvalidArgument", bad_args)
 srv.stop()

@@ -82,9 +82,12 @@ def main():
         E.eq("objects done = total", (s["objects_done"], s["objects_total"]), (300, 300))
         total = sum(64 * KiB + i for i in range(300))
         E.eq("bytes done = total", (s["bytes_done"], s["bytes_total"]), (total, total))
-        with open(os.path.join(srv.cache, "warm", s["job"] + ".json")) as f:
+        saved_path = os.path.join(srv.cache, "warm", s["job"] + ".json")
+        with open(saved_path) as f:
             saved = json.load(f)
         E.eq("saved job state", (saved["state"], saved["objects_done"]), ("done", 300))
+        E.eq("saved job state's mode (the owner's only)", "%o" % (os.stat(saved_path).st_mode & 0o777),
+             "600")
         page_cache_untouched()
         before = srv.stats()["backend"]["requests"]
         for i in range(300):

@@ -8,7 +8,8 @@ upstream is back a flush puts everything there byte for byte and writes succeed 
 kill -9 of the gateway mid-drain (upstream frozen with SIGSTOP), restart, flush: nothing missing,
 nothing extra, nothing torn; an overwrite while the key drains cancels the upload of the old
 bytes (stuck on a frozen upstream) and leaves the newest bytes upstream;
-DELETE with the upstream up removes the object on both sides."""
+DELETE with the upstream up removes the object on both sides; every file under the cache dir
+(data, index, the uploads' parts, info and done records) is mode 0600."""
 import json
 import os
 import signal
@@ -326,11 +327,32 @@ def main():
         E.expect_client_error("gone from the gateway", s3.get_object, 404, "NoSuchKey", Bucket=B, Key=k)
         E.expect_client_error("gone upstream", s3u.get_object, 404, "NoSuchKey", Bucket=B, Key=k)
 
+    def cache_files_private():
+        """What the gateway keeps under --cache-dir (cached data, the index, the write-back
+        uploads' parts, info and done records) is its owner's only, whatever the umask."""
+        seen, wide = 0, []
+        for d, _, names in os.walk(gw.cache):
+            for n in names:
+                p = os.path.join(d, n)
+                st = os.lstat(p)
+                if not os.path.isfile(p):
+                    continue
+                seen += 1
+                if st.st_mode & 0o077:
+                    wide.append("%o %s" % (st.st_mode & 0o777, os.path.relpath(p, gw.cache)))
+        if not any(x.startswith("mpu") for x in os.listdir(gw.cache)):
+            raise E.Fail("no write-back upload under the cache dir to look at: %s"
+                         % os.listdir(gw.cache))
+        if wide:
+            raise E.Fail("%d of %d files readable by others: %s" % (len(wide), seen, wide[:8]))
+
     t.check("written with the upstream down: acknowledged, read back as hits", written_while_down)
     t.check("large bodies go around the page cache (odd part sizes too), read back as hits",
             written_around_page_cache)
     t.check("Complete repeated: same answer; other parts InvalidPart; order before sizes",
             complete_repeated)
+    t.check("files under --cache-dir (data, index, uploads) are the owner's only (0600)",
+            cache_files_private)
     t.check("listed with the upstream down (prefix, delimiter, pages)", listed_while_down)
     t.check("flush times out while the upstream is down (504, CLI non-zero)", flush_times_out)
     t.check("DELETE of a dirty object with the upstream down: 503, kept", delete_while_down)

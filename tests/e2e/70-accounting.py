@@ -2,7 +2,8 @@
 Two keys (one admin, one not) download and upload known byte counts through misses and hits:
 /_/stats rows (access key + address) match exactly; an aborted download is charged what went
 out, not its Content-Length; /_/metrics passes promtool (or a strict parser) and agrees with
-the JSON; admin endpoints refuse the non-admin key; `s3cached stats` shows both clients."""
+the JSON; admin endpoints refuse the non-admin key; `s3cached stats` shows both clients;
+bucket rows only for buckets that exist (made-up names, however many, go to "_other")."""
 import json
 import os
 import re
@@ -168,12 +169,62 @@ def main():
         if p.returncode == 0:
             raise E.Fail("s3cached stats with a wrong token exited 0")
 
+    def bucket_rows():
+        """Only buckets that exist have rows: 260 made-up names from unauthenticated clients
+        (and some from a signed one) all go to "_other", and a bucket created afterwards gets
+        its own row at once; a deleted bucket's row folds into "_other"."""
+        for i in range(260):
+            r = E.request(srv.endpoint, "GET", "/junk-%03d/k" % i, anon=True)
+            E.eq("unauthenticated GET of junk-%03d" % i, r.status, 403)
+        for i in range(5):
+            r = E.request(srv.endpoint, "GET", "/ghost-%d/k" % i, ak=B, sk=SB)
+            E.expect_error("signed GET of the missing ghost-%d" % i, r, 404, "NoSuchBucket")
+        r = E.request(srv.endpoint, "PUT", "/fresh", ak=A, sk=SA)
+        E.eq("CreateBucket fresh", r.status, 200)
+        r = E.request(srv.endpoint, "PUT", "/fresh/obj", body=b"x" * 1000, ak=B, sk=SB)
+        E.eq("PUT fresh/obj", r.status, 200)
+        r = E.request(srv.endpoint, "GET", "/fresh/obj", ak=B, sk=SB)
+        E.eq("GET fresh/obj", r.status, 200)
+
+        def rows_when(ready):
+            """The bucket rows by name once @ready(rows) (completion runs after the last
+            byte), or as they are after 5 s."""
+            last = {}
+
+            def poll():
+                last.update(rows={b["bucket"]: b for b in srv.stats()["buckets"]})
+                return ready(last["rows"])
+            E.wait_until(poll, timeout=5)
+            return last["rows"]
+        rows = rows_when(lambda x: x.get("fresh", {}).get("requests") == 3)
+        names = sorted(rows)
+        bad = [n for n in names if n.startswith(("junk-", "ghost-"))]
+        if bad:
+            raise E.Fail("made-up bucket names have rows: %s ... (%d)" % (bad[:5], len(bad)))
+        E.eq("requests of the real bucket created after them", rows.get("fresh", {}).get("requests"), 3)
+        E.eq("bytes_out of the real bucket", rows.get("fresh", {}).get("bytes_out"), 1000)
+        if "acct" not in rows:
+            raise E.Fail("the bucket the earlier checks read has no row: %s" % names)
+        other = rows.get("_other", {}).get("requests", 0)
+        if other < 265:
+            raise E.Fail("_other counts %d requests, want at least 265" % other)
+        for path in ("/fresh/obj", "/fresh"):
+            r = E.request(srv.endpoint, "DELETE", path, ak=A, sk=SA)
+            E.eq("DELETE %s" % path, r.status, 204)
+        rows = rows_when(lambda x: "fresh" not in x)
+        if "fresh" in rows:
+            raise E.Fail("the deleted bucket keeps its row: %r" % rows["fresh"])
+        if rows.get("_other", {}).get("requests", 0) < other + 5:
+            raise E.Fail("the deleted bucket's 5 requests did not fold into _other: %r"
+                         % rows.get("_other"))
+
     t.check("two keys through misses and hits: exact requests, bytes, hits, misses", exact_counts)
     t.check("aborted download of a hit (sendfile) is charged what went out", aborted, False)
     t.check("aborted download of a cold object (streamed) is charged what went out", aborted, True)
     t.check("/_/metrics is valid Prometheus text and agrees with /_/stats", metrics_agree)
     t.check("admin endpoints: admin key and token yes, others 403 AccessDenied", admin_only)
     t.check("s3cached stats prints both clients; a wrong token fails", cli_table)
+    t.check("bucket rows: only for buckets that exist; made-up names go to _other", bucket_rows)
     srv.stop()
     srv.cleanup()
     cred_dir.cleanup()

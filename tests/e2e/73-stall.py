@@ -10,7 +10,9 @@ slow for a reason the test controls rather than the machine's speed.
   - a key with rate= shows its wait as cause rate_limit, in its job and its client row;
   - with --workers 1, a GET whose lookup waits behind another's fetch shows cause queue;
   - the job header signed by boto3 (an event hook), need= of a key, POST/GET/DELETE
-    /_/jobs and their refusals, the jobs in s3cached stats and in /_/metrics (promtool)."""
+    /_/jobs and their refusals, the jobs in s3cached stats and in /_/metrics (promtool);
+  - a job's need is the key's that declared it (another key's header is ignored), and one
+    key naming 260 jobs cannot keep another key's job out of the table."""
 import json
 import os
 import subprocess
@@ -274,6 +276,34 @@ def main():
         if r.status != 400 or b"x-s3cached-job-need" not in r.body:
             raise E.Fail("bad need header: %s %s" % (r.status, r.body[:300]))
 
+    def need_owner_and_key_cap():
+        """A job's need belongs to the key that declared it: another key's header does not
+        change it. One key naming 260 jobs gets a few rows (the rest go to "other"), so another
+        key's job declared after them still has a row and its need."""
+        def get1(key, job_name, need=None):
+            h = {"x-s3cached-job": job_name, "Range": "bytes=0-0"}
+            if need:
+                h["x-s3cached-job-need"] = need
+            r = gw.req("GET", "/data/small", ak=key[0], sk=key[1], headers=h)
+            E.eq("GET for job %s" % job_name, r.status, 206)
+        get1(admin_key, "owned-job", "100M")
+        wait_gets(gw, "owned-job", 1)
+        get1(limited_key, "owned-job", "1")    # another key: served, need unchanged
+        j = wait_gets(gw, "owned-job", 2)
+        E.eq("need after another key's header", (j["need_bps"], j["need_source"]),
+             (100 << 20, "header"))
+        for i in range(260):
+            get1(limited_key, "spam-%03d" % i, "1G")
+        get1(needs_key, "real-job", "2G")
+        j = wait_gets(gw, "real-job", 1)
+        if not j:
+            raise E.Fail("the real job has no row after another key's 260 job names: %s"
+                         % [x["job"] for x in gw.stats()["jobs"]][-5:])
+        E.eq("the real job's need", (j["need_bps"], j["need_source"]), (2 << 30, "header"))
+        spam = [x["job"] for x in gw.stats()["jobs"] if x["job"].startswith("spam-")]
+        if len(spam) > 32:
+            raise E.Fail("one key made %d job rows (cap 32)" % len(spam))
+
     def stats_cli_and_metrics():
         p = subprocess.run([E.BIN, "stats", "--endpoint", gw.endpoint, "--admin-token", gw.token],
                            capture_output=True, timeout=30)
@@ -308,6 +338,8 @@ def main():
     t.check("boto3 signs x-s3cached-job (event hook); need= of the key; the key's own job",
             boto3_hook_and_key_need)
     t.check("POST/GET/DELETE /_/jobs; bad names, needs and non-admins refused", jobs_endpoint)
+    t.check("a job's need is its declaring key's; one key's 260 job names leave room for "
+            "another's job", need_owner_and_key_cap)
     t.check("s3cached stats shows the jobs; /_/metrics passes promtool; the dashboard's job "
             "panels", stats_cli_and_metrics)
     gw.stop()

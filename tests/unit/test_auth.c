@@ -307,6 +307,32 @@ static void test_auth_reload(void **state)
     assert_non_null(strstr(em.buf, "no --credentials file"));
 }
 
+/* The keys deploy/ ships as placeholders (k8s/secret.yaml, secrets/credentials.example) are
+ * public: a file holding one is refused at start and on SIGHUP (the keys in use stay). */
+static void test_auth_placeholder_keys(void **state)
+{
+    struct env *e = *state;
+    struct errmsg em = {""};
+    static const char *const files[] = {
+        "AKTRAININGJOBS0001 replace-with-40-hex-chars-0000000000000000\n"
+        "AKOPERATOR00000001 replace-with-40-hex-chars-1111111111111111 admin\n",
+        "AKREAL 9f2c4e0b7a1d3c5e8f6071829304a5b6c7d8e9f0 admin\n"
+        "AKEXAMPLECLIENT0001 0123456789abcdef0123456789abcdef01234567 admin\n",
+    };
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        em.buf[0] = '\0';
+        assert_int_equal(open_with(e, files[i], &em), -EINVAL);
+        if (!strstr(em.buf, "placeholder") && !strstr(em.buf, "example key"))
+            fail_msg("file %zu: message \"%s\"", i, em.buf);
+    }
+    assert_int_equal(open_with(e, "AK1 SK1\n", &em), 0);
+    write_file(e->cred, files[0]);
+    assert_int_equal(auth_reload(e->a, &em), -EINVAL);
+    assert_int_equal(check_key(e, "AK1", "SK1", NULL), 0);
+    assert_int_equal(check_key(e, "AKOPERATOR00000001", "replace-with-40-hex-chars-1111111111111111",
+                               NULL), -S3E_INVALID_ACCESS_KEY_ID);
+}
+
 static void test_auth_access_key_flags(void **state)
 {
     struct env *e = *state;
@@ -632,6 +658,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_auth_credentials_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_reload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_auth_placeholder_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_access_key_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_admin_and_bearer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_admin_body_signed, setup, teardown),

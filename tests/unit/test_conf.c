@@ -1,7 +1,8 @@
 /*
  * test_conf.c: value parsers as tables, precedence flag > env > file > default,
  * one-line error messages, listen parsing, derived fields, and that
- * config/s3cached.conf is exactly what conf_print_sample() writes.
+ * config/s3cached.conf is exactly what conf_print_sample() writes; deploy/'s placeholder
+ * secrets refused.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -662,6 +663,54 @@ static void test_conf_sample(void **state)
     free(s);
 }
 
+/* The stand-in secrets deploy/ ships are refused by `serve` (conf_check_secrets()); a secret
+ * that merely contains "replace" is not a placeholder. */
+static void test_conf_placeholder_secrets(void **state)
+{
+    static const struct {
+        const char *value;
+        int placeholder;
+    } cases[] = {
+        {"replace-with-openssl-rand-hex-24", 1},          /* k8s/secret.yaml, systemd env */
+        {"replace-with-40-hex-chars-0000000000000000", 1}, /* k8s/secret.yaml credentials */
+        {"replace-me", 1},
+        {"0123456789abcdef0123456789abcdef01234567", 1}, /* secrets/credentials.example */
+        {"fedcba9876543210fedcba9876543210fedcba98", 1}, /* secrets/store_credentials.example */
+        {"9f2c4e0b7a1d3c5e8f60718293a4b5c6d7e8f9011223", 0},
+        {"replace-mee", 0}, {"my-replace-with-x", 0}, {"", 0}, {NULL, 0},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        if (!conf_placeholder(cases[i].value) != !cases[i].placeholder)
+            fail_msg("\"%s\": placeholder %d expected", cases[i].value ? cases[i].value : "(null)",
+                     cases[i].placeholder);
+    static const char *const opts[] = {"--admin-token", "--peer-secret", "--secret-key",
+                                       "--backend-access-key", "--backend-secret-key"};
+    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+        struct conf cf;
+        struct errmsg em;
+        char *envp[] = {NULL};
+        assert_int_equal(load(&cf, &em, envp, 2, (char *)opts[i], "replace-with-openssl-rand-hex-24"),
+                         0);
+        assert_int_equal(conf_check_secrets(&cf, &em), -EINVAL);
+        if (!strstr(em.buf, opts[i]) || !strstr(em.buf, "placeholder"))
+            fail_msg("%s: message \"%s\"", opts[i], em.buf);
+        conf_free(&cf);
+        assert_int_equal(load(&cf, &em, envp, 2, (char *)opts[i], "a-secret-of-my-own-0123456789"),
+                         0);
+        assert_int_equal(conf_check_secrets(&cf, &em), 0);
+        conf_free(&cf);
+    }
+    struct conf cf;
+    struct errmsg em;
+    char *envp[] = {"S3CACHED_ADMIN_TOKEN=replace-with-openssl-rand-hex-24", NULL};
+    assert_int_equal(load(&cf, &em, envp, 0), 0);
+    assert_int_equal(conf_check_secrets(&cf, &em), -EINVAL);
+    if (!strstr(em.buf, "S3CACHED_ADMIN_TOKEN"))
+        fail_msg("message \"%s\"", em.buf);
+    conf_free(&cf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -677,6 +726,7 @@ int main(void)
         cmocka_unit_test(test_conf_listen),
         cmocka_unit_test(test_conf_help),
         cmocka_unit_test(test_conf_sample),
+        cmocka_unit_test(test_conf_placeholder_secrets),
     };
     return cmocka_run_group_tests_name("conf", tests, tmpdir_setup, tmpdir_teardown);
 }

@@ -3,7 +3,8 @@
  * meta page write error is injected: this binary defines pwrite(), which
  * liblmdb's calls resolve to, and fails the next write of a meta page (the
  * first two pages of the index's data.mdb) once armed. LMDB then answers every
- * transaction with MDB_PANIC; the index must reopen it and work again.
+ * transaction with MDB_PANIC; the index must reopen it and work again. Also: the index's
+ * files are created 0600, and tightened to it when found wider.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -311,12 +313,59 @@ static void test_index_members_follow_the_version(void **state)
     assert_int_equal(members_get(e->ix, "shard.tar", 6, got), -ENOENT);
 }
 
+/* The mode bits (permission part) of @dir/@name. */
+static unsigned mode_of(const char *dir, const char *name)
+{
+    char p[600];
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    assert_int_equal(stat(p, &st), 0);
+    return (unsigned)(st.st_mode & 07777);
+}
+
+/* The index (keys, user metadata, member names, the write-back journal) is the owner's alone:
+ * created 0600 whatever the umask lets through, and an index left 0644 by an older version is
+ * tightened when it is opened again. */
+static void test_index_files_are_private(void **state)
+{
+    (void)state;
+    char dir[256], p[300];
+    struct index *ix = NULL;
+    struct errmsg em = {{0}};
+    mode_t old = umask(022);
+    snprintf(dir, sizeof(dir), "/tmp/test_index_mode.XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(p, sizeof(p), "%s/index", dir);
+    assert_int_equal(index_open(p, &ix, &em), 0);
+    assert_int_equal(put(ix, "k", 1, 10), 0);
+    assert_int_equal(mode_of(p, "data.mdb"), 0600);
+    assert_int_equal(mode_of(p, "lock.mdb"), 0600);
+    index_close(ix);
+    char f[400];
+    snprintf(f, sizeof(f), "%s/data.mdb", p);
+    assert_int_equal(chmod(f, 0644), 0);
+    snprintf(f, sizeof(f), "%s/lock.mdb", p);
+    assert_int_equal(chmod(f, 0664), 0);
+    assert_int_equal(index_open(p, &ix, &em), 0);
+    assert_int_equal(mode_of(p, "data.mdb"), 0600);
+    assert_int_equal(mode_of(p, "lock.mdb"), 0600);
+    uint64_t v = 0;
+    assert_int_equal(get(ix, "k", &v), 0); /* the same index, tightened */
+    assert_int_equal(v, 1);
+    index_close(ix);
+    umask(old);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_index_reopens_after_panic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_panic_under_concurrent_calls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_members_follow_the_version, setup, teardown),
+        cmocka_unit_test(test_index_files_are_private),
     };
     return cmocka_run_group_tests_name("index", tests, NULL, NULL);
 }

@@ -80,25 +80,25 @@ static void test_jobs_need_sources(void **state)
 {
     (void)state;
     struct jobs *j = new_jobs();
-    struct jobs_row *r = jobs_ref(j, "cosmo", 0, 0);
+    struct jobs_row *r = jobs_ref(j, "cosmo", "AK1", 0, 0);
     jobs_release(j, r);
     struct jobs_view v = view(j, "cosmo");
     assert_int_equal(v.need_bps, 0);
     assert_string_equal(v.need_source, "none");
-    r = jobs_ref(j, "cosmo", 0, 1000); /* the key's need= */
+    r = jobs_ref(j, "cosmo", "AK1", 0, 1000); /* the key's need= */
     jobs_release(j, r);
     v = view(j, "cosmo");
     assert_int_equal(v.need_bps, 1000);
     assert_string_equal(v.need_source, "key");
-    r = jobs_ref(j, "cosmo", 2000, 1000); /* a header beats the key */
+    r = jobs_ref(j, "cosmo", "AK1", 2000, 1000); /* a header beats the key */
     jobs_release(j, r);
-    r = jobs_ref(j, "cosmo", 0, 1000); /* and stays until changed */
+    r = jobs_ref(j, "cosmo", "AK1", 0, 1000); /* and stays until changed */
     jobs_release(j, r);
     v = view(j, "cosmo");
     assert_int_equal(v.need_bps, 2000);
     assert_string_equal(v.need_source, "header");
     assert_int_equal(jobs_declare(j, "cosmo", 3000), 0); /* POST /_/jobs beats both */
-    r = jobs_ref(j, "cosmo", 2500, 1000);
+    r = jobs_ref(j, "cosmo", "AK1", 2500, 1000);
     jobs_release(j, r);
     v = view(j, "cosmo");
     assert_int_equal(v.need_bps, 3000);
@@ -109,7 +109,7 @@ static void test_jobs_need_sources(void **state)
     assert_int_equal(jobs_forget(j, "nobody"), -ENOENT);
     v = view(j, "cosmo");
     assert_int_equal(v.need_bps, 2500);
-    r = jobs_ref(j, "cosmo", JOBS_NEED_CLEAR, 0); /* "x-s3cached-job-need: 0" */
+    r = jobs_ref(j, "cosmo", "AK1", JOBS_NEED_CLEAR, 0); /* "x-s3cached-job-need: 0" */
     jobs_release(j, r);
     v = view(j, "cosmo");
     assert_int_equal(v.need_bps, 0);
@@ -123,8 +123,8 @@ static void test_jobs_cap_and_fold(void **state)
     (void)state;
     struct jobs *j = new_jobs();
     jobs_set_limits(j, 2, 10);
-    struct jobs_row *a = jobs_ref(j, "a", 0, 0), *b = jobs_ref(j, "b", 0, 0);
-    struct jobs_row *c = jobs_ref(j, "c", 0, 0), *o = jobs_ref(j, "other", 0, 0);
+    struct jobs_row *a = jobs_ref(j, "a", "AK1", 0, 0), *b = jobs_ref(j, "b", "AK1", 0, 0);
+    struct jobs_row *c = jobs_ref(j, "c", "AK1", 0, 0), *o = jobs_ref(j, "other", "AK1", 0, 0);
     assert_ptr_equal(c, o); /* over the cap, and the name "other", are "other" */
     assert_int_equal(jobs_declare(j, "d", 100), -ENOSPC);
     struct stall_req r;
@@ -149,9 +149,85 @@ static void test_jobs_cap_and_fold(void **state)
     assert_int_equal(v[1].v.gets, 1); /* a's GET went with it */
     assert_int_equal(v[1].v.bytes, 4096);
     free(v);
-    a = jobs_ref(j, "a", 0, 0); /* room again */
+    a = jobs_ref(j, "a", "AK1", 0, 0); /* room again */
     assert_ptr_not_equal(a, o);
     jobs_release(j, a);
+    jobs_free(j);
+}
+
+/* A job's need belongs to the key that declared it first: another key's header (or need=)
+ * does not change it, until the owner clears it. */
+static void test_jobs_need_owner(void **state)
+{
+    (void)state;
+    struct jobs *j = new_jobs();
+    struct jobs_row *r = jobs_ref(j, "train", "AKOWNER", 2000, 0);
+    jobs_release(j, r);
+    r = jobs_ref(j, "train", "AKOTHER", 5, 9); /* another key: served, need unchanged */
+    jobs_release(j, r);
+    struct jobs_view v = view(j, "train");
+    assert_int_equal(v.need_bps, 2000);
+    assert_string_equal(v.need_source, "header");
+    r = jobs_ref(j, "train", "AKOTHER", JOBS_NEED_CLEAR, 0); /* nor can it clear it */
+    jobs_release(j, r);
+    assert_int_equal(view(j, "train").need_bps, 2000);
+    r = jobs_ref(j, "train", NULL, 7, 0); /* nor can a request without a key */
+    jobs_release(j, r);
+    assert_int_equal(view(j, "train").need_bps, 2000);
+    r = jobs_ref(j, "train", "AKOWNER", 3000, 0); /* the owner changes it */
+    jobs_release(j, r);
+    assert_int_equal(view(j, "train").need_bps, 3000);
+    r = jobs_ref(j, "train", "AKOWNER", JOBS_NEED_CLEAR, 0); /* and gives it up */
+    jobs_release(j, r);
+    assert_int_equal(view(j, "train").need_bps, 0);
+    r = jobs_ref(j, "train", "AKOTHER", 500, 0); /* then another key may declare it */
+    jobs_release(j, r);
+    v = view(j, "train");
+    assert_int_equal(v.need_bps, 500);
+    /* need= comes from the key that made the row only */
+    r = jobs_ref(j, "eval", "AKA", 0, 100);
+    jobs_release(j, r);
+    r = jobs_ref(j, "eval", "AKB", 0, 900);
+    jobs_release(j, r);
+    r = jobs_ref(j, "eval", "AKB", 0, 0);
+    jobs_release(j, r);
+    v = view(j, "eval");
+    assert_int_equal(v.need_bps, 100);
+    assert_string_equal(v.need_source, "key");
+    jobs_free(j);
+}
+
+/* One key cannot fill the table: its GETs make at most the per-key cap of rows (the rest go to
+ * "other"), so another key's job still gets a row; a request without a key makes none. */
+static void test_jobs_key_cap(void **state)
+{
+    (void)state;
+    struct jobs *j = new_jobs();
+    jobs_set_key_cap(j, 3);
+    char name[32];
+    for (int i = 0; i < 260; i++) {
+        snprintf(name, sizeof(name), "spam-%03d", i);
+        struct jobs_row *r = jobs_ref(j, name, "AKSPAM", 1000000000ull, 0);
+        jobs_release(j, r);
+    }
+    struct jobs_view *v = NULL;
+    size_t n = 0;
+    assert_int_equal(jobs_snapshot(j, NULL, &v, &n), 0);
+    assert_int_equal(n, 3); /* spam-000..002; "other" has no GET yet */
+    free(v);
+    struct jobs_row *real = jobs_ref(j, "resnet", "AKREAL", 2000, 0);
+    struct jobs_row *o = jobs_ref(j, "spam-999", "AKSPAM", 0, 0);
+    assert_ptr_equal(o, jobs_ref(j, "anon-job", NULL, 0, 0)); /* no key: no row */
+    assert_ptr_not_equal(real, o);
+    assert_int_equal(view(j, "resnet").need_bps, 2000);
+    assert_ptr_equal(real, jobs_ref(j, "resnet", NULL, 0, 0)); /* joins a row that exists */
+    jobs_release(j, real);
+    jobs_release(j, real);
+    jobs_release(j, o);
+    jobs_release(j, o);
+    /* POST /_/jobs (an admin) is not held to a key's cap */
+    assert_int_equal(jobs_declare(j, "declared-by-admin", 100), 0);
+    assert_int_equal(view(j, "declared-by-admin").need_bps, 100);
     jobs_free(j);
 }
 
@@ -160,7 +236,7 @@ static void test_jobs_verdict(void **state)
     (void)state;
     struct jobs *j = new_jobs();
     /* a job needing 1 MB/s that gets 0.5 MB/s, waiting on the backend most of the time */
-    struct jobs_row *r = jobs_ref(j, "unet3d", 1000000, 0);
+    struct jobs_row *r = jobs_ref(j, "unet3d", "AK1", 1000000, 0);
     for (int s = 0; s < 10; s++) {
         struct stall_req q;
         uint64_t t = atomic_load(&now_ns);
@@ -176,7 +252,7 @@ static void test_jobs_verdict(void **state)
     assert_int_equal(v.state, STALL_STARVED);
     assert_int_equal(v.cause, STALL_BACKEND);
     /* it is told it needs less: ok */
-    r = jobs_ref(j, "unet3d", 400000, 0);
+    r = jobs_ref(j, "unet3d", "AK1", 400000, 0);
     jobs_release(j, r);
     v = view(j, "unet3d");
     assert_int_equal(v.state, STALL_OK);
@@ -212,7 +288,7 @@ static void test_jobs_in_stats(void **state)
     stats_set_jobs(s, j);
     stats_set_disk_path(s, "/");
     struct stats_client *c = stats_client_ref(s, "AKID", "10.0.0.1");
-    struct jobs_row *r = jobs_ref(j, "label\"with\\quotes", 2800000000ull, 0);
+    struct jobs_row *r = jobs_ref(j, "label\"with\\quotes", "AK1", 2800000000ull, 0);
     struct stall_req q;
     stall_req_begin(&q, stats_client_stall(c), jobs_acc(r), s3c_mono_ns());
     stall_req_suspend(&q, STALL_QUEUE, s3c_mono_ns());
@@ -266,6 +342,8 @@ int main(void)
         cmocka_unit_test(test_jobs_names),
         cmocka_unit_test(test_jobs_need_sources),
         cmocka_unit_test(test_jobs_cap_and_fold),
+        cmocka_unit_test(test_jobs_need_owner),
+        cmocka_unit_test(test_jobs_key_cap),
         cmocka_unit_test(test_jobs_verdict),
         cmocka_unit_test(test_jobs_in_stats),
     };

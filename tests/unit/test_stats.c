@@ -473,6 +473,7 @@ static void script_two_clients(struct stats *s)
     stats_client_sent(a, 400);
     stats_client_sent(a, 400);
     stats_client_sent(a, 200);
+    stats_bucket_found(s, "photos"); /* as req.c does for a request that succeeded */
     stats_request_done(s, a, "photos", STATS_OP_GET, 200, CACHE_HIT, 2000000, 1000, 0);
     /* a: GET miss, backend filled 5000 on its behalf, client aborted after 1500 */
     stats_client_filled(a, 5000);
@@ -481,6 +482,7 @@ static void script_two_clients(struct stats *s)
     /* a: PUT 2048 */
     stats_client_received(a, 1024);
     stats_client_received(a, 1024);
+    stats_bucket_found(s, "docs");
     stats_request_done(s, a, "docs", STATS_OP_PUT, 200, -1, 7000000, 0, 2048);
     /* b: GET coalesced 700, HEAD 404, GET 503, list */
     stats_client_sent(b, 700);
@@ -745,6 +747,7 @@ static void test_stats_aging_into_other(void **state)
     stats_set_limits(s, 0, 5); /* idle 5 s */
     struct stats_client *a = stats_client_ref(s, "OLD", "10.0.0.1");
     stats_client_sent(a, 1000);
+    stats_bucket_found(s, "b1");
     stats_request_done(s, a, "b1", STATS_OP_GET, 200, CACHE_HIT, 1000, 1000, 0);
     stats_client_release(s, a);
     struct stats_client *held = stats_client_ref(s, "HELD", "10.0.0.2"); /* in flight */
@@ -866,6 +869,7 @@ static void test_stats_bucket_cap(void **state)
     char name[32];
     for (int i = 0; i < STATS_MAX_BUCKETS + 10; i++) {
         snprintf(name, sizeof(name), "bucket-%04d", i);
+        stats_bucket_found(s, name);
         stats_request_done(s, NULL, name, STATS_OP_GET, 200, CACHE_HIT, 1000, 10, 0);
     }
     char *t = render_prom(s, NULL, NULL);
@@ -875,6 +879,46 @@ static void test_stats_bucket_cap(void **state)
     assert_false(prom_has(t, "s3cached_bucket_requests_total{bucket=\"bucket-0256\"}"));
     assert_int_equal(prom_get(t, "s3cached_bucket_requests_total{bucket=\"_other\"}"), 10);
     assert_int_equal(prom_get(t, "s3cached_bucket_sent_bytes_total{bucket=\"_other\"}"), 100);
+    free(t);
+    stats_free(s);
+}
+
+/* Only buckets known to exist get rows: requests naming any other bucket (made up by an
+ * unauthenticated client, say) are charged to "_other" however many names they use, so a real
+ * bucket found later still gets its row; a deleted bucket's row folds into "_other". */
+static void test_stats_bucket_rows_only_when_found(void **state)
+{
+    UNUSED(state);
+    struct stats *s = new_fake_stats();
+    char name[32];
+    for (int i = 0; i < STATS_MAX_BUCKETS + 4; i++) {
+        snprintf(name, sizeof(name), "junk-%04d", i);
+        stats_request_done(s, NULL, name, STATS_OP_GET, 403, -1, 1000, 0, 0);
+    }
+    stats_bucket_found(s, "real");
+    stats_request_done(s, NULL, "real", STATS_OP_GET, 200, CACHE_HIT, 1000, 10, 0);
+    stats_request_done(s, NULL, "real", STATS_OP_GET, 404, -1, 1000, 0, 0); /* NoSuchKey */
+    char *t = render_prom(s, NULL, NULL);
+    assert_prom_valid(t);
+    assert_false(prom_has(t, "s3cached_bucket_requests_total{bucket=\"junk-0000\"}"));
+    assert_int_equal(prom_get(t, "s3cached_bucket_requests_total{bucket=\"_other\"}"),
+                     STATS_MAX_BUCKETS + 4);
+    assert_int_equal(prom_get(t, "s3cached_bucket_requests_total{bucket=\"real\"}"), 2);
+    assert_int_equal(prom_get(t, "s3cached_bucket_sent_bytes_total{bucket=\"real\"}"), 10);
+    free(t);
+    stats_bucket_forget(s, "real");
+    stats_bucket_forget(s, "never-found"); /* nothing to fold */
+    t = render_prom(s, NULL, NULL);
+    assert_false(prom_has(t, "s3cached_bucket_requests_total{bucket=\"real\"}"));
+    assert_int_equal(prom_get(t, "s3cached_bucket_requests_total{bucket=\"_other\"}"),
+                     STATS_MAX_BUCKETS + 6);
+    assert_int_equal(prom_get(t, "s3cached_bucket_sent_bytes_total{bucket=\"_other\"}"), 10);
+    free(t);
+    /* found again (re-created): a fresh row */
+    stats_bucket_found(s, "real");
+    stats_request_done(s, NULL, "real", STATS_OP_BUCKET, 200, -1, 1000, 0, 0);
+    t = render_prom(s, NULL, NULL);
+    assert_int_equal(prom_get(t, "s3cached_bucket_requests_total{bucket=\"real\"}"), 1);
     free(t);
     stats_free(s);
 }
@@ -955,6 +999,7 @@ static void test_stats_prometheus_format(void **state)
     script_two_clients(s);
     struct stats_client *q = stats_client_ref(s, "we\"ird\\key\nx", "fe80::1%eth0");
     stats_client_sent(q, 3);
+    stats_bucket_found(s, "b");
     stats_request_done(s, q, "b", STATS_OP_ADMIN, 200, -1, 100, 0, 0);
     stats_client_release(s, q);
     fake_advance(3 * SEC);
@@ -1061,8 +1106,10 @@ static void *hammer_main(void *arg)
         stats_client_sent(c, n);
         stats_client_received(c, 1);
         h->sent += n;
-        if (i % 1000 == 0)
+        if (i % 1000 == 0) {
+            stats_bucket_found(h->s, "hammer");
             stats_request_done(h->s, c, "hammer", STATS_OP_GET, 200, CACHE_HIT, i, 0, 0);
+        }
     }
     stats_client_release(h->s, c);
     return NULL;
@@ -1183,6 +1230,7 @@ int main(void)
         cmocka_unit_test(test_stats_aging_into_other),
         cmocka_unit_test(test_stats_client_cap),
         cmocka_unit_test(test_stats_bucket_cap),
+        cmocka_unit_test(test_stats_bucket_rows_only_when_found),
         cmocka_unit_test(test_stats_prometheus_format),
         cmocka_unit_test(test_stats_policy),
         cmocka_unit_test(test_stats_concurrent_sent),

@@ -1,6 +1,6 @@
 /* test_store.c: the cache's file system helpers: what medium keeps a directory's data
  * (lib/fileio.c: the cache skips preallocation in memory, the file backend trusts a local disk
- * not to stall), and preallocation (cache/store.c). */
+ * not to stall), preallocation and the mode of the files it creates (cache/store.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <mntent.h>
@@ -88,11 +88,40 @@ static void test_store_preallocate(void **state)
     assert_true((uint64_t)blocks_after(dir, 0, len) * 512 >= len);
 }
 
+/* A cache file store_open() creates (a fill's data, an empty object) and a staged one are the
+ * owner's alone, whatever the umask lets through. */
+static void test_store_files_are_private(void **state)
+{
+    (void)state;
+    char dir[256], p[STORE_PATH_MAX];
+    struct stat st;
+    int fd = -1;
+    mode_t old = umask(022);
+    snprintf(dir, sizeof(dir), "/tmp/test_store_mode.XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(p, sizeof(p), "%s/ab/cd/obj", dir);
+    assert_int_equal(store_open(p, 1, &fd), 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    close(fd);
+    snprintf(p, sizeof(p), "%s/tmp", dir);
+    assert_int_equal(mkdir(p, 0700), 0);
+    assert_int_equal(store_stage(dir, &fd, p), 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    close(fd);
+    umask(old);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_medium_agrees_with_mounts),
         cmocka_unit_test(test_store_preallocate),
+        cmocka_unit_test(test_store_files_are_private),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
