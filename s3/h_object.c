@@ -524,12 +524,6 @@ static int h_object_put_acl_end(struct req *rq)
     return rq->rc ? respond_error(rq, rq->rc) : respond_empty(rq, 200);
 }
 
-static int body_collect(struct req *rq, const char *data, size_t len)
-{
-    int rc = buf_append(&rq->body, data, len);
-    return rc == -EMSGSIZE ? -S3E_MALFORMED_ACL : rc;
-}
-
 const struct handler h_object_acl = {.end = h_object_acl_end};
 const struct handler h_object_put_acl = {.body = body_collect, .end = h_object_put_acl_end};
 const struct handler h_object_tagging = {.end = h_object_tagging_end};

@@ -20,6 +20,11 @@ extern const struct handler h_batch; /* h_batch.c */
 extern const struct handler h_mp_create, h_mp_part, h_mp_part_copy, h_mp_complete, h_mp_abort,
     h_mp_list_parts;
 
+/* The body() of the handlers whose body is an XML document (body.c): appends @data to
+ * rq->body. 0, -ENOMEM, or past XML_BODY_MAX the operation's malformed-document error
+ * (-S3E_MALFORMED_ACL for PutObjectAcl, else -S3E_MALFORMED_XML). */
+int body_collect(struct req *rq, const char *data, size_t len);
+
 /* Shared by the object and multipart handlers (h_object.c). */
 /* Parses x-amz-copy-source ("/bucket/key" or "bucket/key", URL-encoded, optional
  * "?versionId=null"). 0 or -S3E_*. */
