@@ -21,37 +21,41 @@ static double ms_since(uint64_t t0)
     return (double)(s3c_mono_ns() - t0) / 1e6;
 }
 
+struct bench_reader {
+    int fd;
+    char buf[65536];
+    uint64_t reads;
+};
+
+static int bench_read(void *cls, uint64_t off, size_t len, const void **bytes, struct errmsg *em)
+{
+    struct bench_reader *r = cls;
+    (void)em;
+    if (len > sizeof(r->buf) || pread(r->fd, r->buf, len, (off_t)off) != (ssize_t)len)
+        return -EIO;
+    r->reads++;
+    *bytes = r->buf;
+    return 0;
+}
+
+static int bench_count(void *cls, const struct tar_entry *e, struct errmsg *em)
+{
+    (void)e;
+    (void)em;
+    (*(long *)cls)++;
+    return 0;
+}
+
 /* Walks without indexing: the walker's own cost. Returns the entries, or -1. */
 static long walk_only(int fd, uint64_t size, uint64_t *reads)
 {
-    struct tar_walk *w;
-    char buf[65536];
+    static struct bench_reader r;
     long n = 0;
-    *reads = 0;
-    if (tar_walk_new(size, NULL, &w) != 0)
-        return -1;
-    for (;;) {
-        struct tar_entry e;
-        struct tar_need need;
-        int rc = tar_walk_next(w, &e, &need);
-        if (rc == TAR_ENTRY) {
-            n++;
-            continue;
-        }
-        if (rc != TAR_NEED) {
-            if (rc != TAR_END)
-                n = -1;
-            break;
-        }
-        if (need.len > sizeof(buf) || pread(fd, buf, need.len, (off_t)need.off) != (ssize_t)need.len ||
-            tar_walk_feed(w, buf, need.len) != 0) {
-            n = -1;
-            break;
-        }
-        (*reads)++;
-    }
-    tar_walk_free(w);
-    return n;
+    r.fd = fd;
+    r.reads = 0;
+    int rc = tar_walk_all(size, NULL, bench_read, &r, bench_count, &n, NULL);
+    *reads = r.reads;
+    return rc ? -1 : n;
 }
 
 static uint64_t rnd_state = 88172645463325252ull;

@@ -180,61 +180,47 @@ static int read_blocking(struct cache_obj *o, struct cache_pwait *p, uint64_t po
     return 0;
 }
 
+/* The cache as tar_read_f: reads wait for the blocks to be fetched (blocking: workers only). */
+struct cache_reader {
+    struct cache_obj *o;
+    struct cache_pwait p;
+    char *buf;
+    size_t cap;
+};
+
+static int cache_read(void *cls, uint64_t off, size_t len, const void **bytes,
+                      struct errmsg *em)
+{
+    struct cache_reader *r = cls;
+    (void)em;
+    if (len > r->cap)
+        return -E2BIG;
+    int rc = read_blocking(r->o, &r->p, off, r->buf, len);
+    *bytes = r->buf;
+    return rc;
+}
+
 /* Walks the tar of @o (@size bytes) through the cache: the headers' blocks are fetched as the
  * walk reaches them, read-ahead included. */
 static int build_walk(struct cache_obj *o, uint64_t size, void **blob, size_t *len,
                       struct errmsg *em)
 {
-    struct tar_walk *w = NULL;
-    struct tar_index_builder *b = NULL;
-    struct cache_pwait p;
-    size_t cap = TAR_DEF_MAX_META + TAR_BLOCK;
-    char *buf = malloc(cap);
-    int rc;
-    if (!buf)
+    struct cache_reader r = {.o = o, .cap = TAR_DEF_MAX_META + TAR_BLOCK};
+    if (!(r.buf = malloc(r.cap)))
         return -ENOMEM;
-    cache_pwait_init(&p);
+    cache_pwait_init(&r.p);
     pthread_mutex_lock(&o->c->mu);
     o->range_end = size; /* read-ahead stays inside the archive */
     o->wf_scan = 1;      /* what the walk passes is for the member reads that wait for it */
     pthread_mutex_unlock(&o->c->mu);
-    if ((rc = tar_walk_new(size, NULL, &w)) || (rc = tar_index_builder_new(size, &b)))
-        goto out;
-    for (;;) {
-        struct tar_entry ent;
-        struct tar_need need;
-        rc = tar_walk_next(w, &ent, &need);
-        if (rc == TAR_END) {
-            rc = tar_index_builder_finish(b, blob, len);
-            break;
-        }
-        if (rc == TAR_ENTRY) {
-            if ((rc = tar_index_builder_add(b, &ent)))
-                break;
-            continue;
-        }
-        if (rc != TAR_NEED) {
-            errmsg_set(em, "%s", tar_walk_reason(w));
-            break;
-        }
-        if (need.len > cap) {
-            rc = -E2BIG;
-            break;
-        }
-        if ((rc = read_blocking(o, &p, need.off, buf, need.len)) ||
-            (rc = tar_walk_feed(w, buf, need.len)))
-            break;
-    }
-out:
-    cache_obj_cancel_wait(o, &p.w);
+    int rc = tar_index_build(size, NULL, cache_read, &r, blob, len, em);
+    cache_obj_cancel_wait(o, &r.p.w);
     pthread_mutex_lock(&o->c->mu);
     fillwin_detach_locked(o); /* as a scanner: its run keeps the bytes for the member reads */
     o->wf_scan = 0;
     pthread_mutex_unlock(&o->c->mu);
-    cache_pwait_destroy(&p);
-    tar_walk_free(w);
-    tar_index_builder_free(b);
-    free(buf);
+    cache_pwait_destroy(&r.p);
+    free(r.buf);
     return rc;
 }
 
@@ -349,60 +335,47 @@ struct whole_job {
 
 #define MEMBERS_DIRECT_ALIGN 4096
 
-/* tar_index_build_fd() with O_DIRECT reads of @fd (opened O_DIRECT): each range the walk
- * needs is read in whole aligned pages. Same results. */
+/* An O_DIRECT file as tar_read_f: each range is read in whole aligned pages. */
+struct direct_reader {
+    int fd;
+    char *buf; /* aligned */
+    size_t cap;
+};
+
+static int direct_read(void *cls, uint64_t off, size_t len, const void **bytes,
+                       struct errmsg *em)
+{
+    struct direct_reader *r = cls;
+    (void)em;
+    uint64_t a0 = off / MEMBERS_DIRECT_ALIGN * MEMBERS_DIRECT_ALIGN;
+    uint64_t a1 =
+        (off + len + MEMBERS_DIRECT_ALIGN - 1) / MEMBERS_DIRECT_ALIGN * MEMBERS_DIRECT_ALIGN;
+    if (a1 - a0 > r->cap)
+        return -E2BIG;
+    size_t got = 0;
+    while (got < a1 - a0) {
+        ssize_t n = pread(r->fd, r->buf + got, (size_t)(a1 - a0) - got, (off_t)(a0 + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* the end of the file: the last page is short */
+        got += (size_t)n;
+    }
+    if (got < off + len - a0)
+        return -ENODATA;
+    *bytes = r->buf + (off - a0);
+    return 0;
+}
+
+/* tar_index_build_fd() with O_DIRECT reads of @fd (opened O_DIRECT). Same results. */
 static int build_direct(int fd, uint64_t size, void **blob, size_t *len)
 {
-    struct tar_walk *w = NULL;
-    struct tar_index_builder *b = NULL;
-    size_t cap = TAR_DEF_MAX_META + TAR_BLOCK + 2 * MEMBERS_DIRECT_ALIGN;
+    struct direct_reader r = {fd, NULL, TAR_DEF_MAX_META + TAR_BLOCK + 2 * MEMBERS_DIRECT_ALIGN};
     void *buf = NULL;
-    int rc;
-    if (posix_memalign(&buf, MEMBERS_DIRECT_ALIGN, cap))
+    if (posix_memalign(&buf, MEMBERS_DIRECT_ALIGN, r.cap))
         return -ENOMEM;
-    if ((rc = tar_walk_new(size, NULL, &w)) || (rc = tar_index_builder_new(size, &b)))
-        goto out;
-    for (;;) {
-        struct tar_entry ent;
-        struct tar_need need;
-        rc = tar_walk_next(w, &ent, &need);
-        if (rc == TAR_END) {
-            rc = tar_index_builder_finish(b, blob, len);
-            break;
-        }
-        if (rc == TAR_ENTRY) {
-            if ((rc = tar_index_builder_add(b, &ent)))
-                break;
-            continue;
-        }
-        if (rc != TAR_NEED)
-            break;
-        uint64_t a0 = need.off / MEMBERS_DIRECT_ALIGN * MEMBERS_DIRECT_ALIGN;
-        uint64_t a1 = (need.off + need.len + MEMBERS_DIRECT_ALIGN - 1) / MEMBERS_DIRECT_ALIGN *
-                      MEMBERS_DIRECT_ALIGN;
-        if (a1 - a0 > cap) {
-            rc = -E2BIG;
-            break;
-        }
-        size_t got = 0;
-        while (got < a1 - a0) {
-            ssize_t n = pread(fd, (char *)buf + got, (size_t)(a1 - a0) - got, (off_t)(a0 + got));
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                break; /* the end of the file: the last page is short */
-            got += (size_t)n;
-        }
-        if (got < need.off + need.len - a0) {
-            rc = -ENODATA;
-            break;
-        }
-        if ((rc = tar_walk_feed(w, (char *)buf + (need.off - a0), need.len)))
-            break;
-    }
-out:
-    tar_walk_free(w);
-    tar_index_builder_free(b);
+    r.buf = buf;
+    int rc = tar_index_build(size, NULL, direct_read, &r, blob, len, NULL);
     free(buf);
     return rc;
 }

@@ -104,13 +104,14 @@ __attribute__((destructor)) static void stage_pool_free(void)
 }
 
 /* Sends the body written from @up->pos on around the page cache, when it is large and the
- * gateway writes back (write-through reads the file again at once: that stays in memory).
- * Best effort: any refusal (no memory, a file system without O_DIRECT) keeps it buffered. */
+ * write does not read it back at once (objects_stage_direct(): write-back; write-through
+ * reads the file again at once: that stays in memory). Best effort: any refusal (no memory, a
+ * file system without O_DIRECT) keeps it buffered. */
 static void direct_start(struct req *rq)
 {
     struct upload *up = rq->up;
     long pg = sysconf(_SC_PAGESIZE);
-    if (!objects_write_back(rq->srv->obj) || up->declared == UINT64_MAX ||
+    if (!objects_stage_direct(rq->srv->obj) || up->declared == UINT64_MAX ||
         up->declared < UPLOAD_DIRECT_MIN || pg <= 0 || UPLOAD_DIRECT_ALIGN % (unsigned long)pg)
         return;
     char proc[64];

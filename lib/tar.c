@@ -700,3 +700,32 @@ int tar_walk_next(struct tar_walk *w, struct tar_entry *ent, struct tar_need *ne
             return rc;
     }
 }
+
+/* --- the whole walk -------------------------------------------------------------------- */
+
+int tar_walk_all(uint64_t archive_size, const struct tar_limits *lim, tar_read_f *read,
+                 void *read_cls, tar_entry_f *on_entry, void *entry_cls, struct errmsg *em)
+{
+    struct tar_walk *w = NULL;
+    int rc = tar_walk_new(archive_size, lim, &w);
+    while (rc == 0) {
+        struct tar_entry ent;
+        struct tar_need need;
+        const void *bytes = NULL;
+        rc = tar_walk_next(w, &ent, &need);
+        if (rc == TAR_END) {
+            rc = 0;
+            break;
+        }
+        if (rc == TAR_ENTRY) {
+            rc = on_entry(entry_cls, &ent, em);
+        } else if (rc == TAR_NEED) {
+            if (!(rc = read(read_cls, need.off, need.len, &bytes, em)))
+                rc = tar_walk_feed(w, bytes, need.len);
+        } else {
+            errmsg_set(em, "tar: %s", tar_walk_reason(w));
+        }
+    }
+    tar_walk_free(w);
+    return rc;
+}

@@ -4,6 +4,7 @@
  *     512-byte header, or one pax / GNU long-name payload, capped), the caller reads them
  *     (pread on a cached file, a ranged GET on a backend, or the bytes of a stream as they
  *     pass) and feeds them, and it emits one entry {name, data offset, size, type} per member.
+ *     tar_walk_all() is that loop once, over a reader callback and an entry callback.
  *   - tar_index: the member index of one archive as a byte blob (an LMDB value): a sorted
  *     table read in place, O(log n) lookups by name, members in archive order.
  * Pure: no I/O but tar_index_build_fd()'s pread, no logging, no global state.
@@ -106,6 +107,23 @@ int tar_walk_feed(struct tar_walk *w, const void *buf, size_t len);
 /* A short reason for the last error ("bad header checksum at offset 1536"), or "". */
 const char *tar_walk_reason(const struct tar_walk *w);
 
+/* The whole walk, for a caller that has the archive at hand (a file, the cache): the step API
+ * above driven to its end, the bytes it needs asked of @read and each entry handed to
+ * @on_entry. */
+/* Gives the @len bytes of the archive at @off: 0 with *@bytes pointing at them (the reader's
+ * memory, valid until its next call), or a negative error (reason in @em if it has one). */
+typedef int tar_read_f(void *cls, uint64_t off, size_t len, const void **bytes,
+                       struct errmsg *em);
+/* Takes the next entry (borrowed, as tar_walk_next()'s): 0 goes on, anything else ends the
+ * walk and is tar_walk_all()'s result. */
+typedef int tar_entry_f(void *cls, const struct tar_entry *ent, struct errmsg *em);
+/* Walks the archive of @archive_size bytes with @lim (NULL: defaults): @read(@read_cls, ...)
+ * feeds it, forward only, and @on_entry(@entry_cls, ...) gets every entry in archive order.
+ * Returns 0 at the end of the archive, the walk's error (as tar_walk_next(), the reason in
+ * @em as "tar: <reason>"), -ENOMEM, or the first nonzero result of @read or @on_entry. */
+int tar_walk_all(uint64_t archive_size, const struct tar_limits *lim, tar_read_f *read,
+                 void *read_cls, tar_entry_f *on_entry, void *entry_cls, struct errmsg *em);
+
 /*
  * The member index, a blob of version 1 (integers little-endian, read unaligned):
  *   header   32 bytes: "TARX", u8 version (1), u8 record size (24), u16 0, u32 n,
@@ -157,10 +175,15 @@ int tar_index_builder_add(struct tar_index_builder *b, const struct tar_entry *e
  * Returns 0 or -ENOMEM; the builder can only be freed afterwards. */
 int tar_index_builder_finish(struct tar_index_builder *b, void **blob, size_t *len);
 
-/* Walks the archive in @fd (@size bytes; read with pread, 512 bytes per member plus extended
- * headers) and makes its index blob, as tar_index_builder_finish(). Returns 0, the walk's
- * error or the builder's (reason in @em), -errno of a failed pread, or -ENODATA when the file
- * ends before @size. @fd is borrowed (its offset is not used). */
+/* Walks the archive of @size bytes that @read(@cls, ...) gives (tar_walk_all()) and makes its
+ * index blob, as tar_index_builder_finish(). Returns 0, the walk's error or the builder's
+ * (reason in @em), or @read's. *@blob is NULL on failure. */
+int tar_index_build(uint64_t size, const struct tar_limits *lim, tar_read_f *read, void *cls,
+                    void **blob, size_t *len, struct errmsg *em);
+/* tar_index_build() of the archive in @fd (@size bytes; read with pread, 512 bytes per member
+ * plus extended headers). Returns 0, the walk's error or the builder's (reason in @em), -errno
+ * of a failed pread, or -ENODATA when the file ends before @size. @fd is borrowed (its offset
+ * is not used). */
 int tar_index_build_fd(int fd, uint64_t size, const struct tar_limits *lim, void **blob,
                        size_t *len, struct errmsg *em);
 

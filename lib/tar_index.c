@@ -216,62 +216,67 @@ out:
     return rc;
 }
 
+/* tar_walk_all()'s entry callback: the entry into the builder @cls. */
+static int build_add(void *cls, const struct tar_entry *ent, struct errmsg *em)
+{
+    int rc = tar_index_builder_add(cls, ent);
+    if (rc)
+        errmsg_set(em, "tar index: %s at member %llu",
+                   rc == -E2BIG ? "too many members" : "out of memory",
+                   (unsigned long long)ent->hdr_off);
+    return rc;
+}
+
+int tar_index_build(uint64_t size, const struct tar_limits *lim, tar_read_f *read, void *cls,
+                    void **blob, size_t *len, struct errmsg *em)
+{
+    struct tar_index_builder *b = NULL;
+    *blob = NULL;
+    *len = 0;
+    int rc = tar_index_builder_new(size, &b);
+    if (!rc)
+        rc = tar_walk_all(size, lim, read, cls, build_add, b, em);
+    if (!rc)
+        rc = tar_index_builder_finish(b, blob, len);
+    tar_index_builder_free(b);
+    return rc;
+}
+
+/* A file read with pread into a buffer grown to the largest read. */
+struct fd_reader {
+    int fd;
+    char *buf;
+    size_t cap;
+};
+
+static int fd_read(void *cls, uint64_t off, size_t len, const void **bytes, struct errmsg *em)
+{
+    struct fd_reader *r = cls;
+    if (grow(&r->buf, &r->cap, len) != 0)
+        return -ENOMEM;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(r->fd, r->buf + got, len - got, (off_t)(off + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int rc = n < 0 ? -errno : -ENODATA;
+            errmsg_set(em, "tar: pread at %llu: %s", (unsigned long long)(off + got),
+                       n < 0 ? strerror(errno) : "file shorter than its size");
+            return rc;
+        }
+        got += (size_t)n;
+    }
+    *bytes = r->buf;
+    return 0;
+}
+
 int tar_index_build_fd(int fd, uint64_t size, const struct tar_limits *lim, void **blob,
                        size_t *len, struct errmsg *em)
 {
-    struct tar_walk *w = NULL;
-    struct tar_index_builder *b = NULL;
-    char *buf = NULL;
-    size_t cap = 0;
-    int rc;
-    *blob = NULL;
-    *len = 0;
-    if ((rc = tar_walk_new(size, lim, &w)) != 0 || (rc = tar_index_builder_new(size, &b)) != 0)
-        goto out;
-    for (;;) {
-        struct tar_entry ent;
-        struct tar_need need;
-        rc = tar_walk_next(w, &ent, &need);
-        if (rc == TAR_END)
-            break;
-        if (rc == TAR_ENTRY) {
-            if ((rc = tar_index_builder_add(b, &ent)) != 0) {
-                errmsg_set(em, "tar index: %s at member %llu",
-                           rc == -E2BIG ? "too many members" : "out of memory",
-                           (unsigned long long)ent.hdr_off);
-                goto out;
-            }
-            continue;
-        }
-        if (rc < 0) {
-            errmsg_set(em, "tar: %s", tar_walk_reason(w));
-            goto out;
-        }
-        if (grow(&buf, &cap, need.len) != 0) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        size_t got = 0;
-        while (got < need.len) {
-            ssize_t r = pread(fd, buf + got, need.len - got, (off_t)(need.off + got));
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                rc = r < 0 ? -errno : -ENODATA;
-                errmsg_set(em, "tar: pread at %llu: %s", (unsigned long long)(need.off + got),
-                           r < 0 ? strerror(errno) : "file shorter than its size");
-                goto out;
-            }
-            got += (size_t)r;
-        }
-        if ((rc = tar_walk_feed(w, buf, got)) != 0)
-            goto out;
-    }
-    rc = tar_index_builder_finish(b, blob, len);
-out:
-    free(buf);
-    tar_walk_free(w);
-    tar_index_builder_free(b);
+    struct fd_reader r = {fd, NULL, 0};
+    int rc = tar_index_build(size, lim, fd_read, &r, blob, len, em);
+    free(r.buf);
     return rc;
 }
 

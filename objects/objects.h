@@ -2,9 +2,10 @@
  * objects.h: the object layer's context (objects.c). S3 object semantics over the cache and
  * the backend live in this folder: reads go through the cache; writes (object.c: put, copy,
  * delete; multipart.c; bucket.c) and listings (listing.c, which merges keys written back but
- * not drained) decide here, once, between write-through (the backend first, then the cache)
- * and write-back (durable in the cache, drained later). The handlers above parse requests and
- * answer; they never ask which mode is on.
+ * not drained). The write mode is one implementation of one interface (write_priv.h), picked
+ * once in objects_new(): write-through (write_through.c: the backend first, then the cache)
+ * or write-back (write_back.c: durable in the cache, drained later). The handlers above parse
+ * requests and answer; they never ask which mode is on, and nor does the rest of this folder.
  */
 #ifndef S3C_OBJECTS_H
 #define S3C_OBJECTS_H
@@ -15,6 +16,7 @@
 
 struct backend;
 struct cache;
+struct objects_write_ops;
 struct warm;
 
 /* Cluster mode (--peers): what the gateways acting as one cache need to hear from the write
@@ -37,7 +39,7 @@ struct objects {
     struct backend *be;
     struct cache *cache;
     struct warm *warm;         /* fetches written objects back into the cache (write-through) */
-    enum conf_write_mode mode; /* --write-mode, parsed once */
+    const struct objects_write_ops *write; /* --write-mode's implementation, picked once */
     struct objects_peer_ops peer; /* cluster mode; all NULL otherwise */
 };
 
@@ -54,8 +56,10 @@ void objects_set_peer_ops(struct objects *o, const struct objects_peer_ops *ops)
  * (nothing outside cluster mode). */
 int objects_keep(const struct objects *o, const char *bucket, const char *key);
 void objects_changed(const struct objects *o, const char *bucket, const char *key, int rewarm);
-/* Whether writes are written back (durable in the cache, drained later). Non-blocking. */
-int objects_write_back(const struct objects *o);
+/* Whether a large body staged for a write may be written around the page cache: the write
+ * does not read it back at once (write-back: the drainer uploads it later), where write-through
+ * sends it to the backend right away, from memory. Non-blocking. */
+int objects_stage_direct(const struct objects *o);
 
 /* A body of @bytes is about to be received for a write: write-back reserves it against the
  * dirty limit (*@admitted = @bytes; give it back with objects_unadmit() once the write ended

@@ -36,13 +36,6 @@ static int run_then(struct req *rq, void (*fn)(struct req *), int (*done)(struct
     return rc ? respond_error(rq, rc) : REQ_OK;
 }
 
-/* Swallows a small request body (CreateBucketConfiguration and the like). */
-static int body_collect(struct req *rq, const char *data, size_t len)
-{
-    int rc = buf_append(&rq->body, data, len);
-    return rc == -EMSGSIZE ? -S3E_MALFORMED_XML : rc;
-}
-
 /* ------------------------------------------------------------------ ListBuckets */
 
 struct buckets_state {

@@ -4,7 +4,8 @@
  * extension, an ETag derived from the shard's ETag and the name, Range within the member, and
  * the conditional headers against the shard's ETag (or the member's). Its bytes are a range
  * of the cached shard: a hit is one member-index lookup (cache/members.c) and a sendfile at
- * the member's offset. A version without an index gets one built on a worker first.
+ * the member's offset. A version without an index gets one built on a worker first. This is
+ * a read_target: the GET flow itself is the object's (read.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,13 +15,10 @@
 
 #include "http/respond.h"
 #include "http/server.h"
-#include "lib/range.h"
 #include "lib/s3err.h"
+#include "read.h"
 #include "s3.h"
 #include "sig/sigv4.h"
-
-/* Phases of a member read (rq->phase). */
-enum { MPH_START = 0, MPH_META, MPH_BUILD, MPH_READ };
 
 struct member_state {
     void *blob; /* the index a build of this request made (used when the version kept none) */
@@ -79,57 +77,25 @@ static void member_etag(const char *shard_etag, const char *name, char out[BE_ET
     snprintf(out, BE_ETAG_MAX, "%.32s-m", hex);
 }
 
-/* The conditional headers match the shard's ETag or the member's: 304 when either matches an
- * If-None-Match, 412 only when both fail (an If-Match naming one of them passes). */
-static int member_cond(struct req *rq, const struct be_meta *shard, const struct be_meta *mm)
-{
-    struct cond_hdrs c = {
-        .if_match = req_header(rq, "If-Match"),
-        .if_none_match = req_header(rq, "If-None-Match"),
-        .if_modified_since = req_header(rq, "If-Modified-Since"),
-        .if_unmodified_since = req_header(rq, "If-Unmodified-Since"),
-    };
-    int64_t mtime = shard->mtime_ns / 1000000000ll;
-    int a = cond_check(&c, shard->etag, mtime, 1), b = cond_check(&c, mm->etag, mtime, 1);
-    if (a == -S3E_NOT_MODIFIED || b == -S3E_NOT_MODIFIED)
-        return -S3E_NOT_MODIFIED;
-    return a && b ? a : 0;
-}
-
 static void build_job(struct req *rq)
 {
     struct member_state *ms = rq->job_state;
     ms->rc = cache_obj_members_build(rq->obj, &ms->blob, &ms->len, &ms->em);
 }
 
-static int member_answer(struct req *rq, int is_get)
+/* read_member's select: the member named by ?member= as the view, from the shard's index (a
+ * build on a worker first when the version has none). The conditional headers match the
+ * shard's ETag or the member's. */
+static int member_select(struct req *rq, const struct be_meta *m, struct read_view *v)
 {
     struct member_state *ms = rq->job_state;
     int rc;
-    if (rq->phase == MPH_START) {
-        if (!ms) {
-            if (!(ms = calloc(1, sizeof(*ms))))
-                return respond_error(rq, -ENOMEM);
-            rq->job_state = ms;
-            rq->job_state_free = member_state_free;
-        }
-        rc = cache_obj_get(rq->srv->cache, rq->bucket, rq->key, &rq->obj);
-        if (rc)
-            return respond_error(rq, rc);
-        rq->phase = MPH_META;
+    if (!ms) {
+        if (!(ms = calloc(1, sizeof(*ms))))
+            return respond_error(rq, -ENOMEM);
+        rq->job_state = ms;
+        rq->job_state_free = member_state_free;
     }
-    enum cache_outcome how = CACHE_HIT;
-    const struct be_meta *m = NULL;
-    rc = cache_obj_meta(rq->obj, &rq->waiter, &m, &how);
-    if (rc == -EAGAIN)
-        return REQ_OK;
-    if (rc)
-        return respond_error(rq, rc);
-    rq->cache_how = (int)how;
-
-    const char *vid = req_query(rq, "versionId");
-    if (vid && *vid && strcmp(vid, "null"))
-        return respond_error_msg(rq, -S3E_INVALID_ARGUMENT, "Invalid version id specified");
     if (req_has_query(rq, "partNumber"))
         return respond_error_msg(rq, -S3E_INVALID_REQUEST,
                                  "Cannot specify both member and partNumber");
@@ -142,10 +108,11 @@ static int member_answer(struct req *rq, int is_get)
     if ((kl > 7 && !strcasecmp(rq->key + kl - 7, ".tar.gz")) ||
         (kl > 4 && !strcasecmp(rq->key + kl - 4, ".tgz")))
         return respond_error_msg(rq, -S3E_NOT_IMPLEMENTED,
-                                 "Member reads of compressed tars are not supported: reading "
-                                 "one member of a gzip stream needs all the bytes before it");
+                                 "Member reads of compressed tars are not supported: "
+                                 "reading one member of a gzip stream needs all the "
+                                 "bytes before it");
 
-    if (rq->phase == MPH_BUILD && ms->rc) {
+    if (rq->phase == READ_SELECT && ms->rc) {
         char msg[400];
         snprintf(msg, sizeof(msg), "%s is not a tar archive the gateway can read: %s", rq->key,
                  ms->em.buf[0] ? ms->em.buf : s3c_strerror(ms->rc));
@@ -157,9 +124,9 @@ static int member_answer(struct req *rq, int is_get)
     } else {
         rc = cache_obj_member(rq->obj, name, name_len, &cm);
         if (rc == -ENODATA || rc == -EBADMSG) {
-            if (rq->phase == MPH_BUILD) /* built, yet neither kept nor handed back */
+            if (rq->phase == READ_SELECT) /* built, yet neither kept nor handed back */
                 return respond_error(rq, -S3E_INTERNAL);
-            rq->phase = MPH_BUILD;
+            rq->phase = READ_SELECT;
             rc = req_run_wait_job(rq, build_job);
             return rc ? respond_error(rq, rc) : REQ_OK;
         }
@@ -183,50 +150,15 @@ static int member_answer(struct req *rq, int is_get)
     const char *ct = member_content_type(name);
     snprintf(mm->content_type, sizeof(mm->content_type), "%s",
              ct ? ct : "application/octet-stream");
-    rq->meta = mm; /* a 304 carries the member's headers */
-    if ((rc = member_cond(rq, m, mm)))
-        return respond_error(rq, rc);
-
-    uint64_t off = 0, len = cm.size;
-    int status = 200;
-    const char *range = req_header(rq, "Range");
-    if (range) {
-        rc = range_parse(range, cm.size, &off, &len);
-        if (rc == -S3E_INVALID_RANGE)
-            return respond_invalid_range(rq, range, cm.size);
-        if (rc < 0)
-            return respond_error(rq, rc);
-        if (rc == 1)
-            status = 206;
-    }
-    rq->partial = status == 206;
-    rq->off = cm.data_off + off; /* shard offsets, as a GET's (the hit check reads them) */
-    rq->len = len;
-    if (rq->phase != MPH_READ)
-        cache_count_members(rq->srv->cache, 1, 0, 0, 0);
-    if (!is_get || len == 0)
-        return respond_object_at(rq, mm, -1, status, off, len, cm.data_off);
-    int fd = -1;
-    rq->phase = MPH_READ;
-    rc = cache_obj_open_get(rq->obj, cm.data_off + off, len, &rq->waiter, &fd);
-    if (rc == -EINPROGRESS)
-        return REQ_OK;
-    rq->cache_how = (int)cache_obj_outcome(rq->obj);
-    if (rc == 1) {
-        rq->from_source = 1;
-        rc = 0;
-    }
-    if (rc == 0)
-        return respond_object_at(rq, mm, fd, status, off, len, cm.data_off);
-    if (rc != -EAGAIN)
-        return respond_error(rq, rc);
-    return respond_object_at(rq, mm, -1, status, off, len, cm.data_off);
+    v->meta = mm;
+    v->base = cm.data_off;
+    v->alt_etag = m->etag;
+    return READ_ON;
 }
 
-int member_read_end(struct req *rq, int is_get)
+static void member_served(struct req *rq)
 {
-    int ret = member_answer(rq, is_get);
-    if (rq->answered && rq->obj && rq->phase != MPH_READ)
-        cache_obj_fetch_none(rq->obj);
-    return ret;
+    cache_count_members(rq->srv->cache, 1, 0, 0, 0);
 }
+
+const struct read_target read_member = {member_select, member_served};

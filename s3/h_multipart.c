@@ -274,12 +274,6 @@ static int h_mp_part_copy_end(struct req *rq)
 
 /* ------------------------------------------------------------------ Complete */
 
-static int body_collect(struct req *rq, const char *data, size_t len)
-{
-    int rc = buf_append(&rq->body, data, len);
-    return rc == -EMSGSIZE ? -S3E_MALFORMED_XML : rc;
-}
-
 static void mp_complete_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;

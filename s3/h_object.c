@@ -1,7 +1,7 @@
 /*
  * h_object.c: GetObject, HeadObject, PutObject, CopyObject, DeleteObject,
  * GetObjectAttributes and the object ACL and tagging stubs. Reads go through the
- * cache (never blocking an HTTP thread); bodies are staged by upload.c, and writes
+ * cache (read.c: never blocking an HTTP thread); bodies are staged by upload.c, and writes
  * run on a worker in the object layer (objects/object.c), which knows the write mode.
  */
 #include <errno.h>
@@ -20,15 +20,14 @@
 #include "lib/s3err.h"
 #include "lib/xml.h"
 #include "objects/object.h"
+#include "read.h"
 #include "s3.h"
 
-enum { PH_START = 0, PH_META, PH_READ, PH_JOB_DONE };
+enum { PH_START = 0, PH_JOB_DONE };
 
 #define OWNER_ID "s3cached" /* the one owner of everything (ACL documents, listings) */
 
-/* Without versioning every object has one version, "null" (S3's id of a version made while a
- * bucket was never versioned): ?versionId=null names it; any other id is refused (400). */
-static int version_id_ok(struct req *rq)
+int version_id_ok(struct req *rq)
 {
     const char *vid = req_query(rq, "versionId");
     return !vid || !*vid || !strcmp(vid, "null");
@@ -36,104 +35,10 @@ static int version_id_ok(struct req *rq)
 
 /* ------------------------------------------------------------------ GET / HEAD */
 
-static int h_read_answer(struct req *rq, int is_get)
-{
-    int rc;
-    if (rq->phase == PH_START) {
-        rc = cache_obj_get(rq->srv->cache, rq->bucket, rq->key, &rq->obj);
-        if (rc)
-            return respond_error(rq, rc);
-        rq->phase = PH_META;
-    }
-    enum cache_outcome how = CACHE_HIT;
-    const struct be_meta *m = NULL;
-    rc = cache_obj_meta(rq->obj, &rq->waiter, &m, &how);
-    if (rc == -EAGAIN)
-        return REQ_OK; /* suspended; the cache resumes us */
-    if (rc)
-        return respond_error(rq, rc);
-    rq->meta = m;
-    rq->cache_how = (int)how;
-
-    if (!version_id_ok(rq))
-        return respond_error_msg(rq, -S3E_INVALID_ARGUMENT, "Invalid version id specified");
-
-    struct cond_hdrs c = {
-        .if_match = req_header(rq, "If-Match"),
-        .if_none_match = req_header(rq, "If-None-Match"),
-        .if_modified_since = req_header(rq, "If-Modified-Since"),
-        .if_unmodified_since = req_header(rq, "If-Unmodified-Since"),
-    };
-    rc = cond_check(&c, m->etag, m->mtime_ns / 1000000000ll, 1);
-    if (rc)
-        return respond_error(rq, rc);
-
-    uint64_t off = 0, len = m->size;
-    int status = 200;
-    const char *pn = req_query(rq, "partNumber");
-    const char *range = req_header(rq, "Range");
-    if (pn) {
-        char *end;
-        long n = strtol(pn, &end, 10);
-        if (*end || n < 1 || n > BE_MAX_PARTS)
-            return respond_error_msg(rq, -S3E_INVALID_ARGUMENT,
-                                     "Part number must be an integer between 1 and 10000");
-        if (range)
-            return respond_error_msg(rq, -S3E_INVALID_REQUEST,
-                                     "Cannot specify both Range header and partNumber query");
-        if (m->parts_count) {
-            if ((uint32_t)n > m->parts_count)
-                return respond_error(rq, -S3E_INVALID_RANGE);
-            if (!m->part_size)
-                return respond_error_msg(rq, -S3E_NOT_IMPLEMENTED,
-                                         "partNumber of an object with unequal parts");
-            off = (uint64_t)(n - 1) * m->part_size;
-            len = (uint32_t)n == m->parts_count ? m->size - off : m->part_size;
-            status = 206;
-        } else if (n != 1) {
-            return respond_error(rq, -S3E_INVALID_RANGE);
-        }
-    } else if (range) {
-        rc = range_parse(range, m->size, &off, &len);
-        if (rc == -S3E_INVALID_RANGE)
-            return respond_invalid_range(rq, range, m->size);
-        if (rc < 0)
-            return respond_error(rq, rc);
-        if (rc == 1)
-            status = 206;
-    }
-    rq->partial = status == 206;
-    rq->off = off;
-    rq->len = len;
-    if (!is_get || len == 0)
-        return respond_object(rq, m, -1, status, off, len);
-    int fd = -1;
-    rq->phase = PH_READ;
-    rc = cache_obj_open_get(rq->obj, off, len, &rq->waiter, &fd);
-    if (rc == -EINPROGRESS)
-        return REQ_OK; /* suspended until the fill has the backend's file open */
-    rq->cache_how = (int)cache_obj_outcome(rq->obj); /* refined: hit only if no byte waits */
-    if (rc == 1) {
-        rq->from_source = 1;
-        rc = 0;
-    }
-    if (rc == 0)
-        return respond_object(rq, m, fd, status, off, len);
-    if (rc != -EAGAIN)
-        return respond_error(rq, rc);
-    return respond_object(rq, m, -1, status, off, len);
-}
-
-/* GET and HEAD. An answer that read no byte (HEAD, 304, 412, 416, an empty range) says so to
- * the cache at once, not at release: its client may already send the next request. */
+/* GET and HEAD (read.c): of the object, or of the tar member ?member= names (h_member.c). */
 static int h_read_end(struct req *rq, int is_get)
 {
-    if (req_has_query(rq, "member"))
-        return member_read_end(rq, is_get); /* inside a tar shard (h_member.c) */
-    int ret = h_read_answer(rq, is_get);
-    if (rq->answered && rq->obj && rq->phase != PH_READ)
-        cache_obj_fetch_none(rq->obj);
-    return ret;
+    return read_end(rq, is_get, req_has_query(rq, "member") ? &read_member : &read_object);
 }
 
 static int h_get_end(struct req *rq)
@@ -522,12 +427,6 @@ static int h_object_put_acl_end(struct req *rq)
         return rc ? respond_error(rq, rc) : REQ_OK;
     }
     return rq->rc ? respond_error(rq, rq->rc) : respond_empty(rq, 200);
-}
-
-static int body_collect(struct req *rq, const char *data, size_t len)
-{
-    int rc = buf_append(&rq->body, data, len);
-    return rc == -EMSGSIZE ? -S3E_MALFORMED_ACL : rc;
 }
 
 const struct handler h_object_acl = {.end = h_object_acl_end};

@@ -20,6 +20,11 @@ extern const struct handler h_batch; /* h_batch.c */
 extern const struct handler h_mp_create, h_mp_part, h_mp_part_copy, h_mp_complete, h_mp_abort,
     h_mp_list_parts;
 
+/* The body() of the handlers whose body is an XML document (body.c): appends @data to
+ * rq->body. 0, -ENOMEM, or past XML_BODY_MAX the operation's malformed-document error
+ * (-S3E_MALFORMED_ACL for PutObjectAcl, else -S3E_MALFORMED_XML). */
+int body_collect(struct req *rq, const char *data, size_t len);
+
 /* Shared by the object and multipart handlers (h_object.c). */
 /* Parses x-amz-copy-source ("/bucket/key" or "bucket/key", URL-encoded, optional
  * "?versionId=null"). 0 or -S3E_*. */
@@ -27,9 +32,10 @@ int copy_source_parse(struct req *rq, char **bucket, char **key);
 /* The x-amz-copy-source-if-* headers of @rq into *@c (pointers into the request). */
 void copy_source_cond(struct req *rq, struct cond_hdrs *c);
 void acl_document(struct buf *b);
-/* GET (@is_get) or HEAD of the tar member named by ?member= (h_member.c): h_get and h_head's
- * end() when the parameter is there. */
-int member_read_end(struct req *rq, int is_get);
+/* Without versioning every object has one version, "null" (S3's id of a version made while a
+ * bucket was never versioned): whether ?versionId is absent, empty or "null" (any other id is
+ * refused: 400 InvalidArgument). */
+int version_id_ok(struct req *rq);
 /* Put{Bucket,Object}Acl's request (x-amz-acl, x-amz-grant-*, rq->body): 0 when it asks for what
  * is enforced anyway (canned "private", or a document granting the owner FULL_CONTROL and
  * nothing else); -S3E_NOT_IMPLEMENTED for any other grant; -S3E_INVALID_REQUEST,

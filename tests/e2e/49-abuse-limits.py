@@ -292,10 +292,17 @@ def xml_caps():
         md5 = base64.b64encode(hashlib.md5(xml).digest()).decode()
         r = srv.req("POST", "/" + B, query="delete", body=xml, headers={"Content-MD5": md5})
         E.expect_error("DeleteObjects with %d keys (%d bytes)" % (n, len(xml)), r, 400, "MalformedXML")
+    # the ACL documents: PutObjectAcl's is an ACL (MalformedACLError), PutBucketAcl's XML
+    acl = b"<AccessControlPolicy>" + b"<Grant></Grant>" * (3 * (1 << 20) // 15) + b"</AccessControlPolicy>"
+    r = srv.req("PUT", "/%s/mp2" % B, query="acl", body=acl)
+    E.expect_error("PutObjectAcl with a 3 MiB body", r, 400, "MalformedACLError")
+    r = srv.req("PUT", "/" + B, query="acl", body=acl)
+    E.expect_error("PutBucketAcl with a 3 MiB body", r, 400, "MalformedXML")
     healthy()
 
 
-t.check("XML bodies over the 2 MiB cap and DeleteObjects over 1,000 keys: 400 MalformedXML",
+t.check("XML bodies over the 2 MiB cap and DeleteObjects over 1,000 keys: 400 MalformedXML "
+        "(MalformedACLError for PutObjectAcl's)",
         xml_caps)
 
 

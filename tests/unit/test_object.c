@@ -30,9 +30,11 @@
 #include "lib/s3c.h"
 #include "lib/s3err.h"
 #include "lib/workq.h"
+#include "objects/multipart.h"
 #include "objects/object.h"
 #include "objects/objects.h"
 #include "objects/warm.h"
+#include "objects/write_priv.h"
 
 #define MIB (1u << 20)
 
@@ -491,10 +493,12 @@ static void test_object_mode_chosen_once(void **state)
 {
     struct env *e = *state; /* made write-through */
     uint64_t admitted = 1;
-    assert_int_equal(objects_write_back(e->o), 0);
+    assert_ptr_equal(e->o->write, &write_through_ops);
+    assert_int_equal(objects_stage_direct(e->o), 0);
     /* changing the configuration afterwards changes nothing: the mode was parsed once */
     e->cf.write_mode = CONF_WRITE_BACK;
-    assert_int_equal(objects_write_back(e->o), 0);
+    assert_ptr_equal(e->o->write, &write_through_ops);
+    assert_int_equal(objects_stage_direct(e->o), 0);
     assert_int_equal(put(e, "bkt", "k", "abc", 3, NULL), 0);
     assert_int_equal(e->fb->n_put, 1); /* through: on the backend at once */
     assert_int_equal(dirty_has(e, "bkt", "k"), 0);
@@ -506,7 +510,8 @@ static void test_object_mode_chosen_once(void **state)
     objects_free(e->o);
     assert_int_equal(objects_new(&e->cf, &e->fb->be, e->c, NULL, &e->o), 0);
     e->cf.write_mode = CONF_WRITE_THROUGH;
-    assert_int_equal(objects_write_back(e->o), 1);
+    assert_ptr_equal(e->o->write, &write_back_ops);
+    assert_int_equal(objects_stage_direct(e->o), 1);
     e->fb->fail_writes = -S3E_SERVICE_UNAVAILABLE;
     assert_int_equal(put(e, "bkt", "k2", "def", 3, NULL), 0);
     assert_int_equal(dirty_has(e, "bkt", "k2"), 1);
@@ -528,6 +533,165 @@ static void test_object_mode_chosen_once(void **state)
     flush_all(e);
 }
 
+/* Every write of the object layer goes through its write ops and nothing else asks the mode:
+ * with a recording table in place of the mode's, each public call reaches its op once, with
+ * its arguments, and answers what the op answers. */
+static unsigned rec_calls[16];
+enum { REC_ADMIT, REC_PUT, REC_COPY, REC_CREATE, REC_TARGET, REC_PART, REC_COPY_PART,
+       REC_COMPLETE, REC_ABORT, REC_LIST_PARTS, REC_LIST_UPLOADS };
+
+static int rec_admit(struct objects *o, uint64_t bytes, uint64_t *admitted)
+{
+    rec_calls[REC_ADMIT]++;
+    *admitted = bytes / 2;
+    return -1001;
+}
+
+static int rec_put(struct objects *o, const char *bucket, const char *key, int fd,
+                   const char *staged, struct be_meta *meta, int *staged_taken)
+{
+    rec_calls[REC_PUT]++;
+    assert_string_equal(staged, "/staged");
+    *staged_taken = 1;
+    return -1002;
+}
+
+static int rec_copy(struct objects *o, const char *src_bucket, const char *src_key,
+                    const char *bucket, const char *key, const struct be_meta *replace,
+                    const struct cond_hdrs *cond, struct be_meta *out)
+{
+    rec_calls[REC_COPY]++;
+    assert_string_equal(src_key, "src");
+    return -1003;
+}
+
+static int rec_create(struct objects *o, const char *bucket, const char *key,
+                      const struct be_meta *meta, char upload_id[BE_UPLOAD_ID_MAX])
+{
+    rec_calls[REC_CREATE]++;
+    return -1004;
+}
+
+static int rec_target(struct objects *o, const char *bucket, const char *key,
+                      const char *upload_id, unsigned number, uint64_t size, int *fd,
+                      uint64_t *off)
+{
+    rec_calls[REC_TARGET]++;
+    assert_int_equal(number, 7);
+    return 1;
+}
+
+static int rec_part(struct objects *o, const char *bucket, const char *key, const char *upload_id,
+                    int fd, const char *staged, int inplace, const struct be_part *part,
+                    int *staged_taken)
+{
+    rec_calls[REC_PART]++;
+    assert_int_equal(*staged_taken, 0);
+    assert_int_equal(inplace, 1);
+    return -1006;
+}
+
+static int rec_copy_part(struct objects *o, const char *bucket, const char *key,
+                         const char *upload_id, unsigned number, const char *src_bucket,
+                         const char *src_key, int has_range, uint64_t off, uint64_t len,
+                         const struct cond_hdrs *cond, struct be_part *out)
+{
+    rec_calls[REC_COPY_PART]++;
+    assert_int_equal(off, 10);
+    assert_int_equal(len, 20);
+    return -1007;
+}
+
+static int rec_complete(struct objects *o, const char *bucket, const char *key,
+                        const char *upload_id, const struct be_part *parts, size_t n,
+                        struct be_meta *out)
+{
+    rec_calls[REC_COMPLETE]++;
+    return -1008;
+}
+
+static int rec_abort(struct objects *o, const char *bucket, const char *key,
+                     const char *upload_id)
+{
+    rec_calls[REC_ABORT]++;
+    return -1009;
+}
+
+static int rec_list_parts(struct objects *o, const char *bucket, const char *key,
+                          const char *upload_id, unsigned marker, unsigned max,
+                          struct be_part **out, size_t *n, int *truncated)
+{
+    rec_calls[REC_LIST_PARTS]++;
+    return -1010;
+}
+
+static int rec_list_uploads(struct objects *o, const char *bucket, const char *prefix,
+                            const char *key_marker, const char *id_marker, unsigned max,
+                            struct be_upload **out, size_t *n, int *truncated)
+{
+    rec_calls[REC_LIST_UPLOADS]++;
+    *out = NULL;
+    *n = 0;
+    *truncated = 0;
+    return -1011;
+}
+
+static const struct objects_write_ops rec_ops = {
+    .name = "recording", .stage_direct = 7, .admit = rec_admit, .put = rec_put,
+    .copy = rec_copy, .mp_create = rec_create, .mp_part_target = rec_target,
+    .mp_put_part = rec_part, .mp_copy_part = rec_copy_part, .mp_complete = rec_complete,
+    .mp_abort = rec_abort, .mp_list_parts = rec_list_parts,
+    .mp_list_uploads = rec_list_uploads,
+};
+
+static void test_object_write_ops_dispatch(void **state)
+{
+    struct env *e = *state;
+    const struct objects_write_ops *was = e->o->write;
+    struct be_meta m = {0};
+    struct be_part part = {.number = 1};
+    struct multipart_uploads u;
+    char id[BE_UPLOAD_ID_MAX];
+    uint64_t admitted = 0, off = 0;
+    int taken = 0, fd = -1;
+    char path[] = "/tmp/test_object_ops.XXXXXX";
+    int body = mkstemp(path);
+    assert_true(body >= 0);
+    unlink(path);
+    memset(rec_calls, 0, sizeof(rec_calls));
+    e->o->write = &rec_ops;
+    assert_int_equal(objects_stage_direct(e->o), 7);
+    assert_int_equal(objects_admit(e->o, 10, &admitted), -1001);
+    assert_int_equal(admitted, 5);
+    assert_int_equal(object_put(e->o, "bkt", "k", body, "/staged", &m, &taken), -1002);
+    assert_int_equal(taken, 1);
+    assert_int_equal(object_copy(e->o, "bkt", "src", "bkt", "k", NULL, NULL, &m), -1003);
+    assert_int_equal(multipart_create(e->o, "bkt", "k", &m, id), -1004);
+    assert_int_equal(multipart_part_target(e->o, "bkt", "k", "u", 7, 5, &fd, &off), 1);
+    taken = 1;
+    assert_int_equal(multipart_put_part(e->o, "bkt", "k", "u", body, NULL, 1, &part, &taken),
+                     -1006);
+    assert_int_equal(multipart_copy_part(e->o, "bkt", "k", "u", 2, "bkt", "src", 1, 10, 20,
+                                         NULL, &part),
+                     -1007);
+    assert_int_equal(multipart_complete(e->o, "bkt", "k", "u", &part, 1, &m), -1008);
+    assert_int_equal(multipart_abort(e->o, "bkt", "k", "u"), -1009);
+    struct be_part *parts = NULL;
+    size_t n = 0;
+    int trunc = 0;
+    assert_int_equal(multipart_list_parts(e->o, "bkt", "k", "u", 0, 10, &parts, &n, &trunc),
+                     -1010);
+    assert_int_equal(multipart_list_uploads(e->o, "bkt", "", NULL, NULL, NULL, 10, &u), -1011);
+    multipart_uploads_free(&u);
+    assert_int_equal(multipart_list_uploads(e->o, "bkt", "", "/", NULL, NULL, 10, &u), -1011);
+    multipart_uploads_free(&u);
+    for (unsigned i = REC_ADMIT; i <= REC_LIST_UPLOADS; i++)
+        assert_int_equal(rec_calls[i], i == REC_LIST_UPLOADS ? 2 : 1);
+    assert_int_equal(e->fb->n_put, 0); /* nothing went around the table */
+    e->o->write = was;
+    close(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -542,6 +706,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_object_copy_back, setup_back, teardown),
         cmocka_unit_test_setup_teardown(test_object_delete_back, setup_back, teardown),
         cmocka_unit_test_setup_teardown(test_object_mode_chosen_once, setup_through, teardown),
+        cmocka_unit_test_setup_teardown(test_object_write_ops_dispatch, setup_through, teardown),
     };
     return cmocka_run_group_tests_name("object", tests, NULL, NULL);
 }

@@ -992,6 +992,185 @@ static void test_tar_index_builder(void **state)
     free(blob);
 }
 
+/* --- tar_walk_all(): the whole walk over callbacks ------------------------------------- */
+
+/* An archive in memory as tar_read_f; counts reads and fails read number @fail_at (1-based). */
+struct mem_reader {
+    const struct arch *a;
+    uint64_t last_end;
+    unsigned reads, fail_at;
+};
+
+static int mem_read(void *cls, uint64_t off, size_t len, const void **bytes, struct errmsg *em)
+{
+    struct mem_reader *r = cls;
+    assert_true(len > 0 && off <= r->a->len && len <= r->a->len - off);
+    assert_true(off >= r->last_end); /* forward only */
+    r->last_end = off + len;
+    if (++r->reads == r->fail_at) {
+        errmsg_set(em, "read %u failed", r->reads);
+        return -EIO;
+    }
+    *bytes = r->a->p + off;
+    return 0;
+}
+
+/* Collects the entries into a struct walked; answers @stop_rc at entry number @stop_at. */
+struct entry_sink {
+    struct walked w;
+    size_t stop_at;
+    int stop_rc;
+};
+
+static int sink_entry(void *cls, const struct tar_entry *e, struct errmsg *em)
+{
+    struct entry_sink *s = cls;
+    (void)em;
+    struct walked *w = &s->w;
+    if (w->n == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 16;
+        w->v = realloc(w->v, w->cap * sizeof(*w->v));
+        assert_non_null(w->v);
+    }
+    w->v[w->n].e = *e;
+    w->v[w->n].name = strdup(e->name);
+    w->v[w->n].e.name = w->v[w->n].name;
+    w->n++;
+    return w->n == s->stop_at ? s->stop_rc : 0;
+}
+
+/* The archive of the walk_all tests: a pax-named member, a GNU long name, a directory, a
+ * symlink and plain files, then the end. */
+static void walk_all_arch(struct arch *a)
+{
+    char longname[300];
+    memset(longname, 'l', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    memset(a, 0, sizeof(*a));
+    hdr(a, "one.txt", '0', 5);
+    data_add(a, "hello", 5);
+    pax(a, 'x', (const char *const[]){ "path", "pax/named.jpg", NULL });
+    hdr(a, "short", '0', 700);
+    data_add(a, (char[700]){ 0 }, 700);
+    hdr(a, "././@LongLink", 'L', sizeof(longname));
+    data_add(a, longname, sizeof(longname));
+    hdr(a, "cut", '0', 3);
+    data_add(a, "abc", 3);
+    hdr(a, "dir/", '5', 0);
+    hdr(a, "link", '2', 0);
+    hdr(a, "last.cls", '0', 1);
+    data_add(a, "7", 1);
+    arch_add(a, 1024);
+}
+
+/* tar_walk_all() sees what the step API sees, entry for entry, reading forward only; an entry
+ * callback's nonzero answer and a reader's error end the walk with that value; a walk error is
+ * returned with "tar: <reason>"; tar_index_build() over a reader makes the same blob as
+ * tar_index_build_fd() over a file of the same bytes. */
+static void test_tar_walk_all(void **state)
+{
+    struct arch a;
+    struct walked ref;
+    struct errmsg em = { "" };
+    (void)state;
+    walk_all_arch(&a);
+    walk_mem(&a, NULL, &ref);
+    assert_int_equal(ref.rc, TAR_END);
+    assert_int_equal(ref.n, 6);
+
+    struct mem_reader r = { .a = &a };
+    struct entry_sink s = { .stop_at = 0 };
+    assert_int_equal(tar_walk_all(a.len, NULL, mem_read, &r, sink_entry, &s, &em), 0);
+    assert_int_equal(s.w.n, ref.n);
+    assert_int_equal(r.reads, ref.needs);
+    for (size_t i = 0; i < ref.n; i++) {
+        assert_string_equal(s.w.v[i].name, ref.v[i].name);
+        assert_int_equal(s.w.v[i].e.hdr_off, ref.v[i].e.hdr_off);
+        assert_int_equal(s.w.v[i].e.data_off, ref.v[i].e.data_off);
+        assert_int_equal(s.w.v[i].e.size, ref.v[i].e.size);
+        assert_int_equal(s.w.v[i].e.type, ref.v[i].e.type);
+    }
+    assert_string_equal(s.w.v[1].name, "pax/named.jpg");
+    assert_int_equal(s.w.v[2].e.name_len, 299);
+    walked_free(&s.w);
+
+    /* the entry callback stops it: its value, no read after */
+    struct mem_reader r2 = { .a = &a };
+    struct entry_sink s2 = { .stop_at = 2, .stop_rc = 7 };
+    assert_int_equal(tar_walk_all(a.len, NULL, mem_read, &r2, sink_entry, &s2, &em), 7);
+    assert_int_equal(s2.w.n, 2);
+    walked_free(&s2.w);
+    struct entry_sink s3 = { .stop_at = 1, .stop_rc = -ENOMEM };
+    struct mem_reader r3 = { .a = &a };
+    assert_int_equal(tar_walk_all(a.len, NULL, mem_read, &r3, sink_entry, &s3, &em), -ENOMEM);
+    walked_free(&s3.w);
+
+    /* the reader fails its third read: its error and message */
+    struct mem_reader r4 = { .a = &a, .fail_at = 3 };
+    struct entry_sink s4 = { .stop_at = 0 };
+    em.buf[0] = '\0';
+    assert_int_equal(tar_walk_all(a.len, NULL, mem_read, &r4, sink_entry, &s4, &em), -EIO);
+    assert_string_equal(em.buf, "read 3 failed");
+    assert_int_equal(r4.reads, 3);
+    walked_free(&s4.w);
+
+    /* a bad header checksum in the third entry's header: -EBADMSG, the reason, the entries
+     * before it seen */
+    struct arch bad = a;
+    bad.p = malloc(a.len);
+    assert_non_null(bad.p);
+    memcpy(bad.p, a.p, a.len);
+    uint64_t third = ref.v[2].e.hdr_off;
+    bad.p[third + 1] ^= 0x20;
+    struct mem_reader r5 = { .a = &bad };
+    struct entry_sink s5 = { .stop_at = 0 };
+    em.buf[0] = '\0';
+    assert_int_equal(tar_walk_all(bad.len, NULL, mem_read, &r5, sink_entry, &s5, &em),
+                     -EBADMSG);
+    assert_int_equal(s5.w.n, 2);
+    assert_non_null(strstr(em.buf, "tar: bad header checksum at offset"));
+    walked_free(&s5.w);
+    free(bad.p);
+
+    /* a limit passed: -E2BIG */
+    struct tar_limits lim = { .max_entries = 3 };
+    struct mem_reader r6 = { .a = &a };
+    struct entry_sink s6 = { .stop_at = 0 };
+    assert_int_equal(tar_walk_all(a.len, &lim, mem_read, &r6, sink_entry, &s6, &em), -E2BIG);
+    assert_int_equal(s6.w.n, 3);
+    walked_free(&s6.w);
+
+    /* the index: over the reader and over a file of the same bytes, the same blob */
+    void *b1 = NULL, *b2 = NULL;
+    size_t l1 = 0, l2 = 0;
+    struct mem_reader r7 = { .a = &a };
+    assert_int_equal(tar_index_build(a.len, NULL, mem_read, &r7, &b1, &l1, &em), 0);
+    char path[] = "/tmp/test_tar_walk_all.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    assert_int_equal(write(fd, a.p, a.len), (ssize_t)a.len);
+    assert_int_equal(tar_index_build_fd(fd, a.len, NULL, &b2, &l2, &em), 0);
+    close(fd);
+    assert_int_equal(l1, l2);
+    assert_memory_equal(b1, b2, l1);
+    struct tar_index ix;
+    struct tar_member m;
+    assert_int_equal(tar_index_open(&ix, b1, l1, NULL), 0);
+    assert_int_equal(ix.n, 4); /* the regular files */
+    assert_int_equal(tar_index_find(&ix, "pax/named.jpg", 13, &m), 0);
+    assert_int_equal(m.data_off, ref.v[1].e.data_off);
+    free(b1);
+    free(b2);
+    /* a failing reader: the index is not made */
+    struct mem_reader r8 = { .a = &a, .fail_at = 2 };
+    b1 = (void *)1;
+    assert_int_equal(tar_index_build(a.len, NULL, mem_read, &r8, &b1, &l1, &em), -EIO);
+    assert_null(b1);
+    walked_free(&ref);
+    free(a.p);
+}
+
 /* tar_write_header(): what it writes walks back to the same names, sizes and offsets, with a
  * pax header only where ustar cannot say it (long names, sizes past 8 GiB - 1, records of the
  * caller's), and the pax record lengths are exact (the walker rejects a wrong one). */
@@ -1085,6 +1264,7 @@ int main(void)
         cmocka_unit_test(test_tar_index_corrupt),
         cmocka_unit_test(test_tar_index_builder),
         cmocka_unit_test(test_tar_write_roundtrip),
+        cmocka_unit_test(test_tar_walk_all),
     };
     return cmocka_run_group_tests_name("tar", tests, fixtures_setup, fixtures_teardown);
 }
