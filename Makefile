@@ -4,7 +4,8 @@
 #   make test       install, build, run every unit and end-to-end test
 #   make test-asan  the whole suite under ASan + UBSan (build-asan/)
 #   make bench      benchmarks against nginx, as ratios
-#   make lint       the layering of the folders, module confinement, banned functions
+#   make lint       the layering of the folders, module confinement, banned functions, format
+#   make docs       regenerate config/s3cached.conf and the option tables of docs/ (CONF_TABLE)
 #   make test-faults the real server under injected faults (disk full, EIO, ENOMEM, LMDB full)
 #   make soak       a bounded mixed-load run (SOAK_SECONDS, default 600); not part of make test
 
@@ -42,7 +43,7 @@ DEB_TEST_NOREC := python3-torch
 NPM_DIR   := tests/e2e/node_modules
 
 .PHONY: all run test test-unit test-e2e test-asan bench lint test-lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
-        test-faults soak
+        test-faults soak docs
 all: $(BUILD)/s3cached $(BUILD)/ring-owner $(BUILD)/throttle $(BUILD)/delayline
 
 $(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
@@ -272,8 +273,10 @@ lint:
 test-lint:
 	@tests/lint/test_lint.sh
 
-format:
-	clang-format -i $(SRCS) $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(UNITSRCS)
+# docs/configuration.md and docs/s3cached.1 carry the option table between GENERATED markers,
+# config/s3cached.conf is all of it; test_conf fails when a committed copy differs.
+docs: $(BUILD)/s3cached
+	@tests/tools/gendocs.sh $(BUILD)/s3cached
 
 clean:
 	rm -rf build build-asan build-fuzz
