@@ -87,7 +87,7 @@ $(BUILD)/tests/test_sigv2: LDFLAGS += -Wl,--wrap=HMAC
 # test_upload sees every write upload.c makes (O_DIRECT ones must be whole pages) and refuses one
 $(BUILD)/tests/test_upload: LDFLAGS += -Wl,--wrap=fileio_pwrite_all
 
-# These modules link without the HTTP daemon (STYLE.md 3.1): their tests are linked without
+# These modules link without the HTTP daemon (docs/STYLE.md 3.1): their tests are linked without
 # libmicrohttpd, so a dependency on http/req.c or http/server.c coming back fails the build.
 NOMHD_TESTS := router auth upload object multipart wb_mpu warm ratelimit
 $(NOMHD_TESTS:%=$(BUILD)/tests/test_%): TESTLIBS := $(filter-out -lmicrohttpd,$(LIBS)) -lcmocka

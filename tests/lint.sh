@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make lint: the layering of the tree, module confinement and banned functions (STYLE.md 3.1,
+# make lint: the layering of the tree, module confinement and banned functions (docs/STYLE.md 3.1,
 # 3.2). Prints one line per offence, naming the file; exits 1 if there is any.
 #
 # Folders are layers. A file of folder F may include a header of folder X ("X/name.h", with
