@@ -5,6 +5,7 @@
 #   make test-asan  the whole suite under ASan + UBSan (build-asan/)
 #   make bench      benchmarks against nginx, as ratios
 #   make lint       the layering of the folders, module confinement, banned functions, format
+#   make format     clang-format the C files you changed (FILES=... for others)
 #   make docs       regenerate config/s3cached.conf and the option tables of docs/ (CONF_TABLE)
 #   make test-faults the real server under injected faults (disk full, EIO, ENOMEM, LMDB full)
 #   make soak       a bounded mixed-load run (SOAK_SECONDS, default 600); not part of make test
@@ -35,7 +36,7 @@ UNITHOBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(UNITHELP))
 # Debian packages: build libraries, then the clients the end-to-end tests drive.
 DEB_BUILD := build-essential pkg-config libmicrohttpd-dev liblmdb-dev libcmocka-dev \
              libcurl4-openssl-dev libssl-dev zlib1g-dev libexpat1-dev libjansson-dev
-DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc \
+DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc clang-format \
              netcat-openbsd openssl prometheus yamllint python3-yaml systemd python3-smart-open
 # examples/'s PyTorch loader (e2e 59): without its recommends (libtorch-dev, a compiler
 # toolchain): 164 packages, 632 MB on disk.
@@ -272,6 +273,19 @@ lint:
 
 test-lint:
 	@tests/lint/test_lint.sh
+
+# clang-format (.clang-format) on the C files changed against HEAD, untracked ones included,
+# except the ones tests/lint/clang-format-allow lists (not reformatted yet, HACKING.md);
+# `make format FILES="a.c b.h"` formats those files, listed or not.
+format:
+	@files="$(FILES)"; \
+	if [ -z "$$files" ]; then \
+	  files=$$({ git diff --name-only HEAD; git ls-files --others --exclude-standard; } | \
+	           grep -E '\.[ch]$$' | grep -vxF -f tests/lint/clang-format-allow | sort -u | \
+	           while read -r f; do [ -e "$$f" ] && echo "$$f"; done); \
+	fi; \
+	if [ -z "$$files" ]; then echo "format: no changed C file to format"; exit 0; fi; \
+	echo "clang-format -i" $$files; clang-format -i $$files
 
 # docs/configuration.md and docs/s3cached.1 carry the option table between GENERATED markers,
 # config/s3cached.conf is all of it; test_conf fails when a committed copy differs.

@@ -703,8 +703,9 @@ static void test_conf_docs(void **state)
         const char *path, *begin, *end;
         void (*fn)(void *);
     } docs[] = {
-        { "docs/configuration.md", "<!-- BEGIN GENERATED", "<!-- END GENERATED", conf_print_markdown },
-        { "docs/s3cached.1", ".\\\" BEGIN GENERATED", ".\\\" END GENERATED", conf_print_man },
+        {"docs/configuration.md", "<!-- BEGIN GENERATED", "<!-- END GENERATED",
+         conf_print_markdown},
+        {"docs/s3cached.1", ".\\\" BEGIN GENERATED", ".\\\" END GENERATED", conf_print_man},
     };
     (void)state;
     for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
