@@ -6,7 +6,9 @@
 #   make test-full  the same with those files at full size (E2E_FULL=1)
 #   make test-asan  the whole suite under ASan + UBSan (build-asan/)
 #   make bench      benchmarks against nginx, as ratios
-#   make lint       the layering of the folders, module confinement, banned functions
+#   make lint       the layering of the folders, module confinement, banned functions, format
+#   make format     clang-format the C files you changed (FILES=... for others)
+#   make docs       regenerate config/s3cached.conf and the option tables of docs/ (CONF_TABLE)
 #   make test-faults the real server under injected faults (disk full, EIO, ENOMEM, LMDB full)
 #   make soak       a bounded mixed-load run (SOAK_SECONDS, default 600); not part of make test
 
@@ -36,7 +38,7 @@ UNITHOBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(UNITHELP))
 # Debian packages: build libraries, then the clients the end-to-end tests drive.
 DEB_BUILD := build-essential pkg-config libmicrohttpd-dev liblmdb-dev libcmocka-dev \
              libcurl4-openssl-dev libssl-dev zlib1g-dev libexpat1-dev libjansson-dev
-DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc \
+DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc clang-format \
              netcat-openbsd openssl prometheus yamllint python3-yaml systemd python3-smart-open
 # examples/'s PyTorch loader (e2e 59): without its recommends (libtorch-dev, a compiler
 # toolchain): 164 packages, 632 MB on disk.
@@ -44,7 +46,7 @@ DEB_TEST_NOREC := python3-torch
 NPM_DIR   := tests/e2e/node_modules
 
 .PHONY: all run test test-full test-unit test-e2e test-asan bench lint test-lint clean deps deps-test fuzz fuzz-replay format test-deploy test-image \
-        test-faults soak
+        test-faults soak docs
 all: $(BUILD)/s3cached $(BUILD)/ring-owner $(BUILD)/throttle $(BUILD)/delayline
 
 $(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
@@ -88,7 +90,7 @@ $(BUILD)/tests/test_sigv2: LDFLAGS += -Wl,--wrap=HMAC
 # test_upload sees every write upload.c makes (O_DIRECT ones must be whole pages) and refuses one
 $(BUILD)/tests/test_upload: LDFLAGS += -Wl,--wrap=fileio_pwrite_all
 
-# These modules link without the HTTP daemon (STYLE.md 3.1): their tests are linked without
+# These modules link without the HTTP daemon (docs/STYLE.md 3.1): their tests are linked without
 # libmicrohttpd, so a dependency on http/req.c or http/server.c coming back fails the build.
 NOMHD_TESTS := router auth upload object multipart wb_mpu warm ratelimit
 $(NOMHD_TESTS:%=$(BUILD)/tests/test_%): TESTLIBS := $(filter-out -lmicrohttpd,$(LIBS)) -lcmocka
@@ -282,8 +284,23 @@ lint:
 test-lint:
 	@tests/lint/test_lint.sh
 
+# clang-format (.clang-format) on the C files changed against HEAD, untracked ones included,
+# except the ones tests/lint/clang-format-allow lists (not reformatted yet, HACKING.md);
+# `make format FILES="a.c b.h"` formats those files, listed or not.
 format:
-	clang-format -i $(SRCS) $(foreach d,$(DIRS),$(wildcard $(d)/*.h)) $(UNITSRCS)
+	@files="$(FILES)"; \
+	if [ -z "$$files" ]; then \
+	  files=$$({ git diff --name-only HEAD; git ls-files --others --exclude-standard; } | \
+	           grep -E '\.[ch]$$' | grep -vxF -f tests/lint/clang-format-allow | sort -u | \
+	           while read -r f; do [ -e "$$f" ] && echo "$$f"; done); \
+	fi; \
+	if [ -z "$$files" ]; then echo "format: no changed C file to format"; exit 0; fi; \
+	echo "clang-format -i" $$files; clang-format -i $$files
+
+# docs/configuration.md and docs/s3cached.1 carry the option table between GENERATED markers,
+# config/s3cached.conf is all of it; test_conf fails when a committed copy differs.
+docs: $(BUILD)/s3cached
+	@tests/tools/gendocs.sh $(BUILD)/s3cached
 
 clean:
 	rm -rf build build-asan build-fuzz

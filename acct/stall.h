@@ -94,7 +94,7 @@ int stall_json(struct buf *out, const struct stall_view *v);
 
 enum stall_state { STALL_IDLE = 0, STALL_OK, STALL_STARVED };
 const char *stall_state_name(enum stall_state st); /* "idle" "ok" "starved" */
-/* The verdict on a window (README, "Is the input pipeline starving the GPUs?"):
+/* The verdict on a window (docs/operations.md, "The verdict"):
  *   no GET time in it                                       idle (it asked for nothing)
  *   @need_bps set and delivered >= STALL_OK_OF_NEED x need   ok
  *   stall share >= STALL_STARVED_SHARE                       starved, *@cause the main cause

@@ -17,7 +17,8 @@
  * Not used for warm-ups and copy sources (they are the disk's pace by design: nowin), local
  * backends (copy_file_range, --miss-source), bypasses (no room in the cache), and a cache
  * directory in memory (tmpfs, ramfs: the cache file is memory already, no disk to wait for;
- * the window's two copies and writer cost more than they save there, README Benchmarks).
+ * without the window the fill caches every byte at the same speed, two copies fewer:
+ * bench/RESULTS.md).
  */
 #include <errno.h>
 #include <fcntl.h>

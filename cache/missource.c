@@ -2,8 +2,8 @@
  * missource.c: --miss-source, the one module of the cache that sends a cold GET from a local
  * backend's own file (BE_CAP_LOCAL_FD) instead of streaming it from the cache file as the fill
  * lands. A run of the fill opens the backend file, checks it against the version and publishes
- * it; GETs of the version send from a duplicate (sendfile, as nginx would) while a chain of runs
- * fills the cache behind them, run after run with the same file, as long as such GETs read.
+ * it; GETs of the version read a duplicate with pread (http/respond.c: not sendfile, which stalls
+ * on a file another tool cuts short) while a chain of runs fills the cache behind them, run after run with the same file, as long as such GETs read.
  * The rest of the cache calls: missource_enabled() at open, missource_defer_record() for a new
  * version, missource_run_*() from a fill's run, missource_open_locked() from a GET's open,
  * and cache_obj_delivered().
@@ -139,8 +139,8 @@ static int missource_chain_ensure_locked(struct cache *c, struct cver *v, uint64
 
 /* A GET of [@b0, @b1) (blocks) not all present, with --miss-source: rather than streaming the
  * bytes from the cache file as they land (writing them into fresh page-cache pages and reading
- * them back), the response is sent with sendfile from the backend file the fill copies from,
- * as nginx would send it, while the chain fills the cache. The file is the one the run opened
+ * them back), the response is read from the backend file the fill copies from (with pread, see
+ * respond_object_at()), while the chain fills the cache. The file is the one the run opened
  * and checked against @v (size, ETag): the backend is opened once per fill, however many GETs
  * send from it. 1 with *@fd (caller owns it; object offset = file offset); -EINPROGRESS after
  * @w->suspend() when a run is still opening the file; -ENOENT: stream from the cache. */

@@ -28,7 +28,7 @@ static void usage(FILE *f)
                "                     [--part-size SIZE] [--json]\n"
                "       (admin auth: --admin-token T or S3CACHED_ADMIN_TOKEN; or SigV4 with\n"
                "        --access-key/--secret-key or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)\n"
-               "       s3cached version | help\n\n",
+               "       s3cached version | help [--markdown | --man]\n\n",
             S3C_VERSION);
     conf_print_help(f);
 }
@@ -71,7 +71,13 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-        usage(stdout);
+        /* --markdown, --man: the option table as docs/ holds it (make docs) */
+        if (argc > 2 && !strcmp(argv[2], "--markdown"))
+            conf_print_markdown(stdout);
+        else if (argc > 2 && !strcmp(argv[2], "--man"))
+            conf_print_man(stdout);
+        else
+            usage(stdout);
         return 0;
     }
     if (!strcmp(cmd, "sample-config")) {

@@ -976,3 +976,72 @@ void conf_print_sample(void *file)
             fprintf(f, "# %s =\n", r->name);
     }
 }
+
+/* --- docs/configuration.md and docs/s3cached.1 ------------------------------------------ */
+
+/* Writes @s with markdown's '|' as "\|" (a table cell), or with roff's '\' as "\e" and '-' as
+ * "\-" when @roff. */
+static void put_escaped(FILE *f, const char *s, int roff)
+{
+    for (; *s; s++) {
+        if (roff && *s == '\\')
+            fputs("\\e", f);
+        else if (roff && *s == '-')
+            fputs("\\-", f);
+        else if (!roff && *s == '|')
+            fputs("\\|", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+void conf_print_markdown(void *file)
+{
+    FILE *f = file;
+    fprintf(f, "| option | default | meaning |\n| --- | --- | --- |\n");
+    for (size_t i = 0; i < CONF_NROWS; i++) {
+        const struct conf_row *r = &conf_rows[i];
+        char mv[64];
+        row_metavar(r, mv, sizeof(mv));
+        fprintf(f, "| `--%s%s", r->name, *mv ? " " : "");
+        put_escaped(f, mv, 0);
+        fprintf(f, "` | ");
+        if (*r->def) {
+            fputc('`', f);
+            put_escaped(f, r->def, 0);
+            fputc('`', f);
+        }
+        fprintf(f, " | ");
+        put_escaped(f, row_help(r), 0);
+        fprintf(f, " |\n");
+    }
+}
+
+void conf_print_man(void *file)
+{
+    FILE *f = file;
+    for (size_t i = 0; i < CONF_NROWS; i++) {
+        const struct conf_row *r = &conf_rows[i];
+        char mv[64];
+        row_metavar(r, mv, sizeof(mv));
+        fprintf(f, ".TP\n\\fB\\-\\-");
+        put_escaped(f, r->name, 1);
+        fputs("\\fR", f);
+        if (*mv) {
+            fputs(" \\fI", f);
+            put_escaped(f, mv, 1);
+            fputs("\\fR", f);
+        }
+        fputs("\n", f);
+        const char *h = row_help(r);
+        if (*h == '.' || *h == '\'')
+            fputs("\\&", f);
+        put_escaped(f, h, 1);
+        if (*r->def) {
+            fputs(*h ? " (default: " : "(default: ", f);
+            put_escaped(f, r->def, 1);
+            fputc(')', f);
+        }
+        fputc('\n', f);
+    }
+}

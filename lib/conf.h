@@ -128,5 +128,11 @@ int conf_check_secrets(const struct conf *cf, struct errmsg *em);
 void conf_print_help(void *file /* FILE * */);
 /* Writes config/s3cached.conf's text (every option commented with its default). */
 void conf_print_sample(void *file /* FILE * */);
+/* Writes the option table as docs/configuration.md holds it between its GENERATED markers
+ * (`s3cached help --markdown`, make docs; test_conf checks the committed page). */
+void conf_print_markdown(void *file /* FILE * */);
+/* Writes the options as docs/s3cached.1 holds them between its GENERATED markers (roff .TP
+ * paragraphs; `s3cached help --man`). */
+void conf_print_man(void *file /* FILE * */);
 
 #endif

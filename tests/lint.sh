@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# make lint: the layering of the tree, module confinement and banned functions (STYLE.md 3.1,
-# 3.2). Prints one line per offence, naming the file; exits 1 if there is any.
+# make lint: the layering of the tree, module confinement and banned functions (docs/STYLE.md 3.1,
+# 3.2), the format of the C files (.clang-format), commit subjects and the links between the
+# documentation pages (HACKING.md). Prints one line per offence, naming the file; exits 1 if
+# there is any.
 #
 # Folders are layers. A file of folder F may include a header of folder X ("X/name.h", with
 # -I.) only when rank(X) <= rank(F); a bare "name.h" must be a header of F itself; a private
@@ -99,5 +101,57 @@ banned='\b(sprintf|strcpy|strcat|strtok|atoi|gets|gmtime|localtime)\s*\('
 if grep -nE "$banned" $(srcs) | grep -vE 'snprintf|vsnprintf|strtok_r|gmtime_r|localtime_r'; then
     fail "banned functions above"
 fi
+# --- format: clang-format 14 with .clang-format (HACKING.md, Formatting) -------------------------
+# Every C file of the layers, tests/ and bench/ must come out of clang-format unchanged, except
+# those listed in tests/lint/clang-format-allow (files written before .clang-format, not
+# reformatted so as not to collide with work in flight). A listed file that conforms, or no
+# longer exists, must come off the list. Other clang-format versions format differently: the
+# check runs with version 14 only and says so otherwise.
+allow=tests/lint/clang-format-allow
+if [[ -f .clang-format ]]; then
+    cfv=$(clang-format --version 2>/dev/null | sed -n 's/.*version \([0-9]*\)\..*/\1/p')
+    if [[ $cfv != 14 ]]; then
+        echo "lint: format not checked: needs clang-format 14 (found: ${cfv:-none})"
+    else
+        declare -A listed
+        if [[ -f $allow ]]; then
+            while read -r f _; do
+                [[ -z $f || $f == \#* ]] && continue
+                listed[$f]=1
+                [[ -e $f ]] || fail "$allow lists $f, which does not exist: take it off"
+            done < "$allow"
+        fi
+        files=$( { srcs; ls tests/*/*.c tests/*/*.h bench/*.c 2>/dev/null; } | sort -u)
+        # one clang-format for all: it names each file that would change
+        unformatted=$(clang-format --dry-run $files 2>&1 |
+                      sed -n 's/^\([^:]*\.[ch]\):[0-9]*:[0-9]*: warning: code should be clang-formatted.*/\1/p' | sort -u)
+        declare -A changes
+        for f in $unformatted; do changes[$f]=1; done
+        for f in $files; do
+            if [[ -n ${changes[$f]+x} && -z ${listed[$f]+x} ]]; then
+                fail "$f is not formatted as .clang-format says (make format, or: clang-format -i $f)"
+            elif [[ -z ${changes[$f]+x} && -n ${listed[$f]+x} ]]; then
+                fail "$f is formatted now: take it off $allow"
+            fi
+        done
+    fi
+fi
+
+# --- commit subjects: at most 72 characters, from 4d6c55b on (HACKING.md, Commits) -----------------
+# Earlier history is left as it is; a copy without that commit (a tarball, a shallow clone)
+# skips the check.
+SUBJECT_BASE=4d6c55b
+if git rev-parse -q --verify "$SUBJECT_BASE^{commit}" >/dev/null 2>&1; then
+    while IFS=$'\t' read -r h s; do
+        n=$(LC_ALL=C.UTF-8 bash -c 'printf %s "${#1}"' _ "$s")
+        (( n <= 72 )) || fail "commit $h: subject of $n characters (at most 72): $s"
+    done < <(git log --format='%h%x09%s' "$SUBJECT_BASE..HEAD")
+fi
+
+# --- links between the documentation pages --------------------------------------------------
+if [[ -x tests/tools/doclinks.py ]] && git rev-parse --git-dir >/dev/null 2>&1; then
+    /usr/bin/python3 tests/tools/doclinks.py || fail "broken links in the documentation above"
+fi
+
 [ $bad -eq 0 ] && echo "lint: ok"
 exit $bad

@@ -133,7 +133,7 @@ t.check("continue_on_error in the loader: a missing member is None, the step goe
 
 
 def command_line():
-    """The script's own __main__, as the README shows it: both loaders over the shards."""
+    """The script's own __main__, as docs/tar-shards.md shows it: both loaders over the shards."""
     import subprocess
     r = subprocess.run([sys.executable, os.path.join(E.REPO, "examples", "shard_loader.py"),
                         "--endpoint", srv.endpoint, "--access-key", srv.ak,

@@ -416,8 +416,8 @@ gw.cleanup()
 
 def in_memory_no_window():
     """A cache directory in memory (tmpfs) has no disk to wait for: its cold fills go through
-    the page cache, not a window (its two copies and writer cost more there: README
-    Benchmarks). A cold GET caches every byte and the next one is a hit."""
+    the page cache, not a window (without it every byte is cached, at the same speed and two
+    copies fewer: bench/RESULTS.md). A cold GET caches every byte and the next one is a hit."""
     g = E.Server(t, auth=["--anonymous"],
                  extra=["--backend", "http://127.0.0.1:%d" % link, "--block-size", "8M",
                         "--fill-window", FILL_WINDOW, "--revalidate-after", "never"])

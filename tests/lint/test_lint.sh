@@ -11,11 +11,20 @@ pass=0
 failed=0
 dirs=$(sed -n 's/^RANKS="\(.*\)"/\1/p' "$repo/tests/lint.sh" | tr ' ' '\n' | sed 's/:.*//')
 
-fresh() { # a pristine copy of the sources and the lint in $tmp/t
+fresh() { # a pristine copy of the sources and the lint in $tmp/t; `fresh format`: with the
+          # format check (.clang-format and its allowlist), which the other cases leave out
+          # for time
     rm -rf "$tmp/t"
     mkdir -p "$tmp/t/tests"
     for d in $dirs; do cp -a "$repo/$d" "$tmp/t/$d"; done
     cp "$repo/tests/lint.sh" "$tmp/t/tests/lint.sh"
+    [[ ${1:-} == format ]] || return 0
+    # the format check: .clang-format, and the allowlist's entries that the copy holds
+    cp "$repo/.clang-format" "$tmp/t/.clang-format"
+    mkdir -p "$tmp/t/tests/lint"
+    while read -r f rest; do
+        [[ -z $f || $f == \#* || -e $tmp/t/$f ]] && echo "$f${rest:+ $rest}"
+    done < "$repo/tests/lint/clang-format-allow" > "$tmp/t/tests/lint/clang-format-allow"
 }
 ok() { echo "ok - $1"; pass=$((pass + 1)); }
 nok() { echo "FAIL - $1"; failed=$((failed + 1)); }
@@ -36,7 +45,7 @@ add_include() {
     sed -i "0,/^#include/s||$2\n#include|" "$tmp/t/$1"
 }
 
-fresh
+fresh format
 if out=$(bash "$tmp/t/tests/lint.sh" 2>&1); then ok "the tree as it is passes"; else nok "the tree as it is: $out"; fi
 
 fresh
@@ -89,6 +98,19 @@ expect_fail "a function over 150 lines" acct/fair.c 'a function of 152 lines'
 fresh
 for i in $(seq 1201); do echo "/* line $i */"; done >> "$tmp/t/acct/ratelimit.h"
 expect_fail "a file over 1,200 lines" acct/ratelimit.h 'lines (at most 1200'
+
+if [[ $(clang-format --version 2>/dev/null) == *"version 14."* ]]; then
+    fresh format
+    printf 'static int  badly_formatted( void ){return 0;}\n' >> "$tmp/t/lib/hex.c"
+    expect_fail "a C file clang-format would change" lib/hex.c 'not formatted as .clang-format'
+
+    fresh format
+    first=$(sed -n '/^[a-z]/{p;q;}' "$tmp/t/tests/lint/clang-format-allow")
+    clang-format -i "$tmp/t/$first"
+    expect_fail "an allowlisted file that conforms now" "$first" 'take it off'
+else
+    echo "skip - the format checks need clang-format 14"
+fi
 
 echo "lint self-test: $pass passed, $failed failed"
 [[ $failed -eq 0 ]]

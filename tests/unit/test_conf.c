@@ -711,6 +711,64 @@ static void test_conf_placeholder_secrets(void **state)
     conf_free(&cf);
 }
 
+/* The text of the committed file @rel (from the repository root) between the line starting
+ * with @begin and the line starting with @end, or NULL when a marker is missing. */
+static char *generated_block(const char *rel, const char *begin, const char *end)
+{
+    char path[1024];
+    const char *slash = strrchr(__FILE__, '/');
+    snprintf(path, sizeof(path), "%.*s/../../%s", slash ? (int)(slash - __FILE__) : 1,
+             slash ? __FILE__ : ".", rel);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot open %s (make docs writes it)", path);
+    char *file = NULL;
+    size_t cap = 0;
+    ssize_t n = getdelim(&file, &cap, '\0', f);
+    fclose(f);
+    assert_true(n > 0);
+    char *b = NULL, *e = NULL;
+    for (char *line = file; !e && *line;) {
+        char *nl = strchr(line, '\n');
+        if (!b && !strncmp(line, begin, strlen(begin)))
+            b = nl ? nl + 1 : NULL;
+        else if (b && !strncmp(line, end, strlen(end)))
+            e = line;
+        if (!nl)
+            break;
+        line = nl + 1;
+    }
+    char *out = b && e ? strndup(b, (size_t)(e - b)) : NULL;
+    free(file);
+    return out;
+}
+
+/* docs/configuration.md and docs/s3cached.1 hold exactly what `s3cached help --markdown` and
+ * `help --man` write from CONF_TABLE between their GENERATED markers: a row added to the
+ * table without `make docs` fails here. */
+static void test_conf_docs(void **state)
+{
+    static const struct {
+        const char *path, *begin, *end;
+        void (*fn)(void *);
+    } docs[] = {
+        {"docs/configuration.md", "<!-- BEGIN GENERATED", "<!-- END GENERATED",
+         conf_print_markdown},
+        {"docs/s3cached.1", ".\\\" BEGIN GENERATED", ".\\\" END GENERATED", conf_print_man},
+    };
+    (void)state;
+    for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
+        char *want = capture(docs[i].fn);
+        char *have = generated_block(docs[i].path, docs[i].begin, docs[i].end);
+        if (!have)
+            fail_msg("%s: no %s ... %s markers", docs[i].path, docs[i].begin, docs[i].end);
+        if (strcmp(have, want) != 0)
+            fail_msg("%s differs from the option table (CONF_TABLE): run make docs", docs[i].path);
+        free(have);
+        free(want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -727,6 +785,7 @@ int main(void)
         cmocka_unit_test(test_conf_help),
         cmocka_unit_test(test_conf_sample),
         cmocka_unit_test(test_conf_placeholder_secrets),
+        cmocka_unit_test(test_conf_docs),
     };
     return cmocka_run_group_tests_name("conf", tests, tmpdir_setup, tmpdir_teardown);
 }

@@ -184,7 +184,7 @@ static void test_stall_windows(void **state)
     /* a view between ticks: the window reaches back to the newest sample 10 s before */
     stall_acc_view(&a, T0 + 100 * SEC + SEC / 2, &v);
     near(v.w_short.secs, 10.5, "between ticks");
-    /* the JSON of a view parses, with the fields the README names */
+    /* the JSON of a view parses, with the fields docs/operations.md names */
     struct buf b;
     struct json *j = NULL;
     struct errmsg em = {{0}};
