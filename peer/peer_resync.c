@@ -3,7 +3,9 @@
  * An entry per gateway name: how many notices it missed, and, while a resync is in flight,
  * how many it had missed when that was sent. A confirmed resync clears the entry only when
  * nothing was missed since it was sent (a write acknowledged after the other gateway set its
- * mark but before its answer arrived is covered by the next one).
+ * mark but before its answer arrived is covered by the next one). A gateway that joins the
+ * ring of a dns: list is owed one too: out of the list, it heard no notices (a pod that was
+ * not ready for a while and is again, without a restart).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,6 +36,8 @@ struct peer_resync {
     size_t n, cap;
     int stop, started;
     uint64_t resyncs;
+    char **members;     /* the ring's names at the last round (resync thread only) */
+    uint64_t members_gen; /* its generation, 0: none yet */
     pthread_t thr;
 };
 
@@ -112,14 +116,44 @@ static void peer_resync_done(void *cls, struct peer_xfer *x)
     free(c);
 }
 
+/* The ring changed (a dns: list): the names that joined it are owed a resync. */
+static void peer_resync_joined(struct peer_resync *r)
+{
+    struct peers_snap *snap = peer_snap_get(r->p);
+    const struct ring *ring = peers_snap_ring(snap);
+    uint64_t gen = peers_snap_generation(snap);
+    size_t nn = ring ? ring_count(ring) : 0;
+    int self = peers_snap_self(snap);
+    char **keep = gen != r->members_gen ? calloc(nn + 1, sizeof(*keep)) : NULL;
+    for (size_t i = 0; keep && i < nn; i++) {
+        const char *name = ring_name(ring, i);
+        int known = (int)i == self;
+        for (size_t j = 0; r->members && r->members[j] && !known; j++)
+            known = !strcmp(r->members[j], name);
+        if (!known && r->members_gen && peer_resync_owe(r, name))
+            log_info("cluster: %s joined the ring: it heard no write notice while out of it and "
+                     "is asked to revalidate what it cached", name);
+        if (!(keep[i] = strdup(name))) {
+            peer_names_free(keep);
+            keep = NULL;
+        }
+    }
+    if (keep) { /* else unchanged, or tried again next round */
+        peer_names_free(r->members);
+        r->members = keep;
+        r->members_gen = gen;
+    }
+    peers_snap_put(snap);
+}
+
 /* One round: a resync to every owed gateway of the ring that has none in flight; names that
- * left the ring are forgotten (a gateway that comes back is a new member: it revalidates at
- * its start, or its address is another's). */
+ * left the ring are forgotten (one that joins it again is owed a new one then). */
 static void peer_resync_round(struct peer_resync *r)
 {
     char **names = NULL;
     size_t nn = 0;
     int self = -1;
+    peer_resync_joined(r);
     if (peer_names(r->p, &names, &nn, &self))
         return;
     struct peer_resync_call **calls = NULL;
@@ -178,7 +212,7 @@ static void *peer_resync_main(void *arg)
         ts.tv_sec += ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
         pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-        if (r->stop || !r->n)
+        if (r->stop)
             continue;
         pthread_mutex_unlock(&r->mu);
         peer_resync_round(r);
@@ -226,6 +260,7 @@ void peer_resync_free(struct peer_resync *r)
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r->owed);
+    peer_names_free(r->members);
     free(r);
 }
 
