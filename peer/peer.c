@@ -437,6 +437,11 @@ static int peer_ops_notify(void *cls, const struct objects_change *ch, size_t n,
     return 1;
 }
 
+int peer_behind(struct peer *p, const char *name)
+{
+    return peer_resync_behind(p->resync, name);
+}
+
 void peer_objects_ops(struct peer *p, struct objects_peer_ops *ops)
 {
     ops->keep = peer_ops_keep;

@@ -58,6 +58,11 @@ void peer_names_free(char **names);
  * peers_snap_put(). */
 struct peers_snap *peer_snap_get(struct peer *p);
 
+/* 1 when the gateway @name missed a write notice and has not confirmed a resync since (down,
+ * hung or unreachable not long ago): writes do not wait for it, and reads of its keys are
+ * served here rather than wait for its answer. */
+int peer_behind(struct peer *p, const char *name);
+
 /* The write path's hooks (objects.h) of this cluster. */
 void peer_objects_ops(struct peer *p, struct objects_peer_ops *ops);
 

@@ -94,6 +94,14 @@ int peer_resync_owed(struct peer_resync *r, const char *name)
     return e != NULL;
 }
 
+int peer_resync_behind(struct peer_resync *r, const char *name)
+{
+    pthread_mutex_lock(&r->mu);
+    int behind = owed_find_locked(r, name) != NULL;
+    pthread_mutex_unlock(&r->mu);
+    return behind;
+}
+
 /* A resync ended (transfer thread). */
 static void peer_resync_done(void *cls, struct peer_xfer *x)
 {

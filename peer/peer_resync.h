@@ -28,6 +28,8 @@ void peer_resync_free(struct peer_resync *r);
 int peer_resync_owe(struct peer_resync *r, const char *name);
 /* 1 when @name is owed a resync (the notice not sent to it counts as missed too), else 0. */
 int peer_resync_owed(struct peer_resync *r, const char *name);
+/* The same, without counting anything (a read's question). */
+int peer_resync_behind(struct peer_resync *r, const char *name);
 
 struct peer_resync_stats {
     uint64_t behind;  /* gateways owed a resync now */

@@ -6,7 +6,8 @@ an origin s3cached (their S3 backend), --revalidate-after never, --peer-timeout 
 relays again ("B comes back"). Clients read B on its own port meanwhile.
   - B hung: a DeleteObjects of 50 keys through A is answered within about one peer-timeout
     (one notice carrying the 50 keys, not 50 waits of 2 s); A then counts B behind, and a
-    PUT through A is answered at once (B is owed a resync: not waited for again);
+    PUT through A is answered at once (B is owed a resync: not waited for again), and so is
+    a read through A of a key B owns (served by A from the backend, not proxied to B);
   - B back: A's resync reaches it (peers_behind 0) and B, which had cached the keys, serves
     none of what changed while it was away: the overwritten key's new bytes, 404 for the
     deleted ones;
@@ -229,10 +230,18 @@ def hung_writes_take_one_timeout():
     if took > TIMEOUT_S + SLACK_S:
         raise E.Fail("PUT took %.1f s with B hung" % took)
     OLD[OVER] = new
+    k = [x for x in b_keys if x not in DEL50 and x != OVER and x not in sum(DEL4, [])][0]
+    t0 = time.time()
+    r = get(A, k)
+    took = time.time() - t0
+    print("       # a read through A of a key B owns, B hung and behind: %.2f s" % took)
+    E.eq("that read: served by A from the backend", (r.status, r.body == OLD[k]), (200, True))
+    if took > 1.0:
+        raise E.Fail("a read of B's key through A waited %.1f s for B, known behind" % took)
 
 
 t.check("B hung: a DeleteObjects of 50 keys and a PUT through A each end within about one "
-        "peer-timeout", hung_writes_take_one_timeout)
+        "peer-timeout; a read of B's key through A does not wait for B", hung_writes_take_one_timeout)
 
 
 def back_and_not_stale():
