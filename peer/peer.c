@@ -239,12 +239,12 @@ void peer_names_free(char **names)
 
 /* --- invalidation fan-out ------------------------------------------------------------------- */
 
-/* Tells every other gateway to forget (@bucket, @key) (or @bucket under @prefix); the owner of
- * @key also fetches it back when @rewarm. Returns the number that could not be told. */
-static unsigned peer_tell(struct peer *p, const char *bucket, const char *key,
-                          const char *prefix, int rewarm, unsigned *sent)
+/* An operator's invalidation: every other gateway is asked, even one owed a resync (a
+ * revalidation would keep a copy the backend still confirms), and owes one if it fails. */
+unsigned peer_invalidate_all(struct peer *p, const char *bucket, const char *key,
+                             const char *prefix, unsigned *sent)
 {
-    char **names = NULL, owner[RING_NAME_MAX] = "";
+    char **names = NULL;
     size_t n = 0, k = 0;
     int self = -1;
     unsigned failed = 0;
@@ -253,8 +253,6 @@ static unsigned peer_tell(struct peer *p, const char *bucket, const char *key,
         peer_names_free(names);
         return 0;
     }
-    if (key && rewarm && !peer_route_key(p, bucket, key, owner))
-        owner[0] = '\0';
     struct buf path;
     buf_init(&path, 8192);
     if (buf_puts(&path, "/_/cache/") || buf_puts(&path, bucket) ||
@@ -266,7 +264,6 @@ static unsigned peer_tell(struct peer *p, const char *bucket, const char *key,
     struct peer_req *rq = calloc(n, sizeof(*rq));
     struct peer_result *res = calloc(n, sizeof(*res));
     struct sigv4_kv q_prefix = {"prefix", prefix ? prefix : ""};
-    struct sigv4_kv q_warm = {"warm", "1"};
     for (size_t i = 0; rq && res && i < n; i++) {
         if ((int)i == self)
             continue;
@@ -274,9 +271,6 @@ static unsigned peer_tell(struct peer *p, const char *bucket, const char *key,
                                   .timeout_ms = p->timeout_ms};
         if (!key) {
             rq[k].query = &q_prefix;
-            rq[k].n_query = 1;
-        } else if (owner[0] && !strcmp(owner, names[i])) {
-            rq[k].query = &q_warm;
             rq[k].n_query = 1;
         }
         k++;
@@ -304,12 +298,6 @@ static unsigned peer_tell(struct peer *p, const char *bucket, const char *key,
     buf_free(&path);
     peer_names_free(names);
     return failed;
-}
-
-unsigned peer_invalidate_all(struct peer *p, const char *bucket, const char *key,
-                             const char *prefix, unsigned *sent)
-{
-    return peer_tell(p, bucket, key, prefix, 0, sent);
 }
 
 static int peer_ops_keep(void *cls, const char *bucket, const char *key)

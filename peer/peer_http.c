@@ -721,12 +721,11 @@ int peer_http_new(const struct peer_http_opts *o, struct peer_http **out)
     ph->secret = strdup(o->secret ? o->secret : "");
     ph->region = strdup(o->region ? o->region : "us-east-1");
     ph->tls = o->tls;
-    if (o->ca_file && *o->ca_file && !(ph->ca_file = strdup(o->ca_file)))
-        ph->tls = -1; /* reported below as -ENOMEM */
+    int ca_ok = !o->ca_file || !*o->ca_file || (ph->ca_file = strdup(o->ca_file));
     ph->connect_ms = o->connect_ms > 0 ? o->connect_ms : 5000;
     ph->stall_ms = o->stall_ms > 0 ? o->stall_ms : 30000;
     ph->multi = curl_multi_init();
-    int rc = ph->self && ph->secret && ph->region && ph->multi && ph->tls >= 0 ? 0 : -ENOMEM;
+    int rc = ph->self && ph->secret && ph->region && ph->multi && ca_ok ? 0 : -ENOMEM;
     if (!rc)
         curl_multi_setopt(ph->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 64L);
     if (!rc && (rc = -pthread_create(&ph->thr, NULL, ph_thread, ph)) == 0)
