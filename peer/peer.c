@@ -21,6 +21,7 @@
 #include "peer_tls.h"
 
 #define PEER_MAGIC 0x9ee9c7a5u
+#define PEER_OWED_FILE "peer-resync-owed" /* in --cache-dir: the gateways owed a resync */
 #define PEER_NOTICE_BODY_MAX (32u << 20) /* a DeleteObjects' 1,000 keys of 1 KiB, escaped */
 
 struct peer {
@@ -102,7 +103,9 @@ int peer_open(const struct conf *cf, struct peer **out, struct errmsg *em)
         peer_close(p);
         return rc;
     }
-    if ((rc = peer_resync_new(p, &p->resync))) {
+    char owed[4096];
+    snprintf(owed, sizeof(owed), "%s/%s", cf->cache_dir ? cf->cache_dir : ".", PEER_OWED_FILE);
+    if ((rc = peer_resync_new(p, owed, &p->resync))) {
         errmsg_set(em, "cannot start the peer resyncs: %s", strerror(-rc));
         peer_close(p);
         return rc;

@@ -5,14 +5,18 @@
  * nothing was missed since it was sent (a write acknowledged after the other gateway set its
  * mark but before its answer arrived is covered by the next one). A gateway that joins the
  * ring of a dns: list is owed one too: out of the list, it heard no notices (a pod that was
- * not ready for a while and is again, without a restart).
+ * not ready for a while and is again, without a restart). The names owed one are kept in a
+ * file (written when the set changes, which is rare), so that a gateway restarted before
+ * the others came back still asks them.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lib/log.h"
 #include "peer.h"
@@ -30,6 +34,8 @@ struct peer_owed {
 
 struct peer_resync {
     struct peer *p;
+    char *path;         /* the file of the names owed a resync; NULL: none */
+    int save_failed;    /* logged once */
     pthread_mutex_t mu; /* everything below */
     pthread_cond_t cv;
     struct peer_owed *owed;
@@ -54,9 +60,51 @@ static struct peer_owed *owed_find_locked(struct peer_resync *r, const char *nam
     return NULL;
 }
 
+/* Writes the names owed a resync to r->path (a temporary file renamed over it). Logs a
+ * failure once: the debts stay in memory. */
+static void owed_save_locked(struct peer_resync *r)
+{
+    char tmp[4096];
+    if (!r->path || snprintf(tmp, sizeof(tmp), "%s.tmp", r->path) >= (int)sizeof(tmp))
+        return;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int ok = fd >= 0;
+    for (size_t i = 0; ok && i < r->n; i++) {
+        size_t len = strlen(r->owed[i].name);
+        ok = write(fd, r->owed[i].name, len) == (ssize_t)len && write(fd, "\n", 1) == 1;
+    }
+    ok = ok && fsync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    ok = ok && rename(tmp, r->path) == 0;
+    if (!ok) {
+        unlink(tmp);
+        if (!r->save_failed++)
+            log_warn("cluster: cannot write %s (%s): the gateways owed a resync are not "
+                     "remembered across a restart", r->path, strerror(errno));
+    }
+}
+
+/* The names a past run owed a resync (one a line), owed again. */
+static void owed_load(struct peer_resync *r)
+{
+    char line[RING_NAME_MAX + 2];
+    FILE *f = r->path ? fopen(r->path, "re") : NULL;
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] && peer_resync_owe(r, line))
+            log_info("cluster: %s was owed a resync before this gateway restarted: it is "
+                     "asked again", line);
+    }
+    fclose(f);
+}
+
 static void owed_drop_locked(struct peer_resync *r, struct peer_owed *e)
 {
     *e = r->owed[--r->n];
+    owed_save_locked(r);
 }
 
 int peer_resync_owe(struct peer_resync *r, const char *name)
@@ -77,6 +125,7 @@ int peer_resync_owe(struct peer_resync *r, const char *name)
         memset(e, 0, sizeof(*e));
         snprintf(e->name, sizeof(e->name), "%s", name);
         fresh = 1;
+        owed_save_locked(r);
     }
     if (e)
         e->missed++;
@@ -230,7 +279,7 @@ static void *peer_resync_main(void *arg)
     return NULL;
 }
 
-int peer_resync_new(struct peer *p, struct peer_resync **out)
+int peer_resync_new(struct peer *p, const char *path, struct peer_resync **out)
 {
     struct peer_resync *r = calloc(1, sizeof(*r));
     if (!r)
@@ -238,6 +287,11 @@ int peer_resync_new(struct peer *p, struct peer_resync **out)
     r->p = p;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
+    if (path && *path && !(r->path = strdup(path))) {
+        peer_resync_free(r);
+        return -ENOMEM;
+    }
+    owed_load(r);
     int rc = -pthread_create(&r->thr, NULL, peer_resync_main, r);
     if (rc) {
         peer_resync_free(r);
@@ -268,6 +322,7 @@ void peer_resync_free(struct peer_resync *r)
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r->owed);
+    free(r->path);
     peer_names_free(r->members);
     free(r);
 }

@@ -6,6 +6,7 @@
  * gateway does at its own start: cache_set_valid_after(now)). Until it confirms, the write
  * path does not wait for it (the resync covers those changes too), so one hung gateway costs
  * a write at most one --peer-timeout, once.
+ * The names owed one are kept in a file of the cache directory across restarts.
  *   peer_resync_new -> [owe, owed, stats]* -> peer_resync_stop -> (peer_http_free) -> _free
  */
 #ifndef S3C_PEER_RESYNC_H
@@ -16,8 +17,10 @@
 struct peer;
 struct peer_resync;
 
-/* Starts the resync thread of @p (borrowed: it outlives it). 0 or -errno. */
-int peer_resync_new(struct peer *p, struct peer_resync **out);
+/* Starts the resync thread of @p (borrowed: it outlives it). @path (NULL: none) keeps the
+ * names owed a resync across restarts: read now (they are owed one again), rewritten when
+ * the set changes. 0 or -errno. */
+int peer_resync_new(struct peer *p, const char *path, struct peer_resync **out);
 /* Stops the thread: no resync is started any more (those in flight end with the client). */
 void peer_resync_stop(struct peer_resync *r);
 /* Frees it, after the peer client is gone (no callback can run). Accepts NULL. */

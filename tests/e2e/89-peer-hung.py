@@ -11,6 +11,8 @@ relays again ("B comes back"). Clients read B on its own port meanwhile.
   - B back: A's resync reaches it (peers_behind 0) and B, which had cached the keys, serves
     none of what changed while it was away: the overwritten key's new bytes, 404 for the
     deleted ones;
+  - B hung, a PUT through A, then A restarted: A still owes B its resync (kept in its cache
+    directory) and B, back, serves the new bytes;
   - B hung again: four DeleteObjects of 10 keys at once through A (2 workers) end within
     about one peer-timeout, and an unrelated cold GET through A meanwhile is not delayed (the
     notices wait on the transfer thread, not on workers).
@@ -295,6 +297,28 @@ def workers_not_held():
         raise E.Fail("B still behind after it came back again")
     for k in [k for k in sum(DEL4, []) if own[k] == NAME_B][:3]:
         E.eq("B, back again, serves %s deleted while it hung" % k, get(B, k).status, 404)
+
+
+def owed_across_restart():
+    k = [x for x in b_keys if x not in DEL50 and x != OVER and x not in sum(DEL4, [])][1]
+    get(B, k)
+    E.eq("%s cached on B" % k, get(B, k).h("x-cache"), "hit")
+    proxy.hang()
+    new = b"written through A, then A restarted, B still hung " * 50
+    s3a.put_object(Bucket=BKT, Key=k, Body=new)
+    E.eq("A counts B behind", behind(A), 1)
+    A.stop()
+    A.start()  # same port, same cache directory
+    proxy.release()
+    time.sleep(1.5)  # a resync would have landed by now
+    if not E.wait_until(lambda: behind(A) == 0, timeout=15):
+        raise E.Fail("B still behind 15 s after it came back")
+    r = get(B, k)
+    E.eq("B, back, serves the key written through A before A restarted: the new bytes",
+         (r.status, r.body == new), (200, True))
+
+
+t.check("A restarted while B hung: A still resyncs B once it is back", owed_across_restart)
 
 
 t.check("B hung, A with 2 workers: 4 DeleteObjects at once end within about one peer-timeout "
