@@ -13,6 +13,7 @@
 #include "acct/jobs.h"
 #include "acct/stats.h"
 #include "admin.h"
+#include "admin_priv.h"
 #include "backends/backend.h"
 #include "cache/cache.h"
 #include "http/auth.h"
@@ -60,11 +61,18 @@ static int admin_cluster_figures(struct server *srv, int prometheus, struct buf 
                 "s3cached_cluster_invalidations_sent_total %llu\n"
                 "# HELP s3cached_cluster_invalidations_failed_total Write notices that did not "
                 "reach their gateway.\n# TYPE s3cached_cluster_invalidations_failed_total "
-                "counter\ns3cached_cluster_invalidations_failed_total %llu\n",
+                "counter\ns3cached_cluster_invalidations_failed_total %llu\n"
+                "# HELP s3cached_cluster_peers_behind Gateways that missed a write notice and "
+                "have not confirmed a resync yet.\n# TYPE s3cached_cluster_peers_behind gauge\n"
+                "s3cached_cluster_peers_behind %llu\n"
+                "# HELP s3cached_cluster_resyncs_total Resyncs confirmed by gateways that had "
+                "missed a write notice.\n# TYPE s3cached_cluster_resyncs_total counter\n"
+                "s3cached_cluster_resyncs_total %llu\n",
                 (unsigned long long)pc.members, (unsigned long long)pc.generation,
                 (unsigned long long)pc.proxied, (unsigned long long)pc.proxy_fallbacks,
                 (unsigned long long)pc.invalidations_sent,
-                (unsigned long long)pc.invalidations_failed);
+                (unsigned long long)pc.invalidations_failed,
+                (unsigned long long)pc.peers_behind, (unsigned long long)pc.resyncs);
         return rc;
     }
     /* the JSON document ends "}\n": the member goes before that brace */
@@ -75,12 +83,14 @@ static int admin_cluster_figures(struct server *srv, int prometheus, struct buf 
     if (!rc)
         rc = buf_printf(b, ", \"members\": %llu, \"self_listed\": %s, \"ring_generation\": %llu, "
                            "\"proxied\": %llu, \"proxy_fallbacks\": %llu, "
-                           "\"invalidations_sent\": %llu, \"invalidations_failed\": %llu}}\n",
+                           "\"invalidations_sent\": %llu, \"invalidations_failed\": %llu, "
+                           "\"peers_behind\": %llu, \"resyncs\": %llu}}\n",
                         (unsigned long long)pc.members, pc.self_index >= 0 ? "true" : "false",
                         (unsigned long long)pc.generation, (unsigned long long)pc.proxied,
                         (unsigned long long)pc.proxy_fallbacks,
                         (unsigned long long)pc.invalidations_sent,
-                        (unsigned long long)pc.invalidations_failed);
+                        (unsigned long long)pc.invalidations_failed,
+                        (unsigned long long)pc.peers_behind, (unsigned long long)pc.resyncs);
     return rc;
 }
 
@@ -842,6 +852,10 @@ static int h_admin_end(struct req *rq)
         return admin_jobs(rq, p + 5);
     if (!strcmp(p, "/policy"))
         return admin_policy(rq);
+    if (!strcmp(p, "/notice") && !strcmp(rq->method, "POST"))
+        return admin_peer_notice(rq);
+    if (!strcmp(p, "/resync") && !strcmp(rq->method, "POST"))
+        return admin_peer_resync(rq);
     return respond_error_msg(rq, -S3E_NOT_FOUND, "No such admin endpoint");
 }
 
@@ -853,7 +867,8 @@ static int admin_known(const char *p, const char *method)
            (!strncmp(p, "/cache/", 7) && !strcmp(method, "DELETE")) || !strcmp(p, "/warm") ||
            !strncmp(p, "/warm/", 6) || (!strcmp(p, "/unpin") && !strcmp(method, "POST")) ||
            !strcmp(p, "/flush") || !strcmp(p, "/jobs") || !strncmp(p, "/jobs/", 6) ||
-           !strcmp(p, "/policy");
+           !strcmp(p, "/policy") ||
+           ((!strcmp(p, "/notice") || !strcmp(p, "/resync")) && !strcmp(method, "POST"));
 }
 
 /* Headers only: a request that is not an admin's, or names no admin endpoint, is refused
@@ -880,6 +895,8 @@ static int h_admin_begin(struct req *rq)
     }
     if (rq->is_peer && !strcmp(p, "/warm"))
         rq->body.max = 64u << 20; /* a cluster warm-up's share: up to a listing's keys */
+    if (rq->is_peer && !strcmp(p, "/notice"))
+        rq->body.max = ADMIN_NOTICE_BODY_MAX; /* every key of a DeleteObjects */
     return 0;
 }
 

@@ -655,7 +655,8 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
 void cache_set_valid_after(struct cache *c, int64_t ns)
 {
     pthread_mutex_lock(&c->mu);
-    c->valid_after_ns = ns;
+    if (ns > c->valid_after_ns) /* only ever later: an earlier call's entries stay suspect */
+        c->valid_after_ns = ns;
     pthread_mutex_unlock(&c->mu);
 }
 

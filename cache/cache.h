@@ -207,7 +207,8 @@ void cache_drain_stats(struct cache *c, struct cache_drain_stats *out);
 void cache_get_stats(struct cache *c, struct cache_stats *out);
 /* Entries last validated before @ns (CLOCK_REALTIME) are checked with the backend before they
  * are served again, whatever --revalidate-after says (dirty ones excepted). Cluster mode sets
- * it at start: while this gateway was down, writes through the others could not reach it. */
+ * it at start (while this gateway was down, writes through the others could not reach it) and
+ * when another gateway says it missed a notice (a resync). It only moves forward. */
 void cache_set_valid_after(struct cache *c, int64_t ns);
 
 /* --- eviction policies (cache/policy.c) -----------------------------------------------------

@@ -131,6 +131,9 @@ static int h_proxy_end(struct req *rq)
     struct proxy_state *ps = rq->job_state;
     CHECK_OBJ_NOTNULL(ps, PROXY_MAGIC);
     int rc;
+    /* an owner that missed a notice and has not answered a resync since is not waited for */
+    if (!ps->x && peer_behind(rq->srv->peer, ps->owner))
+        return proxy_fallback(rq, ps, -ETIMEDOUT);
     if (!ps->x && (rc = proxy_start(rq, ps)))
         return rc == -S3E_INVALID_ARGUMENT ? respond_error(rq, rc) : proxy_fallback(rq, ps, rc);
     rc = peer_stream_headers(ps->x, &rq->pwaiter);

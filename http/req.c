@@ -226,6 +226,18 @@ static void req_job_main(void *arg)
     struct req *rq = j->rq;
     j->fn(rq);
     free(j);
+    req_job_release(rq); /* the job's own hold */
+}
+
+void req_job_hold(struct req *rq)
+{
+    atomic_fetch_add(&rq->job_holds, 1);
+}
+
+void req_job_release(struct req *rq)
+{
+    if (atomic_fetch_sub(&rq->job_holds, 1) != 1)
+        return;
     rq->suspended = 0;
     MHD_resume_connection(rq->conn);
 }
@@ -249,6 +261,7 @@ static int req_run_on(struct req *rq, struct workq *wq, void (*fn)(struct req *r
         return -ENOMEM;
     j->rq = rq;
     j->fn = fn;
+    atomic_store(&rq->job_holds, 1);
     rq->suspended = 1;
     MHD_suspend_connection(rq->conn);
     int rc = workq_submit(wq, WORKQ_HIGH, req_job_main, j);

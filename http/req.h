@@ -13,6 +13,7 @@
 #ifndef S3C_REQ_H
 #define S3C_REQ_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -83,6 +84,7 @@ struct req {
     int must_close;               /* the answer says Connection: close (framing refused) */
     int phase;                    /* handler-private progress */
     int suspended;                /* connection suspended waiting for a job */
+    atomic_uint job_holds;        /* a job in flight: the job itself + req_job_hold()s */
     int busy;                     /* counted in server.inflight (processing or answering) */
     uint64_t bytes_in;            /* request body bytes received */
     uint64_t bytes_out;           /* response body bytes (of the queued response) */
@@ -121,6 +123,11 @@ int req_run_job(struct req *rq, void (*fn)(struct req *rq));
  * lookups): it runs on the server's few waiting threads, never on the workers the fills need,
  * so waiting jobs cannot hold every worker while their fills queue behind them. */
 int req_run_wait_job(struct req *rq, void (*fn)(struct req *rq));
+/* From a job: the request is not resumed when the job returns but once it also got
+ * req_job_release() (from any thread), so a job may start work that ends later (a write's
+ * notice to the other gateways) without a worker waiting for it. */
+void req_job_hold(struct req *rq);
+void req_job_release(struct req *rq);
 /* Parks the request (its handler returns REQ_OK and is called again once resumed), and
  * wakes it: from any thread, once, after the work it waits for has set its state. */
 void req_suspend(struct req *rq);

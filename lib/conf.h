@@ -64,9 +64,10 @@ enum conf_type {
     X("peers",               STR,  peers,               "",               "the gateways acting as one cache: the balancer's server lines, comma-separated ('10.0.0.5:9000,10.0.0.6:9000 weight=2'), or dns:NAME:PORT (every address of NAME, re-resolved every 10 s); empty = a gateway alone") \
     X("self",                STR,  self,                "",               "this gateway's entry in --peers, as the balancer names it (HOST:PORT; with dns: its ADDR:PORT)") \
     X("peer-secret",         STR,  peer_secret,         "",               "secret the gateways sign their requests to each other with (default: --admin-token)") \
-    X("peer-timeout",        DUR,  peer_timeout,        "5s",             "connect timeout of a request to a peer, and the longest a control request (invalidation, warm share, stats) may take") \
+    X("peer-timeout",        DUR,  peer_timeout,        "5s",             "connect timeout of a request to a peer, and the longest a control request (write notice, warm share, stats) or a write waits for the peers") \
     X("tls-cert",            STR,  tls_cert,            "",               "PEM certificate: serve HTTPS") \
     X("tls-key",             STR,  tls_key,             "",               "PEM private key of --tls-cert") \
+    X("peer-ca",             STR,  peer_ca,             "",               "cluster mode with --tls-cert: PEM CA bundle the peers' certificates are verified with (default: the system's store)") \
     X("threads",             INT,  threads,             "0",              "HTTP worker threads (0 = one per core)") \
     X("workers",             INT,  workers,             "0",              "background I/O threads for backend and disk work (0 = 4 x cores + 4)") \
     X("max-connections",     INT,  max_connections,     "4096",           "most concurrent client connections") \

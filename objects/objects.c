@@ -4,7 +4,9 @@
  * in object.c, listing.c, bucket.c and multipart.c.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cache/cache.h"
 #include "lib/s3err.h"
@@ -48,10 +50,104 @@ int objects_keep(const struct objects *o, const char *bucket, const char *key)
     return !o->peer.keep || o->peer.keep(o->peer.cls, bucket, key);
 }
 
+/* The notice this thread collects into (objects_notice_begin), or NULL. */
+static __thread struct objects_notice *objects_cur;
+
+struct objects_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+};
+
+static void objects_wait_done(void *cls)
+{
+    struct objects_wait *w = cls;
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Tells the cluster of @ch and waits until every gateway answered or could not be told. */
+static void objects_tell_wait(const struct objects *o, const struct objects_change *ch, size_t n)
+{
+    struct objects_wait w = {.done = 0};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    if (o->peer.notify(o->peer.cls, ch, n, objects_wait_done, &w)) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+    }
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+}
+
+/* Appends a copy of the change to @nt. 0 or -ENOMEM (@nt unchanged). */
+static int objects_notice_add(struct objects_notice *nt, const char *bucket, const char *key,
+                              int rewarm)
+{
+    if (nt->n == nt->cap) {
+        size_t cap = nt->cap ? 2 * nt->cap : 8;
+        struct objects_change *ch = realloc(nt->ch, cap * sizeof(*ch));
+        if (!ch)
+            return -ENOMEM;
+        nt->ch = ch;
+        nt->cap = cap;
+    }
+    struct objects_change *c = &nt->ch[nt->n];
+    c->bucket = strdup(bucket);
+    c->key = key ? strdup(key) : NULL;
+    c->rewarm = rewarm;
+    if (!c->bucket || (key && !c->key)) {
+        free(c->bucket);
+        free(c->key);
+        return -ENOMEM;
+    }
+    nt->n++;
+    return 0;
+}
+
 void objects_changed(const struct objects *o, const char *bucket, const char *key, int rewarm)
 {
-    if (o->peer.changed)
-        o->peer.changed(o->peer.cls, bucket, key, rewarm);
+    if (!o->peer.notify)
+        return;
+    if (objects_cur && !objects_notice_add(objects_cur, bucket, key, rewarm))
+        return;
+    /* no notice is open (or it cannot grow): this one is told now, and waited for */
+    struct objects_change one = {(char *)bucket, (char *)key, rewarm};
+    objects_tell_wait(o, &one, 1);
+}
+
+void objects_notice_begin(struct objects_notice *nt)
+{
+    memset(nt, 0, sizeof(*nt));
+    objects_cur = nt;
+}
+
+void objects_notice_end(struct objects_notice *nt)
+{
+    if (objects_cur == nt)
+        objects_cur = NULL;
+}
+
+int objects_notice_send(const struct objects *o, const struct objects_notice *nt,
+                        objects_notified_f *done, void *cls)
+{
+    if (!o->peer.notify || !nt->n)
+        return 0;
+    return o->peer.notify(o->peer.cls, nt->ch, nt->n, done, cls);
+}
+
+void objects_notice_free(struct objects_notice *nt)
+{
+    for (size_t i = 0; i < nt->n; i++) {
+        free(nt->ch[i].bucket);
+        free(nt->ch[i].key);
+    }
+    free(nt->ch);
+    memset(nt, 0, sizeof(*nt));
 }
 
 int objects_stage_direct(const struct objects *o)

@@ -19,16 +19,36 @@ struct cache;
 struct objects_write_ops;
 struct warm;
 
+/* One change the other gateways must hear of: (@bucket, @key) written or deleted (@key NULL:
+ * the bucket deleted); @rewarm: the key's owner fetches the new version back (the gateway
+ * that wrote it did not keep it). */
+struct objects_change {
+    char *bucket, *key;
+    int rewarm;
+};
+
+/* The changes one request made, told to the cluster in one notice once it is done (a
+ * DeleteObjects of 1,000 keys is one notice to each gateway, not 1,000 waits). */
+struct objects_notice {
+    struct objects_change *ch;
+    size_t n, cap;
+};
+
+typedef void objects_notified_f(void *cls);
+
 /* Cluster mode (--peers): what the gateways acting as one cache need to hear from the write
  * path. Set once by the server before serving; absent, every gateway keeps what it wrote. */
 struct objects_peer_ops {
     /* 1 when this gateway may keep a cached copy of (@bucket, @key): it owns the key on the
      * ring (or has no ring); 0 when another gateway does, which then caches it. */
     int (*keep)(void *cls, const char *bucket, const char *key);
-    /* (@bucket, @key) was written or deleted (@key NULL: the bucket was deleted), before the
-     * client is answered: every other gateway forgets its copy. @rewarm: the owner fetches
-     * the new version back (this gateway did not keep it). Blocking, bounded. */
-    void (*changed)(void *cls, const char *bucket, const char *key, int rewarm);
+    /* Starts telling every other gateway of the @n changes @ch (copied: one request each, all
+     * at once, each bounded by the peer timeout) so that they forget their copies. Non-
+     * blocking. @done(@done_cls) runs once, on another thread or before this returns, when
+     * every gateway answered or could not be told. Returns 1 (started: @done will run) or 0
+     * (nobody to tell: it will not). */
+    int (*notify)(void *cls, const struct objects_change *ch, size_t n,
+                  objects_notified_f *done, void *done_cls);
     void *cls;
 };
 
@@ -55,11 +75,27 @@ void objects_set_peer_ops(struct objects *o, const struct objects_peer_ops *ops)
  * in cluster mode, where only the key's owner does), and the write's notice to the cluster
  * (nothing outside cluster mode). */
 int objects_keep(const struct objects *o, const char *bucket, const char *key);
+/* The write path's notice of a change (nothing outside cluster mode): collected into this
+ * thread's notice between objects_notice_begin() and _end(), else told at once, the caller
+ * waiting (bounded by the peer timeout) before its client is answered. */
 void objects_changed(const struct objects *o, const char *bucket, const char *key, int rewarm);
 /* Whether a large body staged for a write may be written around the page cache: the write
  * does not read it back at once (write-back: the drainer uploads it later), where write-through
  * sends it to the backend right away, from memory. Non-blocking. */
 int objects_stage_direct(const struct objects *o);
+
+/* From now on, on this thread, objects_changed() adds to @nt (zeroed here) instead of telling
+ * the cluster; _end() stops that. A worker runs one request's job at a time: the job of a
+ * write brackets its calls of the object layer, then sends the notice without waiting
+ * (objects_notice_send), so no worker waits on a peer. */
+void objects_notice_begin(struct objects_notice *nt);
+void objects_notice_end(struct objects_notice *nt);
+/* Starts telling the cluster of @nt's changes (the notify hook). 1: started, @done(@cls)
+ * will run once when every gateway answered or could not be told; 0: nothing to tell or not
+ * cluster mode (@done will not run). @nt may be freed as soon as this returns. */
+int objects_notice_send(const struct objects *o, const struct objects_notice *nt,
+                        objects_notified_f *done, void *cls);
+void objects_notice_free(struct objects_notice *nt);
 
 /* A body of @bytes is about to be received for a write: write-back reserves it against the
  * dirty limit (*@admitted = @bytes; give it back with objects_unadmit() once the write ended

@@ -1,8 +1,11 @@
 /*
  * peer.c: the cluster context (peer.h): membership and ring lookups over cluster/peers.c, the
  * HTTP client to the peers, the write path's hooks (a write through any gateway makes every
- * other one forget the key before the client is answered) and the invalidation fan-out.
- * Counts what it does for /_/stats and /_/metrics; logs a peer that could not be told.
+ * other one forget its keys before the client is answered: one notice per gateway and
+ * request, all gateways at once, bounded by --peer-timeout) and the invalidation fan-out.
+ * A gateway that missed a notice is owed a resync (peer_resync.c): until it confirms one it
+ * is not waited for again. Counts what it does for /_/stats and /_/metrics; logs a peer that
+ * could not be told.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -14,8 +17,12 @@
 #include "lib/log.h"
 #include "lib/s3err.h"
 #include "peer.h"
+#include "peer_resync.h"
+#include "peer_tls.h"
 
 #define PEER_MAGIC 0x9ee9c7a5u
+#define PEER_OWED_FILE "peer-resync-owed" /* in --cache-dir: the gateways owed a resync */
+#define PEER_NOTICE_BODY_MAX (32u << 20) /* a DeleteObjects' 1,000 keys of 1 KiB, escaped */
 
 struct peer {
     unsigned magic;
@@ -24,6 +31,7 @@ struct peer {
     struct peer_http *http;
     char self[RING_NAME_MAX];
     int64_t timeout_ms;
+    struct peer_resync *resync;
     _Atomic uint64_t proxied, fallbacks, inval_sent, inval_failed;
 };
 
@@ -48,13 +56,30 @@ int peer_open(const struct conf *cf, struct peer **out, struct errmsg *em)
         errmsg_set(em, "--self \"%s\": want HOST:PORT", cf->self);
         return -EINVAL;
     }
+    if (strstr(cf->peers, "://") || strstr(cf->self, "://")) {
+        errmsg_set(em, "--peers/--self: entries are HOST:PORT as the balancer's server lines "
+                       "name them, without a scheme (the gateways call each other over HTTPS "
+                       "when they serve it, --tls-cert, else over HTTP)");
+        return -EINVAL;
+    }
+    int tls = cf->tls_cert && *cf->tls_cert;
+    if (!tls && cf->peer_ca && *cf->peer_ca) {
+        errmsg_set(em, "--peer-ca needs --tls-cert: the gateways call each other over HTTPS "
+                       "only when they serve it");
+        return -EINVAL;
+    }
+    /* The others call this one as https://--self and verify its certificate for that host:
+     * one they would refuse could never be told of a write, and would serve stale bytes. */
+    int rc = tls ? peer_tls_check(cf->tls_cert, cf->peer_ca, cf->self, em) : 0;
+    if (rc)
+        return rc;
     struct peer *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
     p->magic = PEER_MAGIC;
     p->cf = cf;
     p->timeout_ms = cf->peer_timeout > 0 ? cf->peer_timeout : 5000;
-    int rc = peers_new(cf->peers, cf->self, NULL, &p->members, err, sizeof(err));
+    rc = peers_new(cf->peers, cf->self, NULL, &p->members, err, sizeof(err));
     if (rc) {
         errmsg_set(em, "%s", err[0] ? err : strerror(-rc));
         peer_close(p);
@@ -70,9 +95,18 @@ int peer_open(const struct conf *cf, struct peer **out, struct errmsg *em)
         .connect_ms = p->timeout_ms,
         /* a stream may wait for the owner's own backend fetch */
         .stall_ms = S3C_MAX(p->timeout_ms, cf->backend_timeout) + 5000,
+        .tls = tls,
+        .ca_file = cf->peer_ca,
     };
     if ((rc = peer_http_new(&ho, &p->http))) {
         errmsg_set(em, "cannot start the peer client: %s", strerror(-rc));
+        peer_close(p);
+        return rc;
+    }
+    char owed[4096];
+    snprintf(owed, sizeof(owed), "%s/%s", cf->cache_dir ? cf->cache_dir : ".", PEER_OWED_FILE);
+    if ((rc = peer_resync_new(p, owed, &p->resync))) {
+        errmsg_set(em, "cannot start the peer resyncs: %s", strerror(-rc));
         peer_close(p);
         return rc;
     }
@@ -92,7 +126,9 @@ void peer_close(struct peer *p)
     if (!p)
         return;
     CHECK_OBJ_NOTNULL(p, PEER_MAGIC);
-    peer_http_free(p->http);
+    peer_resync_stop(p->resync); /* no resync starts any more */
+    peer_http_free(p->http);     /* the calls in flight end: their callbacks run */
+    peer_resync_free(p->resync);
     peers_free(p->members);
     p->magic = 0;
     free(p);
@@ -206,12 +242,12 @@ void peer_names_free(char **names)
 
 /* --- invalidation fan-out ------------------------------------------------------------------- */
 
-/* Tells every other gateway to forget (@bucket, @key) (or @bucket under @prefix); the owner of
- * @key also fetches it back when @rewarm. Returns the number that could not be told. */
-static unsigned peer_tell(struct peer *p, const char *bucket, const char *key,
-                          const char *prefix, int rewarm, unsigned *sent)
+/* An operator's invalidation: every other gateway is asked, even one owed a resync (a
+ * revalidation would keep a copy the backend still confirms), and owes one if it fails. */
+unsigned peer_invalidate_all(struct peer *p, const char *bucket, const char *key,
+                             const char *prefix, unsigned *sent)
 {
-    char **names = NULL, owner[RING_NAME_MAX] = "";
+    char **names = NULL;
     size_t n = 0, k = 0;
     int self = -1;
     unsigned failed = 0;
@@ -220,8 +256,6 @@ static unsigned peer_tell(struct peer *p, const char *bucket, const char *key,
         peer_names_free(names);
         return 0;
     }
-    if (key && rewarm && !peer_route_key(p, bucket, key, owner))
-        owner[0] = '\0';
     struct buf path;
     buf_init(&path, 8192);
     if (buf_puts(&path, "/_/cache/") || buf_puts(&path, bucket) ||
@@ -233,7 +267,6 @@ static unsigned peer_tell(struct peer *p, const char *bucket, const char *key,
     struct peer_req *rq = calloc(n, sizeof(*rq));
     struct peer_result *res = calloc(n, sizeof(*res));
     struct sigv4_kv q_prefix = {"prefix", prefix ? prefix : ""};
-    struct sigv4_kv q_warm = {"warm", "1"};
     for (size_t i = 0; rq && res && i < n; i++) {
         if ((int)i == self)
             continue;
@@ -241,9 +274,6 @@ static unsigned peer_tell(struct peer *p, const char *bucket, const char *key,
                                   .timeout_ms = p->timeout_ms};
         if (!key) {
             rq[k].query = &q_prefix;
-            rq[k].n_query = 1;
-        } else if (owner[0] && !strcmp(owner, names[i])) {
-            rq[k].query = &q_warm;
             rq[k].n_query = 1;
         }
         k++;
@@ -253,6 +283,7 @@ static unsigned peer_tell(struct peer *p, const char *bucket, const char *key,
         for (size_t i = 0; i < k; i++) {
             if (res[i].rc || res[i].status != 200) {
                 failed++;
+                peer_resync_owe(p->resync, rq[i].host);
                 log_warn("cluster: could not tell %s to forget %s/%s: %s", rq[i].host, bucket,
                          key ? key : (prefix ? prefix : ""),
                          res[i].rc ? s3c_strerror(res[i].rc) : "HTTP error");
@@ -272,28 +303,140 @@ static unsigned peer_tell(struct peer *p, const char *bucket, const char *key,
     return failed;
 }
 
-unsigned peer_invalidate_all(struct peer *p, const char *bucket, const char *key,
-                             const char *prefix, unsigned *sent)
-{
-    return peer_tell(p, bucket, key, prefix, 0, sent);
-}
-
 static int peer_ops_keep(void *cls, const char *bucket, const char *key)
 {
     char owner[RING_NAME_MAX];
     return !peer_route_key(cls, bucket, key, owner);
 }
 
-static void peer_ops_changed(void *cls, const char *bucket, const char *key, int rewarm)
+/* --- write notices ------------------------------------------------------------------------ */
+
+struct peer_notice_call {
+    struct peer_notice *nt;
+    char name[RING_NAME_MAX];
+};
+
+/* One request's notice to every other gateway: the calls in flight and who waits for them. */
+struct peer_notice {
+    struct peer *p;
+    atomic_size_t left; /* calls not ended, +1 while they are being started */
+    objects_notified_f *done;
+    void *cls;
+    size_t n_changes;
+    struct peer_notice_call calls[];
+};
+
+/* Drops one of @nt's counts; the last one tells the waiter and frees it. */
+static void peer_notice_put(struct peer_notice *nt)
 {
-    unsigned sent;
-    (void)peer_tell(cls, bucket, key, key ? NULL : "", rewarm, &sent);
+    if (atomic_fetch_sub(&nt->left, 1) != 1)
+        return;
+    nt->done(nt->cls);
+    free(nt);
+}
+
+static void peer_notice_one(void *cls, struct peer_xfer *x)
+{
+    struct peer_notice_call *c = cls;
+    struct peer_notice *nt = c->nt;
+    int rc = peer_xfer_rc(x);
+    long st = peer_xfer_status(x);
+    if (rc || st != 200) {
+        atomic_fetch_add(&nt->p->inval_failed, 1);
+        if (peer_resync_owe(nt->p->resync, c->name))
+            log_warn("cluster: %s was not told of %zu change%s (%s): it is owed a resync and "
+                     "not waited for until it confirms one", c->name, nt->n_changes,
+                     nt->n_changes == 1 ? "" : "s",
+                     rc ? s3c_strerror(rc) : st == 404 ? "HTTP 404: an older s3cached?"
+                                                      : "HTTP error");
+    }
+    peer_notice_put(nt);
+}
+
+/* {"changes":[{"bucket":B,"key":K,"warm":true},{"bucket":B},...]} into @b. */
+static int peer_notice_body(struct buf *b, const struct objects_change *ch, size_t n)
+{
+    int rc = buf_puts(b, "{\"changes\":[");
+    for (size_t i = 0; !rc && i < n; i++) {
+        rc = buf_puts(b, i ? ",{\"bucket\":" : "{\"bucket\":") || buf_json_str(b, ch[i].bucket);
+        if (!rc && ch[i].key)
+            rc = buf_puts(b, ",\"key\":") || buf_json_str(b, ch[i].key);
+        if (!rc && ch[i].key && ch[i].rewarm)
+            rc = buf_puts(b, ",\"warm\":true");
+        if (!rc)
+            rc = buf_puts(b, "}");
+    }
+    return rc ? rc : buf_puts(b, "]}");
+}
+
+static int peer_ops_notify(void *cls, const struct objects_change *ch, size_t n,
+                           objects_notified_f *done, void *done_cls)
+{
+    struct peer *p = cls;
+    char **names = NULL;
+    size_t nn = 0;
+    int self = -1;
+    if (!n || peer_names(p, &names, &nn, &self) || nn <= 1) {
+        peer_names_free(names);
+        return 0;
+    }
+    struct buf body;
+    buf_init(&body, PEER_NOTICE_BODY_MAX);
+    struct peer_notice *nt = calloc(1, sizeof(*nt) + nn * sizeof(nt->calls[0]));
+    if (!nt || peer_notice_body(&body, ch, n)) {
+        /* nobody can be told: every other gateway is owed a resync, nothing is waited for */
+        for (size_t i = 0; i < nn; i++)
+            if ((int)i != self)
+                peer_resync_owe(p->resync, names[i]);
+        atomic_fetch_add(&p->inval_failed, nn - 1);
+        free(nt);
+        buf_free(&body);
+        peer_names_free(names);
+        return 0;
+    }
+    nt->p = p;
+    nt->done = done;
+    nt->cls = done_cls;
+    nt->n_changes = n;
+    atomic_init(&nt->left, 1);
+    size_t k = 0;
+    for (size_t i = 0; i < nn; i++) {
+        if ((int)i == self)
+            continue;
+        atomic_fetch_add(&p->inval_sent, 1);
+        /* one that missed a notice before and has not confirmed a resync since is not waited
+         * for: the resync covers this change too */
+        if (peer_resync_owed(p->resync, names[i])) {
+            atomic_fetch_add(&p->inval_failed, 1);
+            continue;
+        }
+        struct peer_notice_call *c = &nt->calls[k++];
+        c->nt = nt;
+        snprintf(c->name, sizeof(c->name), "%s", names[i]);
+        struct peer_req r = {.host = c->name, .method = "POST", .path = "/_/notice",
+                             .body = body.p, .body_len = body.len, .timeout_ms = p->timeout_ms};
+        atomic_fetch_add(&nt->left, 1);
+        if (peer_call_start(p->http, &r, peer_notice_one, c)) {
+            atomic_fetch_add(&p->inval_failed, 1);
+            peer_resync_owe(p->resync, c->name);
+            atomic_fetch_sub(&nt->left, 1);
+        }
+    }
+    buf_free(&body);
+    peer_names_free(names);
+    peer_notice_put(nt); /* the calls may all have ended: then @done runs now */
+    return 1;
+}
+
+int peer_behind(struct peer *p, const char *name)
+{
+    return peer_resync_behind(p->resync, name);
 }
 
 void peer_objects_ops(struct peer *p, struct objects_peer_ops *ops)
 {
     ops->keep = peer_ops_keep;
-    ops->changed = peer_ops_changed;
+    ops->notify = peer_ops_notify;
     ops->cls = p;
 }
 
@@ -433,6 +576,10 @@ void peer_get_counters(struct peer *p, struct peer_counters *out)
     out->proxy_fallbacks = atomic_load(&p->fallbacks);
     out->invalidations_sent = atomic_load(&p->inval_sent);
     out->invalidations_failed = atomic_load(&p->inval_failed);
+    struct peer_resync_stats rs;
+    peer_resync_stats(p->resync, &rs);
+    out->peers_behind = rs.behind;
+    out->resyncs = rs.resyncs;
     peers_stats(p->members, &ps);
     out->generation = ps.generation;
     out->members = ps.count;

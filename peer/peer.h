@@ -4,7 +4,9 @@
  * (peer_http.h), and answers the questions the layers above ask:
  *   - which gateway owns a request's key (the one the balancer sends it to);
  *   - who must hear of a write or delete (every other gateway forgets its copy, before the
- *     client is answered), and of an admin invalidation or flush (they fan out);
+ *     client is answered: one notice per request to every gateway at once, bounded by
+ *     --peer-timeout; one that missed a notice is owed a resync, peer_resync.h), and of an
+ *     admin invalidation or flush (they fan out);
  *   - which gateways there are (cluster warm-ups and stats ask each of them).
  * Without --peers there is no struct peer: callers hold NULL and stay a single gateway.
  *   peer_open -> [lookups, fan-outs from any thread] -> peer_close
@@ -24,8 +26,11 @@ struct peer;
 
 /* Starts cluster mode when cf->peers is set (else 0 and *@out NULL): the membership (a static
  * list or dns:NAME:PORT), --self (required, one of the entries for a static list), the peer
- * secret (--peer-secret, else --admin-token: one is required) and the transfer thread. @cf is
- * borrowed and outlives it. 0, or -EINVAL / -errno with @em saying why. */
+ * secret (--peer-secret, else --admin-token: one is required), the transfer thread and the
+ * resync thread. With --tls-cert the peers are called over HTTPS and their certificates
+ * verified (--peer-ca, else the system's store); this gateway's own must verify so for the
+ * host of --self, or it refuses to start. @cf is borrowed and outlives it. 0, or -EINVAL /
+ * -errno with @em saying why. */
 int peer_open(const struct conf *cf, struct peer **out, struct errmsg *em);
 /* Stops the transfer thread (failing what is in flight) and the membership. Accepts NULL. */
 void peer_close(struct peer *p);
@@ -52,6 +57,11 @@ void peer_names_free(char **names);
 /* A counted snapshot of the ring for many lookups that must agree; release with
  * peers_snap_put(). */
 struct peers_snap *peer_snap_get(struct peer *p);
+
+/* 1 when the gateway @name missed a write notice and has not confirmed a resync since (down,
+ * hung or unreachable not long ago): writes do not wait for it, and reads of its keys are
+ * served here rather than wait for its answer. */
+int peer_behind(struct peer *p, const char *name);
 
 /* The write path's hooks (objects.h) of this cluster. */
 void peer_objects_ops(struct peer *p, struct objects_peer_ops *ops);
@@ -83,7 +93,9 @@ struct peer_counters {
     uint64_t proxied;             /* GET/HEAD answered by their owner through this gateway */
     uint64_t proxy_fallbacks;     /* ... served here because the owner could not be reached */
     uint64_t invalidations_sent;  /* notices of writes and invalidations to other gateways */
-    uint64_t invalidations_failed;
+    uint64_t invalidations_failed; /* ... not confirmed (not sent to a gateway owed a resync) */
+    uint64_t peers_behind;        /* gateways that missed a notice, owed a resync now */
+    uint64_t resyncs;             /* resyncs they confirmed */
     uint64_t generation;          /* of the ring */
     uint64_t members;
     int self_index;

@@ -70,6 +70,8 @@ struct peer_http {
     int stop;
     struct peer_xfer *active;    /* thread only */
     char *self, *secret, *region;
+    char *ca_file;               /* NULL: the system's store */
+    int tls;                     /* https:// and a verified certificate */
     int64_t connect_ms, stall_ms;
 };
 
@@ -388,7 +390,7 @@ static int px_build(struct peer_http *ph, struct peer_xfer *x, const struct peer
     if (!hv)
         return -ENOMEM;
     buf_init(&url, 64u << 10);
-    rc = buf_puts(&url, "http://") || buf_puts(&url, r->host) || ph_encode(&url, r->path, 1)
+    rc = buf_puts(&url, ph->tls ? "https://" : "http://") || buf_puts(&url, r->host) || ph_encode(&url, r->path, 1)
              ? -ENOMEM
              : 0;
     for (size_t i = 0; !rc && i < r->n_query; i++) {
@@ -446,7 +448,14 @@ static int px_build(struct peer_http *ph, struct peer_xfer *x, const struct peer
     curl_easy_setopt(h, CURLOPT_PROXY, "");
     curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, ph->tls ? "https" : "http");
+    if (ph->tls) {
+        /* the peer must prove it is the HOST of its ring name (an IP SAN for an address) */
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (ph->ca_file)
+            curl_easy_setopt(h, CURLOPT_CAINFO, ph->ca_file);
+    }
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)ph->connect_ms);
     if (!r->no_stall_limit) {
         curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -711,10 +720,12 @@ int peer_http_new(const struct peer_http_opts *o, struct peer_http **out)
     ph->self = strdup(o->self ? o->self : "");
     ph->secret = strdup(o->secret ? o->secret : "");
     ph->region = strdup(o->region ? o->region : "us-east-1");
+    ph->tls = o->tls;
+    int ca_ok = !o->ca_file || !*o->ca_file || (ph->ca_file = strdup(o->ca_file));
     ph->connect_ms = o->connect_ms > 0 ? o->connect_ms : 5000;
     ph->stall_ms = o->stall_ms > 0 ? o->stall_ms : 30000;
     ph->multi = curl_multi_init();
-    int rc = ph->self && ph->secret && ph->region && ph->multi ? 0 : -ENOMEM;
+    int rc = ph->self && ph->secret && ph->region && ph->multi && ca_ok ? 0 : -ENOMEM;
     if (!rc)
         curl_multi_setopt(ph->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 64L);
     if (!rc && (rc = -pthread_create(&ph->thr, NULL, ph_thread, ph)) == 0)
@@ -747,6 +758,7 @@ void peer_http_free(struct peer_http *ph)
         memset(ph->secret, 0, strlen(ph->secret));
     free(ph->secret);
     free(ph->region);
+    free(ph->ca_file);
     ph->magic = 0;
     free(ph);
 }

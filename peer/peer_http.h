@@ -64,6 +64,8 @@ struct peer_http_opts {
     const char *region;      /* the region the peers verify signatures for */
     int64_t connect_ms;      /* connect timeout */
     int64_t stall_ms;        /* a transfer receiving nothing this long fails */
+    int tls;                 /* call https://HOST: the peer's certificate must verify for HOST */
+    const char *ca_file;     /* PEM CA bundle to verify it with; NULL or "": the system's */
 };
 
 /* Starts the transfer thread. @o's strings are copied. 0 or -errno. */

@@ -20,6 +20,7 @@
 #include "objects/bucket.h"
 #include "objects/listing.h"
 #include "objects/object.h"
+#include "objects/objects.h"
 #include "s3.h"
 
 enum { PH_START = 0, PH_JOB_DONE };
@@ -108,7 +109,10 @@ static int h_bucket_create_end(struct req *rq)
 
 static void bucket_delete_job(struct req *rq)
 {
+    struct objects_notice nt;
+    s3_notice_begin(&nt);
     rq->rc = bucket_delete(rq->srv->obj, rq->bucket);
+    s3_notice_end(rq, &nt);
 }
 
 static int bucket_delete_done(struct req *rq)
@@ -465,9 +469,12 @@ static void delete_state_free(void *p)
     free(s);
 }
 
+/* Every key deleted in turn; the other gateways hear of all of them in one notice. */
 static void delete_objects_job(struct req *rq)
 {
     struct delete_state *s = rq->job_state;
+    struct objects_notice nt;
+    s3_notice_begin(&nt);
     for (size_t i = 0; i < s->n; i++) {
         const char *k = s->objs[i].key, *v = s->objs[i].version_id;
         int rc = backend_check_key(k, strlen(k));
@@ -478,9 +485,10 @@ static void delete_objects_job(struct req *rq)
         s->rcs[i] = rc;
         if (rc == -S3E_NO_SUCH_BUCKET) {
             rq->rc = rc;
-            return;
+            break;
         }
     }
+    s3_notice_end(rq, &nt);
 }
 
 static int delete_objects_done(struct req *rq)

@@ -20,6 +20,7 @@
 #include "lib/s3err.h"
 #include "lib/xml.h"
 #include "objects/multipart.h"
+#include "objects/objects.h"
 #include "s3.h"
 
 enum { PH_START = 0, PH_JOB_DONE };
@@ -277,8 +278,11 @@ static int h_mp_part_copy_end(struct req *rq)
 static void mp_complete_job(struct req *rq)
 {
     struct mp_state *s = rq->job_state;
+    struct objects_notice nt;
+    s3_notice_begin(&nt);
     rq->rc = multipart_complete(rq->srv->obj, rq->bucket, rq->key, upload_id_param(rq), s->parts,
                                 s->n, &s->meta);
+    s3_notice_end(rq, &nt);
 }
 
 /* The parts of a CompleteMultipartUpload body (xml.h's type, free of the backend layer) as

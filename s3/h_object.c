@@ -20,6 +20,7 @@
 #include "lib/s3err.h"
 #include "lib/xml.h"
 #include "objects/object.h"
+#include "objects/objects.h"
 #include "read.h"
 #include "s3.h"
 
@@ -90,15 +91,39 @@ static int h_put_body(struct req *rq, const char *data, size_t len)
     return upload_write(rq, data, len);
 }
 
+/* --- the write notice of a job (s3.h) ------------------------------------------------------ */
+
+void s3_notice_begin(struct objects_notice *nt)
+{
+    objects_notice_begin(nt);
+}
+
+static void s3_notice_done(void *cls)
+{
+    req_job_release(cls);
+}
+
+void s3_notice_end(struct req *rq, struct objects_notice *nt)
+{
+    objects_notice_end(nt);
+    req_job_hold(rq);
+    if (!objects_notice_send(rq->srv->obj, nt, s3_notice_done, rq))
+        req_job_release(rq); /* nothing to tell: the job's own hold remains */
+    objects_notice_free(nt);
+}
+
 /* Worker: the staged body becomes the object (objects/object.c). */
 static void put_job(struct req *rq)
 {
     struct put_state *ps = rq->job_state;
+    struct objects_notice nt;
     int taken = 0;
+    s3_notice_begin(&nt);
     ps->rc = object_put(rq->srv->obj, rq->bucket, rq->key, upload_fd(rq), upload_path(rq),
                         &ps->meta, &taken);
     if (taken)
         upload_release_path(rq);
+    s3_notice_end(rq, &nt);
 }
 
 static int h_put_end(struct req *rq)
@@ -197,9 +222,12 @@ static void copy_job(struct req *rq)
 {
     struct copy_state *cs = rq->job_state;
     struct cond_hdrs cond;
+    struct objects_notice nt;
     copy_source_cond(rq, &cond);
+    s3_notice_begin(&nt);
     cs->rc = object_copy(rq->srv->obj, cs->src_bucket, cs->src_key, rq->bucket, rq->key,
                          cs->replace ? &cs->replace_meta : NULL, &cond, &cs->out);
+    s3_notice_end(rq, &nt);
 }
 
 static int h_copy_end(struct req *rq)
@@ -254,7 +282,10 @@ const struct handler h_copy = {.end = h_copy_end};
 
 static void delete_job(struct req *rq)
 {
+    struct objects_notice nt;
+    s3_notice_begin(&nt);
     rq->rc = object_delete(rq->srv->obj, rq->bucket, rq->key);
+    s3_notice_end(rq, &nt);
 }
 
 static int h_delete_end(struct req *rq)

@@ -48,5 +48,13 @@ int acl_put_check(struct req *rq, struct errmsg *em);
  * an x-amz-grant-* header is -S3E_NOT_IMPLEMENTED and a bad canned ACL -S3E_INVALID_ARGUMENT,
  * with rq->err_msg saying why: nobody is led to believe an object became public. */
 int acl_write_check(struct req *rq);
+/* A write job's notice to the other gateways (cluster mode): s3_notice_begin() before the
+ * job's calls of the object layer collects the changes they make; s3_notice_end() after them
+ * sends them, one notice per gateway, and holds the request (req_job_hold) until every
+ * gateway confirmed or --peer-timeout passed: the client is answered after that, as before,
+ * but no worker waits meanwhile. */
+struct objects_notice;
+void s3_notice_begin(struct objects_notice *nt);
+void s3_notice_end(struct req *rq, struct objects_notice *nt);
 
 #endif

@@ -398,6 +398,79 @@ static void test_object_delete_through(void **state)
     assert_int_equal(object_head(e->o, "bkt", "k2", &(struct be_meta){0}), 0);
 }
 
+/* ---- cluster notices ------------------------------------------------------------------------- */
+
+/* A fake cluster: records each notice's changes and ends it at once (from the caller's thread,
+ * which the hook allows). */
+struct fake_cluster {
+    int notices;
+    size_t changes;
+    char keys[8][32];
+    int rewarm[8];
+};
+
+static int fake_keep(void *cls, const char *bucket, const char *key)
+{
+    return strcmp(key, "not-mine") != 0;
+}
+
+static int fake_notify(void *cls, const struct objects_change *ch, size_t n,
+                       objects_notified_f *done, void *done_cls)
+{
+    struct fake_cluster *fc = cls;
+    fc->notices++;
+    for (size_t i = 0; i < n; i++, fc->changes++)
+        if (fc->changes < 8) {
+            snprintf(fc->keys[fc->changes], sizeof(fc->keys[0]), "%s/%s", ch[i].bucket,
+                     ch[i].key ? ch[i].key : "*");
+            fc->rewarm[fc->changes] = ch[i].rewarm;
+        }
+    done(done_cls);
+    return 1;
+}
+
+static void notified(void *cls)
+{
+    (*(int *)cls)++;
+}
+
+static void test_object_notice_batched(void **state)
+{
+    struct env *e = *state;
+    struct fake_cluster fc = {0};
+    struct objects_peer_ops ops = {.keep = fake_keep, .notify = fake_notify, .cls = &fc};
+    objects_set_peer_ops(e->o, &ops);
+    /* no notice open: each change is told at once (and waited for) */
+    assert_int_equal(put(e, "bkt", "a", "abc", 3, NULL), 0);
+    assert_int_equal(fc.notices, 1);
+    assert_string_equal(fc.keys[0], "bkt/a");
+    /* open: the changes of one request (a DeleteObjects) are one notice, sent at its end */
+    struct objects_notice nt;
+    int done = 0;
+    objects_notice_begin(&nt);
+    assert_int_equal(object_delete(e->o, "bkt", "a"), 0);
+    assert_int_equal(object_delete(e->o, "bkt", "b"), 0);
+    assert_int_equal(put(e, "bkt", "not-mine", "xyz", 3, NULL), 0);
+    objects_notice_end(&nt);
+    assert_int_equal(fc.notices, 1); /* nothing told yet */
+    assert_int_equal(nt.n, 3);
+    assert_int_equal(objects_notice_send(e->o, &nt, notified, &done), 1);
+    objects_notice_free(&nt);
+    assert_int_equal(done, 1);
+    assert_int_equal(fc.notices, 2);
+    assert_int_equal(fc.changes, 4);
+    assert_string_equal(fc.keys[1], "bkt/a");
+    assert_string_equal(fc.keys[2], "bkt/b");
+    assert_string_equal(fc.keys[3], "bkt/not-mine");
+    assert_int_equal(fc.rewarm[3], 1); /* not kept here: its owner fetches it back */
+    /* an empty notice is not sent */
+    objects_notice_begin(&nt);
+    objects_notice_end(&nt);
+    assert_int_equal(objects_notice_send(e->o, &nt, notified, &done), 0);
+    objects_notice_free(&nt);
+    assert_int_equal(fc.notices, 2);
+}
+
 /* ---- write-back -------------------------------------------------------------------------------- */
 
 static void test_object_put_back(void **state)
@@ -702,6 +775,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_object_copy_fetched_back, setup_through_warm,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_object_delete_through, setup_through, teardown),
+        cmocka_unit_test_setup_teardown(test_object_notice_batched, setup_through, teardown),
         cmocka_unit_test_setup_teardown(test_object_put_back, setup_back, teardown),
         cmocka_unit_test_setup_teardown(test_object_copy_back, setup_back, teardown),
         cmocka_unit_test_setup_teardown(test_object_delete_back, setup_back, teardown),

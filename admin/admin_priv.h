@@ -1,0 +1,19 @@
+/*
+ * admin_priv.h: the admin handlers' files share these (admin/ only).
+ */
+#ifndef S3C_ADMIN_PRIV_H
+#define S3C_ADMIN_PRIV_H
+
+#include "http/req.h"
+
+/* Cluster mode, between gateways only (admin/h_peer.c):
+ *   POST /_/notice  {"changes":[{"bucket":B,"key":K,"warm":true},{"bucket":B},...]}: another
+ *                   gateway's write notice: forget each key (a bucket without "key": all of
+ *                   it), and fetch back a "warm" one this gateway owns;
+ *   POST /_/resync  another gateway could not tell this one of writes: everything cached
+ *                   before now is revalidated with the backend on its next read. */
+int admin_peer_notice(struct req *rq);
+int admin_peer_resync(struct req *rq);
+#define ADMIN_NOTICE_BODY_MAX (32u << 20) /* as peer.c's largest notice */
+
+#endif

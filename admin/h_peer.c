@@ -1,0 +1,127 @@
+/*
+ * h_peer.c: the requests gateways send each other about writes (admin_priv.h): a write
+ * notice, which may carry every key of one request (a DeleteObjects: one notice, not one per
+ * key), and a resync, sent by a gateway that could not deliver one. Only a peer's signed
+ * request is served; the work runs on a worker (cache invalidations, a warm-up's start).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin_priv.h"
+#include "backends/backend.h"
+#include "cache/cache.h"
+#include "http/respond.h"
+#include "http/server.h"
+#include "lib/json.h"
+#include "lib/log.h"
+#include "lib/s3err.h"
+#include "objects/warm.h"
+#include "peer/peer.h"
+
+enum { PH_START = 0, PH_JOB_DONE };
+
+struct notice_state {
+    struct json *doc;
+    const struct json *changes; /* into doc: an array of checked objects */
+    uint64_t forgotten;
+};
+
+static void notice_state_free(void *p)
+{
+    struct notice_state *s = p;
+    if (!s)
+        return;
+    json_free(s->doc);
+    free(s);
+}
+
+static void notice_job(struct req *rq)
+{
+    struct notice_state *s = rq->job_state;
+    struct server *srv = rq->srv;
+    char owner[RING_NAME_MAX];
+    rq->rc = 0;
+    for (size_t i = 0; i < s->changes->n; i++) {
+        const struct json *c = &s->changes->items[i];
+        const char *b = json_get_str(c, "bucket"), *k = json_get_str(c, "key");
+        const struct json *w = json_get(c, "warm");
+        uint64_t n = 0;
+        if (!k) {
+            (void)cache_invalidate_prefix(srv->cache, b, "", &n);
+            s->forgotten += n;
+            continue;
+        }
+        if (cache_invalidate(srv->cache, b, k) == 0)
+            s->forgotten++;
+        /* the writer kept no copy: the owner fetches the new version back */
+        if (w && w->b && srv->warm && !peer_route_key(srv->peer, b, k, owner))
+            (void)warm_object(srv->warm, b, k);
+    }
+}
+
+/* Checks the notice's shape: 0, or an S3 error with @msg set. */
+static int notice_check(const struct json *d, const struct json **changes, char *msg,
+                        size_t cap)
+{
+    const struct json *ch = d && d->type == JSON_OBJ ? json_get(d, "changes") : NULL;
+    if (!ch || ch->type != JSON_ARR) {
+        snprintf(msg, cap, "a notice is {\"changes\": [{\"bucket\": B, \"key\": K}, ...]}");
+        return -S3E_INVALID_ARGUMENT;
+    }
+    for (size_t i = 0; i < ch->n; i++) {
+        const struct json *c = &ch->items[i], *w = json_get(c, "warm");
+        const char *b = c->type == JSON_OBJ ? json_get_str(c, "bucket") : NULL;
+        const char *k = b ? json_get_str(c, "key") : NULL;
+        if (!b || backend_check_bucket_name(b) || (json_get(c, "key") && !k) ||
+            (k && backend_check_key(k, strlen(k))) || (w && w->type != JSON_BOOL)) {
+            snprintf(msg, cap, "change %zu: want a valid \"bucket\", an optional valid \"key\" "
+                               "and an optional boolean \"warm\"", i);
+            return -S3E_INVALID_ARGUMENT;
+        }
+    }
+    *changes = ch;
+    return 0;
+}
+
+int admin_peer_notice(struct req *rq)
+{
+    if (rq->phase == PH_JOB_DONE) {
+        struct notice_state *s = rq->job_state;
+        char out[64];
+        int n = snprintf(out, sizeof(out), "{\"forgotten\":%llu}\n",
+                         (unsigned long long)s->forgotten);
+        return respond_text(rq, 200, "application/json", out, (size_t)n);
+    }
+    if (!rq->is_peer || !rq->srv->peer)
+        return respond_error_msg(rq, -S3E_ACCESS_DENIED, "Write notices come from peers only");
+    struct notice_state *s = calloc(1, sizeof(*s));
+    struct errmsg em = {""};
+    char msg[200];
+    if (!s)
+        return respond_error(rq, -ENOMEM);
+    rq->job_state = s;
+    rq->job_state_free = notice_state_free;
+    if (json_parse(rq->body.p ? rq->body.p : "", rq->body.len, &s->doc, &em))
+        return respond_error_msg(rq, -S3E_INVALID_ARGUMENT, em.buf);
+    int rc = notice_check(s->doc, &s->changes, msg, sizeof(msg));
+    if (rc)
+        return respond_error_msg(rq, rc, msg);
+    rq->phase = PH_JOB_DONE;
+    rc = req_run_job(rq, notice_job);
+    return rc ? respond_error(rq, rc) : REQ_OK;
+}
+
+int admin_peer_resync(struct req *rq)
+{
+    if (!rq->is_peer || !rq->srv->peer)
+        return respond_error_msg(rq, -S3E_ACCESS_DENIED, "Resyncs come from peers only");
+    int64_t now = s3c_real_ns();
+    cache_set_valid_after(rq->srv->cache, now);
+    log_info("cluster: %s could not tell this gateway of writes: what it cached before now is "
+             "revalidated on its next read", rq->peer_name);
+    char out[64];
+    int n = snprintf(out, sizeof(out), "{\"revalidate_before_ns\":%lld}\n", (long long)now);
+    return respond_text(rq, 200, "application/json", out, (size_t)n);
+}
