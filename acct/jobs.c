@@ -164,8 +164,7 @@ static void copy_name(char dst[JOBS_NAME_MAX + 1], const char *src)
 
 /* The row of @name, created for @owner (NULL: never; "": POST /_/jobs, no per-key cap) when
  * the table and the owner's cap have room; NULL otherwise. Caller holds j->lock. */
-static struct jobs_row *row_get(struct jobs *j, const char *name, const char *owner,
-                                uint64_t now)
+static struct jobs_row *row_get(struct jobs *j, const char *name, const char *owner, uint64_t now)
 {
     uint32_t h = jobs_hash(name);
     struct jobs_row *r = row_find(j, name, h);
@@ -193,7 +192,7 @@ struct jobs_row *jobs_ref(struct jobs *j, const char *name, const char *key, uin
     if (!r)
         r = j->other;
     if (r != j->other && key) { /* "other" has no need: it is many jobs */
-        if (!r->owner[0]) /* made by POST /_/jobs: the first key to read it */
+        if (!r->owner[0])       /* made by POST /_/jobs: the first key to read it */
             copy_name(r->owner, key);
         /* a need belongs to the key that declared it: another key's header is ignored */
         if (need_hdr && (!r->need_owner[0] || !strcmp(r->need_owner, key))) {

@@ -62,8 +62,7 @@ static void notice_job(struct req *rq)
 }
 
 /* Checks the notice's shape: 0, or an S3 error with @msg set. */
-static int notice_check(const struct json *d, const struct json **changes, char *msg,
-                        size_t cap)
+static int notice_check(const struct json *d, const struct json **changes, char *msg, size_t cap)
 {
     const struct json *ch = d && d->type == JSON_OBJ ? json_get(d, "changes") : NULL;
     if (!ch || ch->type != JSON_ARR) {
@@ -76,8 +75,10 @@ static int notice_check(const struct json *d, const struct json **changes, char 
         const char *k = b ? json_get_str(c, "key") : NULL;
         if (!b || backend_check_bucket_name(b) || (json_get(c, "key") && !k) ||
             (k && backend_check_key(k, strlen(k))) || (w && w->type != JSON_BOOL)) {
-            snprintf(msg, cap, "change %zu: want a valid \"bucket\", an optional valid \"key\" "
-                               "and an optional boolean \"warm\"", i);
+            snprintf(msg, cap,
+                     "change %zu: want a valid \"bucket\", an optional valid \"key\" "
+                     "and an optional boolean \"warm\"",
+                     i);
             return -S3E_INVALID_ARGUMENT;
         }
     }
@@ -120,7 +121,8 @@ int admin_peer_resync(struct req *rq)
     int64_t now = s3c_real_ns();
     cache_set_valid_after(rq->srv->cache, now);
     log_info("cluster: %s could not tell this gateway of writes: what it cached before now is "
-             "revalidated on its next read", rq->peer_name);
+             "revalidated on its next read",
+             rq->peer_name);
     char out[64];
     int n = snprintf(out, sizeof(out), "{\"revalidate_before_ns\":%lld}\n", (long long)now);
     return respond_text(rq, 200, "application/json", out, (size_t)n);

@@ -96,8 +96,8 @@ out:
 }
 
 static int write_back_mp_put_part(struct objects *o, const char *bucket, const char *key,
-                                  const char *upload_id, int fd, const char *staged,
-                                  int inplace, const struct be_part *part, int *staged_taken)
+                                  const char *upload_id, int fd, const char *staged, int inplace,
+                                  const struct be_part *part, int *staged_taken)
 {
     int rc;
     if (inplace) {
@@ -106,8 +106,9 @@ static int write_back_mp_put_part(struct objects *o, const char *bucket, const c
         /* the staged part file (fsync'd) moves into the upload */
         if (!staged)
             return -S3E_INTERNAL;
-        rc = fsync(fd) ? -errno : wb_mpu_put_part(o, bucket, key, upload_id, part->number,
-                                                    staged, part->etag);
+        rc = fsync(fd)
+                 ? -errno
+                 : wb_mpu_put_part(o, bucket, key, upload_id, part->number, staged, part->etag);
         *staged_taken = !rc;
     }
     /* its bytes stay counted against the dirty limit until the upload completes or aborts */
@@ -119,10 +120,10 @@ static int write_back_mp_put_part(struct objects *o, const char *bucket, const c
 /* UploadPartCopy: the source range read from the cache into a staged part, hashed as it is
  * copied (the part's MD5 is its ETag). */
 static int write_back_mp_copy_part(struct objects *o, const char *bucket, const char *key,
-                                   const char *upload_id, unsigned number,
-                                   const char *src_bucket, const char *src_key, int has_range,
-                                   uint64_t src_off, uint64_t src_len,
-                                   const struct cond_hdrs *cond, struct be_part *part)
+                                   const char *upload_id, unsigned number, const char *src_bucket,
+                                   const char *src_key, int has_range, uint64_t src_off,
+                                   uint64_t src_len, const struct cond_hdrs *cond,
+                                   struct be_part *part)
 {
     struct be_meta src;
     char path[4096];
@@ -168,8 +169,8 @@ static int write_back_mp_copy_part(struct objects *o, const char *bucket, const 
             part->number = number;
             part->size = len;
             part->mtime_ns = s3c_real_ns();
-            rc = fsync(out) ? -errno : wb_mpu_put_part(o, bucket, key, upload_id, number, path,
-                                                        part->etag);
+            rc = fsync(out) ? -errno
+                            : wb_mpu_put_part(o, bucket, key, upload_id, number, path, part->etag);
         }
         cksum_free(ck);
         free(buf);

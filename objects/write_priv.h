@@ -23,12 +23,12 @@ struct objects_write_ops {
     /* objects_admit() */
     int (*admit)(struct objects *o, uint64_t bytes, uint64_t *admitted);
     /* object_put(), after @fd's fsync */
-    int (*put)(struct objects *o, const char *bucket, const char *key, int fd,
-               const char *staged, struct be_meta *meta, int *staged_taken);
+    int (*put)(struct objects *o, const char *bucket, const char *key, int fd, const char *staged,
+               struct be_meta *meta, int *staged_taken);
     /* object_copy() */
-    int (*copy)(struct objects *o, const char *src_bucket, const char *src_key,
-                const char *bucket, const char *key, const struct be_meta *replace,
-                const struct cond_hdrs *cond, struct be_meta *out);
+    int (*copy)(struct objects *o, const char *src_bucket, const char *src_key, const char *bucket,
+                const char *key, const struct be_meta *replace, const struct cond_hdrs *cond,
+                struct be_meta *out);
     /* multipart_*(): where the uploads are and how they become objects */
     int (*mp_create)(struct objects *o, const char *bucket, const char *key,
                      const struct be_meta *meta, char upload_id[BE_UPLOAD_ID_MAX]);
@@ -45,11 +45,10 @@ struct objects_write_ops {
     int (*mp_complete)(struct objects *o, const char *bucket, const char *key,
                        const char *upload_id, const struct be_part *parts, size_t n,
                        struct be_meta *out);
-    int (*mp_abort)(struct objects *o, const char *bucket, const char *key,
-                    const char *upload_id);
+    int (*mp_abort)(struct objects *o, const char *bucket, const char *key, const char *upload_id);
     int (*mp_list_parts)(struct objects *o, const char *bucket, const char *key,
-                         const char *upload_id, unsigned marker, unsigned max,
-                         struct be_part **out, size_t *n, int *truncated);
+                         const char *upload_id, unsigned marker, unsigned max, struct be_part **out,
+                         size_t *n, int *truncated);
     /* one page of in-progress uploads, as backend_mp_list_uploads() */
     int (*mp_list_uploads)(struct objects *o, const char *bucket, const char *prefix,
                            const char *key_marker, const char *id_marker, unsigned max,

@@ -112,16 +112,16 @@ static int write_through_mp_part_target(struct objects *o, const char *bucket, c
 }
 
 static int write_through_mp_put_part(struct objects *o, const char *bucket, const char *key,
-                                     const char *upload_id, int fd, const char *staged,
-                                     int inplace, const struct be_part *part, int *staged_taken)
+                                     const char *upload_id, int fd, const char *staged, int inplace,
+                                     const struct be_part *part, int *staged_taken)
 {
     return backend_mp_put_part(o->be, bucket, key, upload_id, fd, part);
 }
 
 static int write_through_mp_copy_part(struct objects *o, const char *bucket, const char *key,
                                       const char *upload_id, unsigned number,
-                                      const char *src_bucket, const char *src_key,
-                                      int has_range, uint64_t src_off, uint64_t src_len,
+                                      const char *src_bucket, const char *src_key, int has_range,
+                                      uint64_t src_off, uint64_t src_len,
                                       const struct cond_hdrs *cond, struct be_part *out)
 {
     struct be_meta src;
@@ -188,8 +188,8 @@ static int write_through_size_check(struct objects *o, const char *bucket, const
 }
 
 static int write_through_mp_complete(struct objects *o, const char *bucket, const char *key,
-                                     const char *upload_id, const struct be_part *parts,
-                                     size_t n, struct be_meta *out)
+                                     const char *upload_id, const struct be_part *parts, size_t n,
+                                     struct be_meta *out)
 {
     /* Nothing may be made that is over the limit: checked first, the upload stays as it was
      * (it can be completed with fewer parts, listed or aborted). */
@@ -217,10 +217,10 @@ static int write_through_mp_list_parts(struct objects *o, const char *bucket, co
     return backend_mp_list_parts(o->be, bucket, key, upload_id, marker, max, out, n, truncated);
 }
 
-static int write_through_mp_list_uploads(struct objects *o, const char *bucket,
-                                         const char *prefix, const char *key_marker,
-                                         const char *id_marker, unsigned max,
-                                         struct be_upload **out, size_t *n, int *truncated)
+static int write_through_mp_list_uploads(struct objects *o, const char *bucket, const char *prefix,
+                                         const char *key_marker, const char *id_marker,
+                                         unsigned max, struct be_upload **out, size_t *n,
+                                         int *truncated)
 {
     return backend_mp_list_uploads(o->be, bucket, prefix, key_marker, id_marker, max, out, n,
                                    truncated);

@@ -27,8 +27,8 @@
 
 struct peer_owed {
     char name[RING_NAME_MAX];
-    uint64_t missed;   /* notices missed so far */
-    uint64_t asked;    /* @missed when the resync in flight was sent */
+    uint64_t missed; /* notices missed so far */
+    uint64_t asked;  /* @missed when the resync in flight was sent */
     int inflight;
 };
 
@@ -42,7 +42,7 @@ struct peer_resync {
     size_t n, cap;
     int stop, started;
     uint64_t resyncs;
-    char **members;     /* the ring's names at the last round (resync thread only) */
+    char **members;       /* the ring's names at the last round (resync thread only) */
     uint64_t members_gen; /* its generation, 0: none yet */
     pthread_t thr;
 };
@@ -81,7 +81,8 @@ static void owed_save_locked(struct peer_resync *r)
         unlink(tmp);
         if (!r->save_failed++)
             log_warn("cluster: cannot write %s (%s): the gateways owed a resync are not "
-                     "remembered across a restart", r->path, strerror(errno));
+                     "remembered across a restart",
+                     r->path, strerror(errno));
     }
 }
 
@@ -96,7 +97,8 @@ static void owed_load(struct peer_resync *r)
         line[strcspn(line, "\r\n")] = '\0';
         if (line[0] && peer_resync_owe(r, line))
             log_info("cluster: %s was owed a resync before this gateway restarted: it is "
-                     "asked again", line);
+                     "asked again",
+                     line);
     }
     fclose(f);
 }
@@ -163,8 +165,8 @@ static void peer_resync_done(void *cls, struct peer_xfer *x)
         e->inflight = 0;
         if (ok && e->missed == e->asked) {
             log_info("cluster: %s confirmed a resync: it revalidates what it cached before "
-                     "(%llu notice%s missed)", c->name, (unsigned long long)e->missed,
-                     e->missed == 1 ? "" : "s");
+                     "(%llu notice%s missed)",
+                     c->name, (unsigned long long)e->missed, e->missed == 1 ? "" : "s");
             owed_drop_locked(r, e);
             r->resyncs++;
         }
@@ -189,7 +191,8 @@ static void peer_resync_joined(struct peer_resync *r)
             known = !strcmp(r->members[j], name);
         if (!known && r->members_gen && peer_resync_owe(r, name))
             log_info("cluster: %s joined the ring: it heard no write notice while out of it and "
-                     "is asked to revalidate what it cached", name);
+                     "is asked to revalidate what it cached",
+                     name);
         if (!(keep[i] = strdup(name))) {
             peer_names_free(keep);
             keep = NULL;
@@ -243,7 +246,9 @@ static void peer_resync_round(struct peer_resync *r)
     pthread_mutex_unlock(&r->mu);
     /* started unlocked: a call that cannot start ends (its callback runs) right here */
     for (size_t i = 0; i < k; i++) {
-        struct peer_req rq = {.host = calls[i]->name, .method = "POST", .path = "/_/resync",
+        struct peer_req rq = {.host = calls[i]->name,
+                              .method = "POST",
+                              .path = "/_/resync",
                               .timeout_ms = peer_timeout_ms(r->p)};
         if (peer_call_start(peer_client(r->p), &rq, peer_resync_done, calls[i])) {
             pthread_mutex_lock(&r->mu);

@@ -34,8 +34,7 @@ static int peer_tls_host(const char *self, char *host, size_t cap)
     return 0;
 }
 
-int peer_tls_check(const char *cert_file, const char *ca_file, const char *self,
-                   struct errmsg *em)
+int peer_tls_check(const char *cert_file, const char *ca_file, const char *self, struct errmsg *em)
 {
     char host[256];
     unsigned char ip[16];
@@ -78,8 +77,8 @@ int peer_tls_check(const char *cert_file, const char *ca_file, const char *self,
     X509_VERIFY_PARAM *vp = X509_STORE_CTX_get0_param(ctx);
     X509_VERIFY_PARAM_set_purpose(vp, X509_PURPOSE_SSL_SERVER);
     int is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
-    if ((is_ip ? X509_VERIFY_PARAM_set1_ip_asc(vp, host) : X509_VERIFY_PARAM_set1_host(vp, host, 0))
-        != 1) {
+    if ((is_ip ? X509_VERIFY_PARAM_set1_ip_asc(vp, host)
+               : X509_VERIFY_PARAM_set1_host(vp, host, 0)) != 1) {
         errmsg_set(em, "--self \"%s\": \"%s\" is no host name a certificate can name", self, host);
         goto out;
     }

@@ -15,7 +15,6 @@
  * ("HOST:PORT" or "[V6]:PORT"; an address must be an IP SAN) against @ca_file (NULL or "":
  * the system's store), as a TLS client verifies a server. 0, or -EINVAL (@em says why: an
  * unreadable file, no certificate, a chain or name that does not verify). */
-int peer_tls_check(const char *cert_file, const char *ca_file, const char *self,
-                   struct errmsg *em);
+int peer_tls_check(const char *cert_file, const char *ca_file, const char *self, struct errmsg *em);
 
 #endif
