@@ -25,7 +25,7 @@ LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lmicrohttpd -
 TESTLIBS := $(LIBS) -lcmocka
 
 # The folders are layers, bottom to top (tests/lint.sh keeps the includes going down only).
-DIRS     := lib sig backends cache cluster objects acct peer http s3 admin cmd
+DIRS     := lib sig backends cache ring objects acct peer http s3 admin cmd
 SRCS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
 MAIN     := cmd/main.c
 LIBSRCS  := $(filter-out $(MAIN),$(SRCS))
@@ -52,7 +52,7 @@ all: $(BUILD)/s3cached $(BUILD)/ring-owner $(BUILD)/throttle $(BUILD)/delayline
 $(BUILD)/s3cached: $(BUILD)/obj/$(MAIN:.c=.o) $(BUILD)/libs3c.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-# e2e 86's tool: the owner of each key on nginx's consistent-hash ring (cluster/ring.c)
+# e2e 86's tool: the owner of each key on nginx's consistent-hash ring (ring/ring.c)
 $(BUILD)/ring-owner: tests/tools/ring_owner.c $(BUILD)/libs3c.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -217,7 +217,7 @@ test-image: deps-test
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_SRCS    := sig/sigv4.c sig/sigv2.c sig/awschunk.c lib/checksum.c \
                 lib/range.c lib/xml.c lib/json.c lib/conf.c lib/buf.c \
-                lib/s3c.c lib/s3err.c lib/log.c cluster/ring.c cluster/peers.c \
+                lib/s3c.c lib/s3err.c lib/log.c ring/ring.c ring/peers.c \
                 lib/tar.c lib/tar_index.c lib/arr.c lib/hex.c
 FUZZ_LIBS    := -lcrypto -lcurl -lz -lexpat -ljansson -lpthread
 FUZZ_SECONDS ?= 60

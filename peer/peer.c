@@ -1,5 +1,5 @@
 /*
- * peer.c: the cluster context (peer.h): membership and ring lookups over cluster/peers.c, the
+ * peer.c: the cluster context (peer.h): membership and ring lookups over ring/peers.c, the
  * HTTP client to the peers, the write path's hooks (a write through any gateway makes every
  * other one forget its keys before the client is answered: one notice per gateway and
  * request, all gateways at once, bounded by --peer-timeout) and the invalidation fan-out.

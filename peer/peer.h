@@ -1,6 +1,6 @@
 /*
  * peer.h: this gateway as one of N gateways acting as one cache (--peers, --self). Owns the
- * membership (cluster/peers.h: the balancer's ring) and the HTTP client to the peers
+ * membership (ring/peers.h: the balancer's ring) and the HTTP client to the peers
  * (peer_http.h), and answers the questions the layers above ask:
  *   - which gateway owns a request's key (the one the balancer sends it to);
  *   - who must hear of a write or delete (every other gateway forgets its copy, before the
@@ -16,8 +16,8 @@
 
 #include <stdint.h>
 
-#include "cluster/peers.h"
-#include "cluster/ring.h"
+#include "ring/peers.h"
+#include "ring/ring.h"
 #include "lib/conf.h"
 #include "objects/objects.h"
 #include "peer_http.h"

@@ -17,8 +17,8 @@ fail() { echo "lint: $*"; bad=1; }
 
 # bottom to top
 # peer/ (cluster mode: the peer client, fan-outs, cluster warm-ups and stats) sits beside acct/:
-# it uses the ring (cluster/), the object layer's hooks and warm-ups (objects/); http/ uses it.
-RANKS="lib:0 sig:1 backends:2 cache:3 cluster:4 objects:5 acct:6 peer:6 http:7 s3:8 admin:8 cmd:9"
+# it uses the ring (ring/), the object layer's hooks and warm-ups (objects/); http/ uses it.
+RANKS="lib:0 sig:1 backends:2 cache:3 ring:4 objects:5 acct:6 peer:6 http:7 s3:8 admin:8 cmd:9"
 declare -A rank
 for r in $RANKS; do rank[${r%%:*}]=${r##*:}; done
 DIRS=$(for r in $RANKS; do echo "${r%%:*}"; done)
@@ -81,8 +81,8 @@ only_in microhttpd.h http/server.c http/req.c http/req_mhd.h http/respond.c
 # the parsers' libraries, each behind one file
 only_in expat.h lib/xml.c
 only_in jansson.h lib/json.c
-# cluster/ (the ring and membership) stands alone: libc, pthreads and zlib, its own headers
-for f in cluster/*.c cluster/*.h; do
+# ring/ (the ring and membership) stands alone: libc, pthreads and zlib, its own headers
+for f in ring/*.c ring/*.h; do
     grep -qE '#include "[a-z_]+/' "$f" && fail "$f includes a header of another folder"
 done
 

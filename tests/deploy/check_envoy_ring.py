@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_envoy_ring.py ENVOY_YAML: the settings of deploy/scale-out/envoy.yaml that a
-gateway's copy of Envoy's ring (cluster/ring_envoy.c) assumes, checked statically (Envoy
+gateway's copy of Envoy's ring (ring/ring_envoy.c) assumes, checked statically (Envoy
 is not packaged in Debian, so it cannot run here). Run by tests/deploy/validate.sh, which
 also feeds it broken copies. Prints one line per problem and exits 1 if there is any;
 otherwise prints the ring the gateways must build: the endpoint list and minimum size.

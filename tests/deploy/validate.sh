@@ -7,7 +7,7 @@
 #   - check_deploy.py: structure of the k8s manifests, compose.yaml, Dockerfile, unit,
 #     nginx.conf and envoy.yaml, the peered (cluster mode) set-ups (python3-yaml), plus a
 #     self-test that it rejects broken copies;            skipped without python3-yaml
-#   - check_envoy_ring.py: the envoy.yaml settings cluster/ring_envoy.c reproduces (ring
+#   - check_envoy_ring.py: the envoy.yaml settings ring/ring_envoy.c reproduces (ring
 #     hash function and size, the hashed :path, no path rewriting), plus a self-test
 #   - k8s_schema.sh: deploy/k8s against the Kubernetes API schema (npm kubernetes-models
 #     + tsc, installed by make test-deploy), plus a self-test; skipped when not installed
@@ -123,9 +123,9 @@ else
     mutate "a compose gateway whose --self is another's" compose.yaml 's/S3CACHED_SELF: gateway-2:9000/S3CACHED_SELF: gateway:9000/'
     mutate "a peered gateway Prometheus does not scrape" prometheus/prometheus.yml 's/, "gateway-3:9000"//'
 
-    # Envoy's ring as the gateways reproduce it (cluster/ring_envoy.c): the settings it
+    # Envoy's ring as the gateways reproduce it (ring/ring_envoy.c): the settings it
     # assumes, and a self-test that a copy breaking each is rejected
-    run "scale-out/envoy.yaml: the ring settings cluster/ring_envoy.c reproduces (check_envoy_ring.py)" \
+    run "scale-out/envoy.yaml: the ring settings ring/ring_envoy.c reproduces (check_envoy_ring.py)" \
         timeout 60 "$PY" "$here/check_envoy_ring.py" "$D/scale-out/envoy.yaml"
     envoy_mutate() { # NAME SED-EXPR
         local m=$T/envoy-mut.yaml

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""86-ring-agreement: the owner a gateway computes for a key (cluster/ring.c through
+"""86-ring-agreement: the owner a gateway computes for a key (ring/ring.c through
 build/ring-owner) is the server real nginx sends it to.
 
 nginx runs deploy/scale-out/nginx.conf with its ports rewritten: the upstream block

@@ -4,15 +4,15 @@
  * starts with '/', no "//", "/./" or "/../" segment left (a decoded '%', '?' or '#' never
  * starts one), not ending in "/." or "/..".
  *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. tests/fuzz/fuzz_ring.c \
- *         cluster/ring.c cluster/peers.c -lz -lpthread -o build/fuzz_ring
+ *         ring/ring.c ring/peers.c -lz -lpthread -o build/fuzz_ring
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster/peers.h"
-#include "cluster/ring.h"
+#include "ring/peers.h"
+#include "ring/ring.h"
 
 static int has(const char *s, size_t n, const char *pat)
 {

@@ -1,6 +1,6 @@
 /*
  * ring_owner.c: build/ring-owner, the owner of each key on the ring of --peers, as a
- * gateway computes it (cluster/peers.c + cluster/ring.c). e2e 86 compares it with the
+ * gateway computes it (ring/peers.c + ring/ring.c). e2e 86 compares it with the
  * server real nginx picks.
  *   ring-owner --peers SPEC [--self NAME] [--uri] [KEY...]
  *   ring-owner --envoy MIN_RING_SIZE --peers LIST [KEY...]
@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster/peers.h"
-#include "cluster/ring.h"
-#include "cluster/ring_envoy.h"
+#include "ring/peers.h"
+#include "ring/ring.h"
+#include "ring/ring_envoy.h"
 
 static const char *errname(int rc)
 {

@@ -1,4 +1,4 @@
-/* test_peers.c: --peers / --self membership (cluster/peers.c): list parsing, dns: lists
+/* test_peers.c: --peers / --self membership (ring/peers.c): list parsing, dns: lists
  * sorted whatever order the resolver answers in, refresh and swap, and lookups racing
  * swaps in a loop (run under ASan: no use-after-free, no leak). */
 #include <arpa/inet.h>
@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "cluster/peers.h"
-#include "cluster/ring.h"
+#include "ring/peers.h"
+#include "ring/ring.h"
 
 #define N_(a) (sizeof(a) / sizeof((a)[0]))
 

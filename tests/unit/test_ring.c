@@ -1,4 +1,4 @@
-/* test_ring.c: nginx's consistent-hash ring and $uri (cluster/ring.c). The vectors were
+/* test_ring.c: nginx's consistent-hash ring and $uri (ring/ring.c). The vectors were
  * printed by tests/unit/ring_ref.py, a small independent model of nginx's algorithm;
  * tests/e2e/86-ring-agreement.py checks the same code against real nginx. */
 #include <errno.h>
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "cluster/ring.h"
+#include "ring/ring.h"
 
 #define N_(a) (sizeof(a) / sizeof((a)[0]))
 

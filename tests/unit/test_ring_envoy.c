@@ -1,4 +1,4 @@
-/* test_ring_envoy.c: Envoy's RING_HASH ring (cluster/ring_envoy.c). The rings below are
+/* test_ring_envoy.c: Envoy's RING_HASH ring (ring/ring_envoy.c). The rings below are
  * the ones Envoy's own unit tests print and assert
  * (test/extensions/load_balancing_policies/ring_hash/ring_hash_lb_test.cc: Basic,
  * UnevenHosts, HostWeightedTinyRing); the XXH64 vectors come from Debian's libxxhash
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "cluster/ring_envoy.h"
+#include "ring/ring_envoy.h"
 
 #define N_(a) (sizeof(a) / sizeof((a)[0]))
 
