@@ -487,9 +487,74 @@ int cache_stage_open(struct cache *c, int *fd, char path[4096])
     return store_stage(c->dir, fd, path);
 }
 
+int cache_stage_reserve(struct cache *c, uint64_t *held, uint64_t total)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    if (total <= *held)
+        return 0;
+    if (total > c->cap)
+        return -S3E_ENTITY_TOO_LARGE;
+    uint64_t more = total - *held;
+    /* as an LRU fetch would: a body must be held or refused, whatever the keep prefixes */
+    if (evict_reserve(c, more, 0, 0, NULL))
+        return -S3E_SLOW_DOWN;
+    pthread_mutex_lock(&c->mu);
+    c->staged += more;
+    pthread_mutex_unlock(&c->mu);
+    *held = total;
+    return 0;
+}
+
+void cache_stage_release(struct cache *c, uint64_t *held)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    if (!held || !*held)
+        return;
+    pthread_mutex_lock(&c->mu);
+    S3C_ASSERT(c->staged >= *held);
+    c->staged -= *held;
+    evict_unreserve_locked(c, *held);
+    pthread_mutex_unlock(&c->mu);
+    *held = 0;
+}
+
+void cache_stage_force(struct cache *c, uint64_t bytes)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    pthread_mutex_lock(&c->mu);
+    c->reserved += bytes;
+    c->staged += bytes;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Reserves @acct bytes for an adopted entry, taking over first what *@held reserves for its
+ * staged file (then 0). 0, or evict_reserve()'s error with *@held unchanged. */
+static int adopt_reserve(struct cache *c, uint64_t acct, uint64_t *held)
+{
+    uint64_t have = held ? *held : 0;
+    if (have < acct) {
+        /* An upload reserves as LRU, whatever its prefix's policy: a write-back object must
+         * be held (or the writer slowed down), never refused because keep objects fill the
+         * cache. */
+        int rc = evict_reserve(c, acct - have, 0, 0, NULL);
+        if (rc)
+            return rc;
+    }
+    if (!have)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    S3C_ASSERT(c->staged >= have);
+    c->staged -= have;
+    if (have > acct)
+        evict_unreserve_locked(c, have - acct);
+    pthread_mutex_unlock(&c->mu);
+    *held = 0;
+    return 0;
+}
+
 /* cache_adopt() and cache_adopt_dirty(): see cache.h. */
 static int adopt(struct cache *c, const char *bucket, const char *key, const char *path,
-                 const struct be_meta *meta, int dirty)
+                 const struct be_meta *meta, int dirty, uint64_t *held)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
     struct index_key k;
@@ -511,9 +576,7 @@ static int adopt(struct cache *c, const char *bucket, const char *key, const cha
         unlink(path);
         return -ENOMEM;
     }
-    /* An upload reserves as LRU, whatever its prefix's policy: a write-back object must be
-     * held (or the writer slowed down), never refused because keep objects fill the cache. */
-    if (evict_reserve(c, acct, 0, 0, NULL)) {
+    if (adopt_reserve(c, acct, held)) {
         unlink(path);
         if (dirty) {
             /* everything else is dirty or pinned: the writer retries once some drained */
@@ -603,13 +666,19 @@ out:
 int cache_adopt(struct cache *c, const char *bucket, const char *key, const char *path,
                 const struct be_meta *meta)
 {
-    return adopt(c, bucket, key, path, meta, 0);
+    return adopt(c, bucket, key, path, meta, 0, NULL);
+}
+
+int cache_adopt_held(struct cache *c, const char *bucket, const char *key, const char *path,
+                     const struct be_meta *meta, int dirty, uint64_t *held)
+{
+    return adopt(c, bucket, key, path, meta, dirty, held);
 }
 
 int cache_adopt_dirty(struct cache *c, const char *bucket, const char *key, const char *path,
                       const struct be_meta *meta)
 {
-    return adopt(c, bucket, key, path, meta, 1);
+    return adopt(c, bucket, key, path, meta, 1, NULL);
 }
 
 /* ---- stats ----------------------------------------------------------------------------- */
@@ -624,6 +693,7 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     *out = c->st;
     out->capacity_bytes = c->cap;
     out->used_bytes = c->used + c->reserved;
+    out->staged_bytes = c->staged;
     out->window_bytes = window_pool_bytes(&c->pool);
     out->window_limit_bytes = (uint64_t)c->pool.max_slots * c->pool.chunk;
     out->window_forced_drops = c->pool.forced;

@@ -17,7 +17,7 @@
 #include "warm.h"
 
 int object_put(struct objects *o, const char *bucket, const char *key, int fd,
-               const char *staged, struct be_meta *meta, int *staged_taken)
+               const char *staged, uint64_t *space, struct be_meta *meta, int *staged_taken)
 {
     *staged_taken = 0;
     if (fsync(fd) != 0)
@@ -26,7 +26,7 @@ int object_put(struct objects *o, const char *bucket, const char *key, int fd,
         if (!staged)
             return -S3E_INTERNAL;
         *staged_taken = 1; /* consumed either way */
-        int wrc = cache_adopt_dirty(o->cache, bucket, key, staged, meta);
+        int wrc = cache_adopt_held(o->cache, bucket, key, staged, meta, 1, space);
         if (!wrc)
             objects_changed(o, bucket, key, 0);
         return wrc;
@@ -47,7 +47,7 @@ int object_put(struct objects *o, const char *bucket, const char *key, int fd,
     }
     int keep = objects_keep(o, bucket, key);
     if (staged && keep) {
-        cache_adopt(o->cache, bucket, key, staged, meta);
+        cache_adopt_held(o->cache, bucket, key, staged, meta, 0, space);
         *staged_taken = 1;
     } else {
         cache_forget(o->cache, bucket, key); /* cluster mode: the owner caches it */

@@ -67,6 +67,13 @@ int objects_admit(struct objects *o, uint64_t bytes, uint64_t *admitted)
     return rc;
 }
 
+int objects_admit_more(struct objects *o, uint64_t total, uint64_t *admitted)
+{
+    if (!objects_write_back(o))
+        return 0;
+    return cache_dirty_grow(o->cache, admitted, total);
+}
+
 void objects_unadmit(struct objects *o, uint64_t admitted)
 {
     if (admitted)

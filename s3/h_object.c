@@ -191,7 +191,7 @@ static void put_job(struct req *rq)
     struct put_state *ps = rq->job_state;
     int taken = 0;
     ps->rc = object_put(rq->srv->obj, rq->bucket, rq->key, upload_fd(rq), upload_path(rq),
-                        &ps->meta, &taken);
+                        upload_space(rq), &ps->meta, &taken);
     if (taken)
         upload_release_path(rq);
 }

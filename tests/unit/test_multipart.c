@@ -181,7 +181,7 @@ static int put_object(struct env *e, const char *key, const void *d, size_t len)
     md5hex(d, len, m.etag);
     assert_int_equal(cache_stage_open(e->c, &fd, path), 0);
     assert_int_equal(write(fd, d, len), (ssize_t)len);
-    int rc = object_put(e->o, "bkt", key, fd, path, &m, &taken);
+    int rc = object_put(e->o, "bkt", key, fd, path, NULL, &m, &taken);
     close(fd);
     if (!taken)
         unlink(path);

@@ -137,7 +137,7 @@ static int put(struct env *e, const char *bucket, const char *key, const void *d
     m.mtime_ns = s3c_real_ns();
     snprintf(m.etag, sizeof(m.etag), "%s", r.md5_hex);
     snprintf(m.content_type, sizeof(m.content_type), "text/plain");
-    int rc = object_put(e->o, bucket, key, fd, path, &m, &taken);
+    int rc = object_put(e->o, bucket, key, fd, path, NULL, &m, &taken);
     close(fd);
     if (!taken) /* the caller's to unlink (upload_free() does it) */
         assert_int_equal(unlink(path), 0);
@@ -245,7 +245,7 @@ static void test_object_put_through(void **state)
     struct be_meta m3 = {.size = 5};
     assert_int_equal(cache_stage_open(e->c, &fd, path), 0);
     assert_int_equal(write(fd, "hello", 5), 5);
-    assert_int_equal(object_put(e->o, "bkt", "dir/obj", fd, NULL, &m3, &taken), 0);
+    assert_int_equal(object_put(e->o, "bkt", "dir/obj", fd, NULL, NULL, &m3, &taken), 0);
     assert_int_equal(taken, 0);
     close(fd);
     unlink(path);
@@ -423,7 +423,7 @@ static void test_object_put_back(void **state)
     struct be_meta m2 = {.size = 1};
     assert_int_equal(cache_stage_open(e->c, &fd, path), 0);
     assert_int_equal(write(fd, "x", 1), 1);
-    assert_int_equal(object_put(e->o, "bkt", "x", fd, NULL, &m2, &taken), -S3E_INTERNAL);
+    assert_int_equal(object_put(e->o, "bkt", "x", fd, NULL, NULL, &m2, &taken), -S3E_INTERNAL);
     close(fd);
     unlink(path);
     free(d);
