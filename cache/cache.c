@@ -518,6 +518,16 @@ void cache_stage_release(struct cache *c, uint64_t *held)
     *held = 0;
 }
 
+void cache_stage_drop(struct cache *c, uint64_t bytes)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    pthread_mutex_lock(&c->mu);
+    uint64_t n = S3C_MIN(bytes, c->staged); /* staged is part of reserved */
+    c->staged -= n;
+    evict_unreserve_locked(c, n);
+    pthread_mutex_unlock(&c->mu);
+}
+
 void cache_stage_force(struct cache *c, uint64_t bytes)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);

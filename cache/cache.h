@@ -133,6 +133,8 @@ int cache_stage_open(struct cache *c, int *fd, char path[4096]);
 int cache_stage_reserve(struct cache *c, uint64_t *held, uint64_t total);
 /* Gives *@held back (*@held = 0). NULL or 0: nothing. */
 void cache_stage_release(struct cache *c, uint64_t *held);
+/* Gives back @bytes of staged bytes counted by cache_stage_force() (at most what is staged). */
+void cache_stage_drop(struct cache *c, uint64_t bytes);
 /* Counts @bytes already on disk outside the index (write-back parts found at start, a part
  * whose body's reservation it takes over) as staged, whatever room is left. */
 void cache_stage_force(struct cache *c, uint64_t bytes);
@@ -179,9 +181,12 @@ void cache_dirty_unadmit(struct cache *c, uint64_t bytes);
  * -S3E_SLOW_DOWN (no room now); *@held unchanged on failure. Release with
  * cache_dirty_unadmit(*@held). */
 int cache_dirty_grow(struct cache *c, uint64_t *held, uint64_t total);
-/* Counts @bytes held outside the index (staged multipart parts) against the dirty limit
- * unconditionally; cache_dirty_unadmit() releases them. */
+/* Counts @bytes held outside the index (staged multipart parts) against the dirty limit and
+ * as staged bytes of the capacity (cache_stage_force()), unconditionally; cache_dirty_release()
+ * releases them. */
 void cache_dirty_hold(struct cache *c, uint64_t bytes);
+/* Releases what cache_dirty_hold() counted (@bytes at most of either). */
+void cache_dirty_release(struct cache *c, uint64_t bytes);
 /* Excludes (@bucket, @key) from draining while a gateway write of it runs (DELETE, a
  * write-through PUT over a dirty key): waits for an upload of it in flight to end. Blocking
  * (workers only); pair with cache_write_end(). */

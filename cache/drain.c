@@ -543,6 +543,13 @@ void cache_dirty_hold(struct cache *c, uint64_t bytes)
     pthread_mutex_lock(&dr->mu);
     dr->staged_bytes += bytes;
     pthread_mutex_unlock(&dr->mu);
+    cache_stage_force(c, bytes);
+}
+
+void cache_dirty_release(struct cache *c, uint64_t bytes)
+{
+    cache_dirty_unadmit(c, bytes);
+    cache_stage_drop(c, bytes);
 }
 
 void cache_dirty_unadmit(struct cache *c, uint64_t bytes)

@@ -41,7 +41,7 @@ int multipart_part_target(struct objects *o, const char *bucket, const char *key
 
 int multipart_put_part(struct objects *o, const char *bucket, const char *key,
                        const char *upload_id, int fd, const char *staged, int inplace,
-                       const struct be_part *part, int *staged_taken)
+                       uint64_t *space, const struct be_part *part, int *staged_taken)
 {
     int rc;
     *staged_taken = 0;
@@ -57,9 +57,13 @@ int multipart_put_part(struct objects *o, const char *bucket, const char *key,
                                                     staged, part->etag);
         *staged_taken = !rc;
     }
-    /* its bytes stay counted against the dirty limit until the upload completes or aborts */
-    if (!rc)
+    /* its bytes stay counted against the dirty limit and as staged bytes until the upload
+     * completes or aborts: the hold replaces the body's reservation */
+    if (!rc) {
+        if (space)
+            cache_stage_release(o->cache, space);
         cache_dirty_hold(o->cache, part->size);
+    }
     return rc;
 }
 
@@ -98,7 +102,9 @@ static int multipart_copy_part_wb(struct objects *o, const char *bucket, const c
         rc = cache_dirty_admit(o->cache, len);
     if (rc)
         goto out;
-    if (!(rc = cache_stage_open(o->cache, &out, path))) {
+    uint64_t space = 0; /* the staged part's room in the cache until the part holds it */
+    if (!(rc = cache_stage_reserve(o->cache, &space, len)) &&
+        !(rc = cache_stage_open(o->cache, &out, path))) {
         struct cksum *ck = NULL;
         struct cksum_result res;
         char *buf = malloc(1u << 20);
@@ -131,9 +137,11 @@ static int multipart_copy_part_wb(struct objects *o, const char *bucket, const c
         close(out);
         if (rc)
             unlink(path);
-        else
+        cache_stage_release(o->cache, &space);
+        if (!rc)
             cache_dirty_hold(o->cache, len);
     }
+    cache_stage_release(o->cache, &space);
     cache_dirty_unadmit(o->cache, len);
 out:
     if (in >= 0)
@@ -224,10 +232,12 @@ static int multipart_complete_wb(struct objects *o, const char *bucket, const ch
     int rc = wb_mpu_complete(o, bucket, key, upload_id, parts, n, out, staged, &held, &seal);
     if (rc == 1) /* a repeat: answered as the first time, nothing more to do */
         return 0;
+    /* the parts' staged bytes (cache_dirty_hold()) become the object's */
+    uint64_t cap = held;
     if (!rc)
-        rc = cache_adopt_dirty(o->cache, bucket, key, staged, out);
+        rc = cache_adopt_held(o->cache, bucket, key, staged, out, 1, &cap);
     if (!rc) {
-        wb_mpu_finish(o, bucket, key, upload_id, parts, n, out);
+        wb_mpu_finish(o, bucket, key, upload_id, parts, n, out, held);
         objects_changed(o, bucket, key, 0);
     }
     if (seal >= 0)

@@ -75,7 +75,7 @@ static int object_copy_write_back(struct objects *o, const char *src_bucket, con
     struct be_meta src, m;
     char path[4096];
     int in = -1, fd = -1;
-    uint64_t admitted = 0;
+    uint64_t admitted = 0, space = 0;
     int rc = cache_open_whole(o->cache, src_bucket, src_key, &in, &src);
     if (!rc)
         rc = object_copy_conditions(cond, &src);
@@ -83,6 +83,8 @@ static int object_copy_write_back(struct objects *o, const char *src_bucket, con
         rc = -S3E_ENTITY_TOO_LARGE;
     if (!rc && !(rc = cache_dirty_admit(o->cache, src.size)))
         admitted = src.size;
+    if (!rc) /* the staged copy's room in the cache, the new entry's once adopted */
+        rc = cache_stage_reserve(o->cache, &space, src.size);
     if (!rc)
         rc = cache_stage_open(o->cache, &fd, path);
     if (rc)
@@ -107,12 +109,13 @@ static int object_copy_write_back(struct objects *o, const char *src_bucket, con
         memcpy(m.checksum, src.checksum, sizeof(m.checksum));
     }
     m.mtime_ns = s3c_real_ns();
-    rc = cache_adopt_dirty(o->cache, bucket, key, path, &m);
+    rc = cache_adopt_held(o->cache, bucket, key, path, &m, 1, &space);
     if (!rc) {
         *out = m;
         objects_changed(o, bucket, key, 0);
     }
 out:
+    cache_stage_release(o->cache, &space);
     if (in >= 0)
         close(in);
     if (admitted)

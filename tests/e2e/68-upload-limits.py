@@ -3,7 +3,8 @@ put_object of a non-seekable stream) are held to the same limits as declared one
 their bytes arrive. Write-back (--dirty-limit 16M, --cache-size 64M, upstream down: nothing
 drains): a chunked PUT larger than the dirty limit gets 400 EntityTooLarge, one past the room
 left 503 SlowDown (curl and boto3), a chunked UploadPart too; each refusal leaves nothing (no
-staged file, dirty and staged counts as before) and bodies that fit are stored byte for byte.
+staged file, dirty and staged counts as before) and bodies that fit are stored byte for byte;
+a stored part counts in staged and used bytes until its upload is aborted or completed.
 Write-through (--cache-size 32M): a chunked PUT or part larger than the cache gets 400
 EntityTooLarge, nothing stored; the staged copy of a PUT in flight counts in /_/stats
 cache.used_bytes and cache.staged_bytes (declared length: all of it from the first byte;
@@ -163,10 +164,24 @@ def write_back():
             E.eq("curl chunked UploadPart of 2 MiB", st, 200)
             s = state(gw)
             E.eq("drain staged bytes: the part held", s["drain_staged"], before["drain_staged"] + 2 * MiB)
+            E.eq("cache staged bytes: the part held", s["staged"], 2 * MiB)
+            if s["used"] < before["used"] + 2 * MiB:
+                raise E.Fail("used_bytes %d: the held part is not counted (%d before)"
+                             % (s["used"], before["used"]))
             etag = s3.list_parts(Bucket=B, Key="mp", UploadId=uid)["Parts"][0]["ETag"]
             E.eq("part ETag", etag.strip('"'), hashlib.md5(data).hexdigest())
             s3.abort_multipart_upload(Bucket=B, Key="mp", UploadId=uid)
             same_state("after the abort", gw, before)
+            # a completed upload: its parts' staged bytes become the object's
+            uid = s3.create_multipart_upload(Bucket=B, Key="mp2")["UploadId"]
+            st, _ = curl_chunked(gw, "/%s/mp2" % B, data, "partNumber=1&uploadId=%s" % uid)
+            E.eq("curl chunked UploadPart of 2 MiB", st, 200)
+            etag = s3.list_parts(Bucket=B, Key="mp2", UploadId=uid)["Parts"][0]["ETag"]
+            s3.complete_multipart_upload(Bucket=B, Key="mp2", UploadId=uid, MultipartUpload={
+                "Parts": [{"PartNumber": 1, "ETag": etag}]})
+            E.same_bytes("GET mp2", s3.get_object(Bucket=B, Key="mp2")["Body"].read(), data)
+            s = idle(gw, "after the Complete")
+            E.eq("dirty bytes after the Complete", s["dirty"], before["dirty"] + 2 * MiB)
 
         t.check("write-back: a chunked PUT larger than --dirty-limit: 400 EntityTooLarge, "
                 "nothing left", over_limit)
