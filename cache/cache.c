@@ -510,11 +510,7 @@ void cache_stage_release(struct cache *c, uint64_t *held)
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
     if (!held || !*held)
         return;
-    pthread_mutex_lock(&c->mu);
-    S3C_ASSERT(c->staged >= *held);
-    c->staged -= *held;
-    evict_unreserve_locked(c, *held);
-    pthread_mutex_unlock(&c->mu);
+    cache_stage_drop(c, *held);
     *held = 0;
 }
 
@@ -522,7 +518,9 @@ void cache_stage_drop(struct cache *c, uint64_t bytes)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
     pthread_mutex_lock(&c->mu);
-    uint64_t n = S3C_MIN(bytes, c->staged); /* staged is part of reserved */
+    /* staged is part of reserved. At most what is staged: a part replaced while its upload
+     * completed may have been given back twice; the count must not wrap. */
+    uint64_t n = S3C_MIN(bytes, c->staged);
     c->staged -= n;
     evict_unreserve_locked(c, n);
     pthread_mutex_unlock(&c->mu);
@@ -542,23 +540,28 @@ void cache_stage_force(struct cache *c, uint64_t bytes)
 static int adopt_reserve(struct cache *c, uint64_t acct, uint64_t *held)
 {
     uint64_t have = held ? *held : 0;
-    if (have < acct) {
+    pthread_mutex_lock(&c->mu);
+    uint64_t take = S3C_MIN(have, c->staged); /* as cache_stage_drop(): never wraps */
+    c->staged -= take;
+    pthread_mutex_unlock(&c->mu);
+    if (take < acct) {
         /* An upload reserves as LRU, whatever its prefix's policy: a write-back object must
          * be held (or the writer slowed down), never refused because keep objects fill the
          * cache. */
-        int rc = evict_reserve(c, acct - have, 0, 0, NULL);
-        if (rc)
+        int rc = evict_reserve(c, acct - take, 0, 0, NULL);
+        if (rc) {
+            pthread_mutex_lock(&c->mu);
+            c->staged += take;
+            pthread_mutex_unlock(&c->mu);
             return rc;
+        }
+    } else if (take > acct) {
+        pthread_mutex_lock(&c->mu);
+        evict_unreserve_locked(c, take - acct);
+        pthread_mutex_unlock(&c->mu);
     }
-    if (!have)
-        return 0;
-    pthread_mutex_lock(&c->mu);
-    S3C_ASSERT(c->staged >= have);
-    c->staged -= have;
-    if (have > acct)
-        evict_unreserve_locked(c, have - acct);
-    pthread_mutex_unlock(&c->mu);
-    *held = 0;
+    if (held)
+        *held = 0;
     return 0;
 }
 
