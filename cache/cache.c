@@ -495,12 +495,23 @@ int cache_stage_reserve(struct cache *c, uint64_t *held, uint64_t total)
     if (total > c->cap)
         return -S3E_ENTITY_TOO_LARGE;
     uint64_t more = total - *held;
-    /* as an LRU fetch would: a body must be held or refused, whatever the keep prefixes */
-    if (evict_reserve(c, more, 0, 0, NULL))
-        return -S3E_SLOW_DOWN;
+    /* Room left: taken at once, without the evictor's lock (the caller may be an HTTP thread
+     * receiving a body; an eviction there holds its other connections meanwhile). */
     pthread_mutex_lock(&c->mu);
-    c->staged += more;
+    int fits = c->used + c->reserved + more <= c->cap;
+    if (fits) {
+        c->reserved += more;
+        c->staged += more;
+    }
     pthread_mutex_unlock(&c->mu);
+    if (!fits) {
+        /* as an LRU fetch would: a body must be held or refused, whatever the keep prefixes */
+        if (evict_reserve(c, more, 0, 0, NULL))
+            return -S3E_SLOW_DOWN;
+        pthread_mutex_lock(&c->mu);
+        c->staged += more;
+        pthread_mutex_unlock(&c->mu);
+    }
     *held = total;
     return 0;
 }
