@@ -416,6 +416,12 @@ static void upload_drop(struct upload *up)
     up->admitted = 0;
 }
 
+void upload_abandon(struct req *rq)
+{
+    if (rq->up && rq->up->cache && !rq->up->failed)
+        upload_drop(rq->up);
+}
+
 int upload_write(struct req *rq, const char *data, size_t len)
 {
     struct upload *up = rq->up;

@@ -26,6 +26,9 @@ int upload_target_fd(struct req *rq, int fd, uint64_t off);
 /* The body's declared (decoded) length, UINT64_MAX when unknown. After a begin. */
 uint64_t upload_declared(struct req *rq);
 int upload_write(struct req *rq, const char *data, size_t len);
+/* The request failed before or during its body: drops it as a failed upload_write() does (no
+ * staged file, nothing reserved), at once. NULL-safe, idempotent. */
+void upload_abandon(struct req *rq);
 /* Checks lengths and digests; on success fills @meta's size/etag/checksum fields. */
 int upload_finish(struct req *rq, struct be_meta *meta);
 int upload_fd(struct req *rq);

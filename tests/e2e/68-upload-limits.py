@@ -80,21 +80,22 @@ def expect_curl(what, got, status, code):
         raise E.Fail("%s: expected %d %s, got %d %r" % (what, status, code, st, body[:300]))
 
 
-def state(srv):
+def state(srv, settled=True):
     """What the cache holds: used and staged bytes, dirty and drain-staged bytes, and the
-    staged files of the cache directory."""
-    st = srv.settled_stats()
+    staged files of the cache directory (@settled: once no request is in flight)."""
+    st = srv.settled_stats() if settled else srv.stats()
     c, d = st["cache"], st["drain"]
     return {"used": c["used_bytes"], "staged": c.get("staged_bytes"), "dirty": c["dirty_bytes"],
             "drain_staged": d["staged_bytes"], "tmp": sorted(os.listdir(os.path.join(srv.cache, "tmp")))}
 
 
-def same_state(what, srv, before):
+def same_state(what, srv, before, settled=True):
     """After a refusal: the same counts as @before, no staged file (given a moment: the
     server lets go of the request after the client has its answer)."""
-    got = E.wait_until(lambda: (lambda s: s if s == before else None)(state(srv)), timeout=5)
+    got = E.wait_until(lambda: (lambda s: s if s == before else None)(state(srv, settled)),
+                       timeout=5)
     if got is None:
-        raise E.Fail("%s: the cache holds %r, before it %r" % (what, state(srv), before))
+        raise E.Fail("%s: the cache holds %r, before it %r" % (what, state(srv, settled), before))
 
 
 def idle(srv, what):
@@ -172,6 +173,19 @@ def write_back():
             E.eq("part ETag", etag.strip('"'), hashlib.md5(data).hexdigest())
             s3.abort_multipart_upload(Bucket=B, Key="mp", UploadId=uid)
             same_state("after the abort", gw, before)
+            # a part refused before its body (no such upload) holds nothing while the gateway
+            # reads the body it will not store
+            p = Paused(gw, "mp", data, 64 * 1024, False, q)
+            try:
+                time.sleep(0.5)
+                same_state("while the body of a part to an aborted upload arrives", gw, before,
+                           settled=False)
+                r = p.resume()
+                p = None
+                E.expect_error("part to an aborted upload", r, 404, "NoSuchUpload")
+            finally:
+                if p:
+                    p.s.close()
             # a completed upload: its parts' staged bytes become the object's
             uid = s3.create_multipart_upload(Bucket=B, Key="mp2")["UploadId"]
             st, _ = curl_chunked(gw, "/%s/mp2" % B, data, "partNumber=1&uploadId=%s" % uid)
@@ -197,15 +211,16 @@ def write_back():
 
 # ------------------------------------------------------------------ write-through
 
-def signed_head(srv, path, length=None):
+def signed_head(srv, path, length=None, query=""):
     hdrs = {"host": "127.0.0.1:%d" % srv.port}
     if length is None:
         hdrs["transfer-encoding"] = "chunked"
     else:
         hdrs["content-length"] = str(length)
     signed = [k for k in hdrs if k != "transfer-encoding"] + ["x-amz-date", "x-amz-content-sha256"]
-    E.sign_headers("PUT", path, "", hdrs, "UNSIGNED-PAYLOAD", srv.ak, srv.sk, signed=signed)
-    return ("PUT %s HTTP/1.1\r\n" % path + "".join("%s: %s\r\n" % kv for kv in hdrs.items())
+    E.sign_headers("PUT", path, query, hdrs, "UNSIGNED-PAYLOAD", srv.ak, srv.sk, signed=signed)
+    return ("PUT %s%s HTTP/1.1\r\n" % (path, "?" + query if query else "")
+            + "".join("%s: %s\r\n" % kv for kv in hdrs.items())
             + "connection: close\r\n\r\n").encode()
 
 
@@ -213,10 +228,11 @@ class Paused:
     """A PUT sent in two steps: its headers and the first @first bytes, then (resume()) the
     rest; chunked when @chunked, else with its Content-Length."""
 
-    def __init__(self, srv, key, data, first, chunked):
+    def __init__(self, srv, key, data, first, chunked, query=""):
         self.srv, self.data, self.first, self.chunked = srv, data, first, chunked
         self.s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
-        self.s.sendall(signed_head(srv, "/%s/%s" % (B, key), None if chunked else len(data)))
+        self.s.sendall(signed_head(srv, "/%s/%s" % (B, key), None if chunked else len(data),
+                                   query))
         self._send(data[:first])
 
     def _send(self, data):
