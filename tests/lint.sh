@@ -74,7 +74,7 @@ only_in() { # HEADER FILE...
 }
 only_in lmdb.h cache/index.c
 only_in curl/curl.h backends/be_s3.c backends/be_s3_call.c backends/be_s3_parse.c \
-    backends/be_s3_priv.h lib/range.c cmd/cli.c cmd/check_io.c sig/sigv2.c peer/peer_http.c
+    backends/be_s3_priv.h lib/range.c cmd/cli.c cmd/check_io.c cmd/check_read.c sig/sigv2.c peer/peer_http.c
 only_in microhttpd.h http/server.c http/req.c http/req_mhd.h http/respond.c
 # the parsers' libraries, each behind one file
 only_in expat.h lib/xml.c
