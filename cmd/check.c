@@ -215,8 +215,14 @@ static void check_bound(const struct check_opts *o, struct check_result *r)
         }
         double xfer = b->xfer_s - a->xfer_s;
         r->stall_share = xfer > 0 ? stall / xfer : 0;
-        r->hit_share = b->bytes > a->bytes ? (b->hit_bytes - a->hit_bytes) / (b->bytes - a->bytes)
-                                           : 0;
+        /* per byte as the answers said (x-cache): the gateway books a GET's hit bytes at its
+         * end, so a window that cuts GETs does not see them as it sees the bytes */
+        if (r->rd.xcache)
+            r->hit_share = r->rd.window_bytes
+                               ? (double)r->rd.window_hit_bytes / (double)r->rd.window_bytes : 0;
+        else
+            r->hit_share = b->bytes > a->bytes
+                               ? (b->hit_bytes - a->hit_bytes) / (b->bytes - a->bytes) : 0;
         r->gw_cores = (b->cpu_s - a->cpu_s) / secs;
         r->disk_busy = a->disk_busy_s >= 0 && b->disk_busy_s >= 0
                            ? (b->disk_busy_s - a->disk_busy_s) / secs : -1;

@@ -49,7 +49,8 @@ struct check_read_res {
     int cold;                          /* the first pass had answers that were not hits */
     int window;                        /* CHECK_MARK_START or _WARM: where the window began */
     double window_s;                   /* the measured window: from there to the end */
-    uint64_t window_bytes;
+    uint64_t window_bytes, window_hit_bytes; /* of those, answers with x-cache: hit */
+    int xcache;                        /* the answers carried x-cache (an s3cached gateway) */
     char first_error[256];
 };
 

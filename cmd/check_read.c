@@ -55,6 +55,8 @@ struct slot {
 /* One reader thread. Padded: the byte counter is written on every callback. */
 struct reader {
     _Alignas(64) uint64_t bytes;       /* written by this reader, read by the caller */
+    uint64_t hit_bytes;                /* of them, bodies of answers with x-cache: hit */
+    int xcache;                        /* answers carried x-cache (an s3cached gateway) */
     struct rq *q;
     CURLM *m;
     unsigned streams;
@@ -130,6 +132,8 @@ static size_t slot_body(char *p, size_t sz, size_t n, void *cls)
     struct slot *s = cls;
     UNUSED(p);
     __atomic_store_n(&s->rd->bytes, s->rd->bytes + sz * n, __ATOMIC_RELAXED);
+    if (!s->not_hit)
+        __atomic_store_n(&s->rd->hit_bytes, s->rd->hit_bytes + sz * n, __ATOMIC_RELAXED);
     return sz * n;
 }
 
@@ -146,6 +150,7 @@ static size_t slot_header(char *p, size_t sz, size_t n, void *cls)
             s->not_hit = 1;
     } else if (len >= 8 && !strncasecmp(p, "x-cache:", 8)) {
         const char *v = p + 8, *e = p + len;
+        s->rd->xcache = 1;
         while (v < e && (*v == ' ' || *v == '\t'))
             v++;
         if (e - v < 3 || strncasecmp(v, "hit", 3) || (e - v > 3 && v[3] != '\r' && v[3] != '\n'))
@@ -266,11 +271,15 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-static uint64_t readers_bytes(const struct reader *rds, unsigned n)
+/* The bytes the readers have had so far, and those of cache hits into *@hit. */
+static uint64_t readers_bytes(const struct reader *rds, unsigned n, uint64_t *hit)
 {
     uint64_t b = 0;
-    for (unsigned i = 0; i < n; i++)
+    *hit = 0;
+    for (unsigned i = 0; i < n; i++) {
         b += __atomic_load_n(&rds[i].bytes, __ATOMIC_RELAXED);
+        *hit += __atomic_load_n(&rds[i].hit_bytes, __ATOMIC_RELAXED);
+    }
     return b;
 }
 
@@ -347,7 +356,7 @@ int check_read(const struct check_http *c, const char *bucket, const struct chec
     q.rng = 0x9e3779b97f4a7c15ull ^ s3c_mono_ns() ^ ((uint64_t)getpid() << 32);
     res->readers = readers;
     double t0 = rd_now(), t_warm = 0, t_end;
-    uint64_t b_warm = 0, b_end;
+    uint64_t b_warm = 0, b_end, h_warm = 0, h_end;
     if (o->mark)
         o->mark(o->cls, CHECK_MARK_START);
     int rc = readers_start(&q, rds, readers, o->streams);
@@ -358,7 +367,7 @@ int check_read(const struct check_http *c, const char *bucket, const struct chec
         all = readers_wait(&q, t0 + o->warmup_s);
         if (!all) { /* the start-up is over: the steady window begins */
             t_warm = rd_now();
-            b_warm = readers_bytes(rds, readers);
+            b_warm = readers_bytes(rds, readers, &h_warm);
             if (o->mark)
                 o->mark(o->cls, CHECK_MARK_WARM);
             all = readers_wait(&q, t0 + o->duration_s);
@@ -367,7 +376,7 @@ int check_read(const struct check_http *c, const char *bucket, const struct chec
         all = readers_wait(&q, 0);
     }
     t_end = rd_now();
-    b_end = readers_bytes(rds, readers);
+    b_end = readers_bytes(rds, readers, &h_end);
     if (o->mark)
         o->mark(o->cls, CHECK_MARK_END);
     if (!all) { /* the duration is up: the GETs in flight are cut */
@@ -384,6 +393,7 @@ int check_read(const struct check_http *c, const char *bucket, const struct chec
             curl_multi_cleanup(rd->m);
         res->bytes += rd->bytes;
         res->gets += rd->gets;
+        res->xcache |= rd->xcache;
         if (rd->errors && !res->errors)
             snprintf(res->first_error, sizeof(res->first_error), "%s", rd->first_error);
         res->errors += rd->errors;
@@ -396,10 +406,12 @@ int check_read(const struct check_http *c, const char *bucket, const struct chec
         res->window = CHECK_MARK_WARM;
         res->window_s = t_end - t_warm;
         res->window_bytes = b_end - b_warm;
+        res->window_hit_bytes = h_end - h_warm;
     } else {
         res->window = CHECK_MARK_START;
         res->window_s = res->seconds;
         res->window_bytes = b_end;
+        res->window_hit_bytes = h_end;
     }
     pthread_cond_destroy(&q.cv);
     pthread_mutex_destroy(&q.mu);
