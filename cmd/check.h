@@ -87,6 +87,8 @@ int check_read(const struct check_http *c, const char *bucket, const struct chec
 struct curl_slist;
 void *check_get_handle(const struct check_http *c, const char *path_query,
                        struct curl_slist **hdrs);
+/* Points the handle @h (from check_get_handle) at @path_query, for its next GET. */
+void check_set_url(const struct check_http *c, void *h, const char *path_query);
 /* A pre-signed GET URL of s3://@bucket/@key valid for @expires_s (SigV4 in the query, as
  * `aws s3 presign` makes), or the plain URL when there are no credentials, into @out. */
 int check_presign(const struct check_http *c, const char *bucket, const char *key,

@@ -229,6 +229,13 @@ void *check_get_handle(const struct check_http *c, const char *path_query,
     return check_handle(c, "GET", path_query, 0, hdrs);
 }
 
+void check_set_url(const struct check_http *c, void *h, const char *path_query)
+{
+    char url[8192];
+    snprintf(url, sizeof(url), "%s%s", c->endpoint, path_query);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+}
+
 /* "YYYYMMDDTHHMMSSZ" of now. */
 static void amz_now(char out[17])
 {
