@@ -34,6 +34,7 @@
 #define CHECK_WARMUP_SHARE 0.1        /* of the duration: the start-up, left out */
 #define CHECK_WARMUP_MAX_S 5.0
 #define CHECK_PRESIGN_S 3600          /* the printed wrk command's URL lives an hour */
+#define CHECK_PLURAL(n) ((n) == 1 ? "" : "s")
 
 struct check_opts {
     struct check_http http;
@@ -259,8 +260,9 @@ static void check_bound(const struct check_opts *o, struct check_result *r)
         r->bound = "cpu";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
                  "this machine's %ld CPUs were %.0f %% busy: the gateway took %s cores, this "
-                 "check's %u readers %.2f%s (they share the machine)", cores,
-                 100 * r->machine_busy, n, r->rd.readers, r->reader_cores, others);
+                 "check's %u reader%s %.2f%s (they share the machine)", cores,
+                 100 * r->machine_busy, n, r->rd.readers, CHECK_PLURAL(r->rd.readers),
+                 r->reader_cores, others);
     } else if (gw && r->disk_busy >= CHECK_DISK_BUSY) {
         r->bound = "cache_disk";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
@@ -268,15 +270,15 @@ static void check_bound(const struct check_opts *o, struct check_result *r)
     } else if (r->reader_cores >= CHECK_READER_BUSY * r->rd.readers) {
         r->bound = "reader";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
-                 "this check's %u readers kept %.2f cores busy, all they had: the gateway may "
-                 "deliver more than they took (%s)", r->rd.readers, r->reader_cores,
-                 o->readers < o->cores ? "try more --readers" : "try readers on more machines");
+                 "this check's %u reader%s kept %.2f cores busy, all they had: the gateway may "
+                 "deliver more than they took (%s)", r->rd.readers, CHECK_PLURAL(r->rd.readers),
+                 r->reader_cores, o->readers < o->cores ? "try more --readers" : "try readers on more machines");
     } else if (r->local) {
         r->bound = "reader";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
                  "the gateway waited on nothing and had CPU to spare, and so had this machine: "
-                 "this check's %u readers (%.2f cores) are the limit (try more --streams)",
-                 r->rd.readers, r->reader_cores);
+                 "this check's %u reader%s (%.2f cores) are the limit (try more --streams)",
+                 r->rd.readers, CHECK_PLURAL(r->rd.readers), r->reader_cores);
     } else {
         r->bound = "network";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
@@ -305,10 +307,11 @@ static void print_table(const struct check_opts *o, const struct check_result *r
         snprintf(times, sizeof(times), "once");
     else
         snprintf(times, sizeof(times), "%.2f times", r->passes);
-    printf("  data set     %zu objects, %s; read %zu%s objects %s, %s in %.2f s with %u streams "
-           "on %u readers%s\n",
+    printf("  data set     %zu objects, %s; read %zu%s objects %s, %s in %.2f s with %u stream%s "
+           "on %u reader%s%s\n",
            r->listed, a, r->sampled, r->sampled < r->listed ? " sampled" : "", times, b,
-           r->rd.seconds, o->streams, r->rd.readers, r->rd.errors ? " (with errors)" : "");
+           r->rd.seconds, o->streams, CHECK_PLURAL(o->streams), r->rd.readers,
+           CHECK_PLURAL(r->rd.readers), r->rd.errors ? " (with errors)" : "");
     fmt_rate((double)o->per_gpu_bps, a, sizeof(a));
     fmt_rate(r->need_bps, b, sizeof(b));
     printf("  needed       %u GPUs x %s = %s\n", o->gpus, a, b);
@@ -343,8 +346,9 @@ static void print_table(const struct check_opts *o, const struct check_result *r
                    "10 s)\n", r->g1.state, r->g1.cause[0] ? ", cause " : "", r->g1.cause);
     }
     if (r->local && r->machine_busy >= 0)
-        printf("  machine      CPUs %.0f %% busy; this check's %u readers %.2f of %u cores\n",
-               100 * r->machine_busy, r->rd.readers, r->reader_cores, o->cores);
+        printf("  machine      CPUs %.0f %% busy; this check's %u reader%s %.2f of %u cores\n",
+               100 * r->machine_busy, r->rd.readers, CHECK_PLURAL(r->rd.readers),
+               r->reader_cores, o->cores);
     if (r->rd.errors)
         printf("  errors       %llu GETs failed; first: %s\n", (unsigned long long)r->rd.errors,
                r->rd.first_error);
