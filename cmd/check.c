@@ -345,10 +345,10 @@ static void print_table(const struct check_opts *o, const struct check_result *r
             printf("  verdict      %s%s%s (the gateway's, on this check's job over its last "
                    "10 s)\n", r->g1.state, r->g1.cause[0] ? ", cause " : "", r->g1.cause);
     }
-    if (r->local && r->machine_busy >= 0)
-        printf("  machine      CPUs %.0f %% busy; this check's %u reader%s %.2f of %u cores\n",
-               100 * r->machine_busy, r->rd.readers, CHECK_PLURAL(r->rd.readers),
-               r->reader_cores, o->cores);
+    if (r->machine_busy >= 0) /* the cores it used, wherever the gateway is */
+        printf("  machine      %sCPUs %.0f %% busy; this check's %u reader%s %.2f of %u cores\n",
+               r->local ? "" : "(not the gateway's) ", 100 * r->machine_busy, r->rd.readers,
+               CHECK_PLURAL(r->rd.readers), r->reader_cores, o->cores);
     if (r->rd.errors)
         printf("  errors       %llu GETs failed; first: %s\n", (unsigned long long)r->rd.errors,
                r->rd.first_error);

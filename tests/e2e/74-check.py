@@ -244,6 +244,10 @@ def main():
                     ["--gpus", "8", "--per-gpu", "1G", "--params", "1e9", "--checkpoint", "1G"],
                     ["--gpus", "8", "--per-gpu", "1G", "--bogus", "1"]):
             check(a, "s3://data/train/", *bad, want_rc=2)
+        p = check(a, "s3://data/train/", "--help", want_rc=0)
+        for want in (b"--readers N", b"--duration DUR", b"default 10s", b"at least N GPUs"):
+            if want not in p.stdout:
+                raise E.Fail("check --help has no %r:\n%s" % (want, p.stdout.decode()))
         p = check(a, "s3://data/nothing-here/", "--gpus", "1", "--per-gpu", "1G", want_rc=1)
         if b"nothing under" not in p.stderr:
             raise E.Fail("an empty prefix: %s" % p.stderr)
