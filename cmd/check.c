@@ -3,9 +3,10 @@
  * sample) through the gateway with parallel streams, as its own job (x-s3cached-job), and
  * reports what was delivered against N GPUs x a rate, how many GPUs of that kind the gateway
  * can feed (at least, when this check's own readers were the bound: then it prints a wrk
- * command that measures further), and what bounded the run, from the gateway's counters (its stall causes for the
- * check's own job, hits, backend bytes, process CPU, cache disk; /_/stats, an admin call) and
- * the machine's (/proc/stat when the gateway is local, the check's own CPU). With
+ * command that measures further), and what bounded the run, from the gateway's counters (its
+ * stall causes for the check's own job, backend bytes, process CPU, cache disk; /_/stats, an
+ * admin call), the answers' x-cache (hits) and the machine's (/proc/stat, the check's own
+ * CPU). The read phase is check_read.c: readers on threads, for a duration. With
  * --checkpoint it then writes a checkpoint from parallel multipart writers, times its
  * acknowledgement and its arrival on the backend (POST /_/flush), and deletes it.
  * The HTTP side is check_io.c.
@@ -272,7 +273,8 @@ static void check_bound(const struct check_opts *o, struct check_result *r)
         snprintf(r->bound_detail, sizeof(r->bound_detail),
                  "this check's %u reader%s kept %.2f cores busy, all they had: the gateway may "
                  "deliver more than they took (%s)", r->rd.readers, CHECK_PLURAL(r->rd.readers),
-                 r->reader_cores, o->readers < o->cores ? "try more --readers" : "try readers on more machines");
+                 r->reader_cores,
+                 o->readers < o->cores ? "try more --readers" : "try readers on more machines");
     } else if (r->local) {
         r->bound = "reader";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
@@ -653,7 +655,8 @@ static void check_help(void)
         "Reads the data set through the gateway as its own job and says how many GPUs of\n"
         "--per-gpu each it can feed, and what bounded the read (the backend, a rate limit,\n"
         "the gateway's workers or CPU, this machine's CPU, the cache disk, this check's\n"
-        "readers, the network). Exit 0: it can feed --gpus; 3: it cannot; 1: it failed; 2: usage.\n\n"
+        "readers, the network). Exit 0: it can feed --gpus; 3: it cannot; 1: it failed;\n"
+        "2: usage.\n\n"
         "  --endpoint URL     the gateway (or S3CACHED_ENDPOINT)\n"
         "  --gpus N           GPUs to feed, each at --per-gpu RATE (bytes/s: 2.8e9, 500M)\n"
         "  --sample N         read N objects spread over the listing (default: all)\n"
