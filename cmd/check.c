@@ -661,8 +661,8 @@ static void check_help(void)
         "  --gpus N           GPUs to feed, each at --per-gpu RATE (bytes/s: 2.8e9, 500M)\n"
         "  --sample N         read N objects spread over the listing (default: all)\n"
         "  --streams N        GETs at once (default 2 x --gpus, 8 to 64)\n"
-        "  --readers N        threads that read, each with its share of the streams (default:\n"
-        "                     the cores this check may run on, at most --streams)\n"
+        "  --readers N        threads that read, each with its share of the streams\n"
+        "                     (default: the cores this check may run on, at most --streams)\n"
         "  --duration DUR     read for this long (default 10s): the set again in a new order\n"
         "                     each pass, the rate taken after the start-up (the first 10 %%,\n"
         "                     at most 5 s); a set whose first pass was not all cache hits is\n"
@@ -674,9 +674,9 @@ static void check_help(void)
         "  --json             one JSON object instead of the table\n"
         "  --admin-token T    the gateway's counters (/_/stats) (or S3CACHED_ADMIN_TOKEN)\n"
         "  --access-key K --secret-key S --region R   SigV4 (or AWS_ACCESS_KEY_ID, ...)\n\n"
-        "When this check's own readers were the bound the answer is a lower bound (\"can feed\n"
-        "at least N GPUs\") and it prints a wrk command, on a pre-signed URL of one object of\n"
-        "the set, that measures further.\n");
+        "When this check's own readers were the bound the answer is a lower bound\n"
+        "(\"can feed at least N GPUs\") and it prints a wrk command, on a pre-signed URL of\n"
+        "one object of the set, that measures further.\n");
 }
 
 static int usage_err(const char *msg, const char *arg)
