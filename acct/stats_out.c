@@ -150,7 +150,7 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
     rc = buf_printf(out,
                     "{\"uptime_s\": %.3f,\n"
                     " \"cache\": {\"capacity_bytes\": %" PRIu64 ", \"used_bytes\": %" PRIu64
-                    ", \"objects\": %" PRIu64 ", \"pinned_objects\": %" PRIu64
+                    ", \"staged_bytes\": %" PRIu64 ", \"objects\": %" PRIu64 ", \"pinned_objects\": %" PRIu64
                     ", \"pinned_bytes\": %" PRIu64 ",\n"
                     "           \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
                     ", \"coalesced\": %" PRIu64 ", \"bypassed\": %" PRIu64
@@ -176,7 +176,8 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     ", \"bytes_written\": %" PRIu64 ", \"errors\": %" PRIu64 "},\n"
                     " \"requests\": %" PRIu64 ", \"errors_4xx\": %" PRIu64
                     ", \"errors_5xx\": %" PRIu64 ", ",
-                    stats_uptime_s(s), cs->capacity_bytes, cs->used_bytes, cs->objects,
+                    stats_uptime_s(s), cs->capacity_bytes, cs->used_bytes, cs->staged_bytes,
+                    cs->objects,
                     cs->pinned_objects, cs->pinned_bytes, cs->hits, cs->misses, cs->coalesced,
                     cs->bypassed, cs->evictions, cs->revalidations, cs->stale_served,
                     cs->source_sends, cs->partial, cs->hit_bytes, cs->miss_bytes, cs->reserved_bytes,
@@ -310,7 +311,11 @@ struct prom_field {
 #define CS_F(name, type, field, help) { name, type, help, offsetof(struct cache_stats, field) }
 static const struct prom_field prom_cache[] = {
     CS_F("s3cached_cache_capacity_bytes", "gauge", capacity_bytes, "Configured cache capacity."),
-    CS_F("s3cached_cache_used_bytes", "gauge", used_bytes, "Bytes of objects held in the cache."),
+    CS_F("s3cached_cache_used_bytes", "gauge", used_bytes,
+         "Bytes held in the cache: objects, blocks being fetched and staged bytes."),
+    CS_F("s3cached_cache_staged_bytes", "gauge", staged_bytes,
+         "Bytes of the cache directory outside the index (request bodies being received, "
+         "write-back parts), counted in used bytes."),
     CS_F("s3cached_cache_reserved_bytes", "gauge", reserved_bytes,
          "Of the used bytes, those reserved by fills in flight."),
     CS_F("s3cached_cache_objects", "gauge", objects, "Objects held in the cache."),

@@ -492,9 +492,98 @@ int cache_stage_open(struct cache *c, int *fd, char path[4096])
     return store_stage(c->dir, fd, path);
 }
 
+int cache_stage_reserve(struct cache *c, uint64_t *held, uint64_t total)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    if (total <= *held)
+        return 0;
+    if (total > c->cap)
+        return -S3E_ENTITY_TOO_LARGE;
+    uint64_t more = total - *held;
+    /* Room left: taken at once, without the evictor's lock (the caller may be an HTTP thread
+     * receiving a body; an eviction there holds its other connections meanwhile). */
+    pthread_mutex_lock(&c->mu);
+    int fits = c->used + c->reserved + more <= c->cap;
+    if (fits) {
+        c->reserved += more;
+        c->staged += more;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!fits) {
+        /* as an LRU fetch would: a body must be held or refused, whatever the keep prefixes */
+        if (evict_reserve(c, more, 0, 0, NULL))
+            return -S3E_SLOW_DOWN;
+        pthread_mutex_lock(&c->mu);
+        c->staged += more;
+        pthread_mutex_unlock(&c->mu);
+    }
+    *held = total;
+    return 0;
+}
+
+void cache_stage_release(struct cache *c, uint64_t *held)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    if (!held || !*held)
+        return;
+    cache_stage_drop(c, *held);
+    *held = 0;
+}
+
+void cache_stage_drop(struct cache *c, uint64_t bytes)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    pthread_mutex_lock(&c->mu);
+    /* staged is part of reserved. At most what is staged: a part replaced while its upload
+     * completed may have been given back twice; the count must not wrap. */
+    uint64_t n = S3C_MIN(bytes, c->staged);
+    c->staged -= n;
+    evict_unreserve_locked(c, n);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void cache_stage_force(struct cache *c, uint64_t bytes)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    pthread_mutex_lock(&c->mu);
+    c->reserved += bytes;
+    c->staged += bytes;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Reserves @acct bytes for an adopted entry, taking over first what *@held reserves for its
+ * staged file (then 0). 0, or evict_reserve()'s error with *@held unchanged. */
+static int adopt_reserve(struct cache *c, uint64_t acct, uint64_t *held)
+{
+    uint64_t have = held ? *held : 0;
+    pthread_mutex_lock(&c->mu);
+    uint64_t take = S3C_MIN(have, c->staged); /* as cache_stage_drop(): never wraps */
+    c->staged -= take;
+    pthread_mutex_unlock(&c->mu);
+    if (take < acct) {
+        /* An upload reserves as LRU, whatever its prefix's policy: a write-back object must
+         * be held (or the writer slowed down), never refused because keep objects fill the
+         * cache. */
+        int rc = evict_reserve(c, acct - take, 0, 0, NULL);
+        if (rc) {
+            pthread_mutex_lock(&c->mu);
+            c->staged += take;
+            pthread_mutex_unlock(&c->mu);
+            return rc;
+        }
+    } else if (take > acct) {
+        pthread_mutex_lock(&c->mu);
+        evict_unreserve_locked(c, take - acct);
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (held)
+        *held = 0;
+    return 0;
+}
+
 /* cache_adopt() and cache_adopt_dirty(): see cache.h. */
 static int adopt(struct cache *c, const char *bucket, const char *key, const char *path,
-                 const struct be_meta *meta, int dirty)
+                 const struct be_meta *meta, int dirty, uint64_t *held)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
     struct index_key k;
@@ -516,9 +605,7 @@ static int adopt(struct cache *c, const char *bucket, const char *key, const cha
         unlink(path);
         return -ENOMEM;
     }
-    /* An upload reserves as LRU, whatever its prefix's policy: a write-back object must be
-     * held (or the writer slowed down), never refused because keep objects fill the cache. */
-    if (evict_reserve(c, acct, 0, 0, NULL)) {
+    if (adopt_reserve(c, acct, held)) {
         unlink(path);
         if (dirty) {
             /* everything else is dirty or pinned: the writer retries once some drained */
@@ -608,13 +695,19 @@ out:
 int cache_adopt(struct cache *c, const char *bucket, const char *key, const char *path,
                 const struct be_meta *meta)
 {
-    return adopt(c, bucket, key, path, meta, 0);
+    return adopt(c, bucket, key, path, meta, 0, NULL);
+}
+
+int cache_adopt_held(struct cache *c, const char *bucket, const char *key, const char *path,
+                     const struct be_meta *meta, int dirty, uint64_t *held)
+{
+    return adopt(c, bucket, key, path, meta, dirty, held);
 }
 
 int cache_adopt_dirty(struct cache *c, const char *bucket, const char *key, const char *path,
                       const struct be_meta *meta)
 {
-    return adopt(c, bucket, key, path, meta, 1);
+    return adopt(c, bucket, key, path, meta, 1, NULL);
 }
 
 /* ---- stats ----------------------------------------------------------------------------- */
@@ -629,7 +722,8 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     *out = c->st;
     out->capacity_bytes = c->cap;
     out->used_bytes = c->used + c->reserved;
-    out->reserved_bytes = c->reserved;
+    out->staged_bytes = c->staged;
+    out->reserved_bytes = c->reserved - S3C_MIN(c->staged, c->reserved); /* staged is reserved */
     out->window_bytes = window_pool_bytes(&c->pool);
     out->window_limit_bytes = (uint64_t)c->pool.max_slots * c->pool.chunk;
     out->window_forced_drops = c->pool.forced;

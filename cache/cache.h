@@ -46,7 +46,9 @@ enum cache_outcome {
 const char *cache_outcome_name(enum cache_outcome how);
 
 struct cache_stats {
-    uint64_t capacity_bytes, used_bytes, objects, pinned_objects, pinned_bytes;
+    /* used_bytes: indexed entries, blocks being fetched and staged_bytes (files of the cache
+     * directory outside the index: bodies being received, write-back parts) */
+    uint64_t capacity_bytes, used_bytes, staged_bytes, objects, pinned_objects, pinned_bytes;
     uint64_t reserved_bytes; /* of used_bytes, reserved by fills in flight (0: fills all ended) */
     uint64_t hits, misses, coalesced, bypassed, evictions, revalidations, stale_served;
     uint64_t partial;              /* reads with part of their range cached that fetched the rest */
@@ -128,12 +130,32 @@ int cache_pin(struct cache *c, const char *bucket, const char *key, int on);
  * upload can be adopted by rename). Creates it O_RDWR|O_CLOEXEC; *@fd and @path are the caller's
  * until cache_adopt() or unlink. */
 int cache_stage_open(struct cache *c, int *fd, char path[4096]);
+/* Room in the cache for the bytes of a staged file: grows the reservation *@held (0 at
+ * first) to @total bytes, evicting least recently used entries as for a fetch. The reserved
+ * bytes count in used_bytes and against --cache-size until cache_stage_release() or an adopt
+ * takes them over. 0, -S3E_ENTITY_TOO_LARGE (@total is more than the whole cache) or
+ * -S3E_SLOW_DOWN (nothing evictable: the rest is pinned, dirty, staged or being fetched; a
+ * retry may fit). Blocking (eviction: index I/O). */
+int cache_stage_reserve(struct cache *c, uint64_t *held, uint64_t total);
+/* Gives *@held back (*@held = 0). NULL or 0: nothing. */
+void cache_stage_release(struct cache *c, uint64_t *held);
+/* Gives back @bytes of staged bytes counted by cache_stage_force() (at most what is staged). */
+void cache_stage_drop(struct cache *c, uint64_t bytes);
+/* Counts @bytes already on disk outside the index (write-back parts found at start, a part
+ * whose body's reservation it takes over) as staged, whatever room is left. */
+void cache_stage_force(struct cache *c, uint64_t bytes);
 /* After the backend stored (@bucket, @key) with @meta: takes @path (a staged file of exactly
  * meta->size bytes, fsync'd by the caller) and makes it the cached version, replacing any older
  * one atomically for new readers (readers already streaming keep theirs). If it cannot be held
  * (capacity), the file is unlinked and the key only invalidated. Always consumes @path. */
 int cache_adopt(struct cache *c, const char *bucket, const char *key, const char *path,
                 const struct be_meta *meta);
+/* cache_adopt() (@dirty 0) or cache_adopt_dirty() (@dirty 1) of a file whose bytes *@held
+ * reserves (cache_stage_reserve()): when the file becomes the entry, the entry takes the
+ * reservation over (*@held = 0), so a file as large as the cache can be adopted; otherwise
+ * *@held is left to the caller to release. @held NULL: none. */
+int cache_adopt_held(struct cache *c, const char *bucket, const char *key, const char *path,
+                     const struct be_meta *meta, int dirty, uint64_t *held);
 /* Forget (@bucket, @key) (a write that did not go through cache_adopt, an admin
  * invalidation). A dirty entry (write-back, not yet on the backend) is kept: -EBUSY. */
 int cache_invalidate(struct cache *c, const char *bucket, const char *key);
@@ -160,9 +182,17 @@ int cache_adopt_dirty(struct cache *c, const char *bucket, const char *key, cons
  * cache_dirty_unadmit() returns the reservation when the write ended either way. */
 int cache_dirty_admit(struct cache *c, uint64_t bytes);
 void cache_dirty_unadmit(struct cache *c, uint64_t bytes);
-/* Counts @bytes held outside the index (staged multipart parts) against the dirty limit
- * unconditionally; cache_dirty_unadmit() releases them. */
+/* cache_dirty_admit() of a body of unknown length, as its bytes arrive: grows the reservation
+ * *@held to @total. 0, -S3E_ENTITY_TOO_LARGE (@total is over the limit itself) or
+ * -S3E_SLOW_DOWN (no room now); *@held unchanged on failure. Release with
+ * cache_dirty_unadmit(*@held). */
+int cache_dirty_grow(struct cache *c, uint64_t *held, uint64_t total);
+/* Counts @bytes held outside the index (staged multipart parts) against the dirty limit and
+ * as staged bytes of the capacity (cache_stage_force()), unconditionally; cache_dirty_release()
+ * releases them. */
 void cache_dirty_hold(struct cache *c, uint64_t bytes);
+/* Releases what cache_dirty_hold() counted (@bytes at most of either). */
+void cache_dirty_release(struct cache *c, uint64_t bytes);
 /* Excludes (@bucket, @key) from draining while a gateway write of it runs (DELETE, a
  * write-through PUT over a dirty key): waits for an upload of it in flight to end. Blocking
  * (workers only); pair with cache_write_end(). */

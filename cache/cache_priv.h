@@ -199,6 +199,9 @@ struct cache {
     struct fetch *fetches;
 
     uint64_t used, reserved; /* used mirrors the index total */
+    /* Of reserved: bytes held by files of the cache directory outside the index (request
+     * bodies being received, write-back parts until their upload ends); cache_stage_*(). */
+    uint64_t staged;
     struct cache_stats st;   /* counters only */
 
     struct index_touch *touch;

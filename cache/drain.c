@@ -515,6 +515,27 @@ int cache_dirty_admit(struct cache *c, uint64_t bytes)
     return rc;
 }
 
+int cache_dirty_grow(struct cache *c, uint64_t *held, uint64_t total)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    struct drain *dr = c->dr;
+    int rc = 0;
+    if (total <= *held)
+        return 0;
+    uint64_t more = total - *held;
+    pthread_mutex_lock(&dr->mu);
+    if (total > dr->limit)
+        rc = -S3E_ENTITY_TOO_LARGE;
+    else if (dr->dirty_bytes + dr->staged_bytes + more > dr->limit)
+        rc = -S3E_SLOW_DOWN;
+    else
+        dr->staged_bytes += more;
+    pthread_mutex_unlock(&dr->mu);
+    if (!rc)
+        *held = total;
+    return rc;
+}
+
 void cache_dirty_hold(struct cache *c, uint64_t bytes)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
@@ -522,6 +543,13 @@ void cache_dirty_hold(struct cache *c, uint64_t bytes)
     pthread_mutex_lock(&dr->mu);
     dr->staged_bytes += bytes;
     pthread_mutex_unlock(&dr->mu);
+    cache_stage_force(c, bytes);
+}
+
+void cache_dirty_release(struct cache *c, uint64_t bytes)
+{
+    cache_dirty_unadmit(c, bytes);
+    cache_stage_drop(c, bytes);
 }
 
 void cache_dirty_unadmit(struct cache *c, uint64_t bytes)

@@ -48,7 +48,10 @@ struct upload {
     uint64_t written;
     uint64_t max;
     uint64_t admitted;       /* reserved by the object layer (write-back: the dirty limit) */
+    uint64_t space;          /* room reserved in the cache for the file's bytes */
+    int failed;              /* a write failed: the body is dropped (upload_drop) */
     struct objects *obj;
+    struct cache *cache;
     uint64_t pos;            /* file offset of the next byte not yet written or staged */
     /* direct: the same file opened O_DIRECT, and the aligned buffer of bytes bound for @pos */
     int dfd;
@@ -187,6 +190,23 @@ static int direct_finish(struct upload *up)
     return !rc && up->staged ? direct_flush(up, up->staged) : rc;
 }
 
+/* A body of unknown length reserves as its bytes arrive, what a declared one reserved before
+ * its first byte (upload_admit): room in the cache and, in write-back, the dirty limit. A
+ * step at a time, or just what is needed when a whole step does not fit. */
+#define UPLOAD_RESERVE_STEP (1ull << 20)
+
+static int upload_reserve(struct upload *up, uint64_t need)
+{
+    uint64_t step = S3C_MIN((need + UPLOAD_RESERVE_STEP - 1) / UPLOAD_RESERVE_STEP *
+                            UPLOAD_RESERVE_STEP, up->max);
+    int rc = 0;
+    if (need > up->admitted && objects_admit_more(up->obj, step, &up->admitted))
+        rc = objects_admit_more(up->obj, need, &up->admitted);
+    if (!rc && need > up->space && cache_stage_reserve(up->cache, &up->space, step))
+        rc = cache_stage_reserve(up->cache, &up->space, need);
+    return rc;
+}
+
 static int upload_sink(void *cls, const void *data, size_t len)
 {
     struct req *rq = cls;
@@ -195,6 +215,11 @@ static int upload_sink(void *cls, const void *data, size_t len)
         return -S3E_ENTITY_TOO_LARGE;
     if (up->declared != UINT64_MAX && up->written + len > up->declared)
         return -S3E_INVALID_REQUEST;
+    if (up->declared == UINT64_MAX) {
+        int rrc = upload_reserve(up, up->written + len);
+        if (rrc)
+            return rrc;
+    }
     cksum_update(up->ck, data, len);
     int rc;
     if (up->stage) {
@@ -313,6 +338,7 @@ static int begin(struct req *rq, uint64_t max_size)
     if (rc)
         return rc;
     up->obj = rq->srv->obj;
+    up->cache = rq->srv->cache;
     return 0;
 }
 
@@ -353,8 +379,48 @@ int upload_admit(struct req *rq)
     struct upload *up = rq->up;
     if (!up)
         return -S3E_INTERNAL;
-    /* an unknown length (chunked without x-amz-decoded-content-length) is not reserved */
-    return objects_admit(up->obj, up->declared == UINT64_MAX ? 0 : up->declared, &up->admitted);
+    /* an unknown length (chunked without x-amz-decoded-content-length) reserves as its bytes
+     * arrive (upload_sink) */
+    if (up->declared == UINT64_MAX)
+        return 0;
+    int rc = objects_admit(up->obj, up->declared, &up->admitted);
+    if (!rc)
+        rc = cache_stage_reserve(up->cache, &up->space, up->declared);
+    if (rc) { /* refused: nothing stays reserved while the client's body is swallowed */
+        objects_unadmit(up->obj, up->admitted);
+        up->admitted = 0;
+    }
+    return rc;
+}
+
+/* A write failed: the body will not be stored, so it lets go at once of what it holds (the
+ * staged file, the room and the dirty limit it reserved), not once the client has sent the
+ * rest of it. upload_free() does what is left. */
+static void upload_drop(struct upload *up)
+{
+    up->failed = 1;
+    if (up->dfd >= 0)
+        close(up->dfd);
+    up->dfd = -1;
+    if (up->path[0]) { /* a file of its own (not a slot of an upload's data file) */
+        if (up->fd >= 0)
+            close(up->fd);
+        up->fd = -1;
+        unlink(up->path);
+        up->path[0] = '\0';
+    }
+    stage_put(up->stage);
+    up->stage = NULL;
+    up->staged = 0;
+    cache_stage_release(up->cache, &up->space);
+    objects_unadmit(up->obj, up->admitted);
+    up->admitted = 0;
+}
+
+void upload_abandon(struct req *rq)
+{
+    if (rq->up && rq->up->cache && !rq->up->failed)
+        upload_drop(rq->up);
 }
 
 int upload_write(struct req *rq, const char *data, size_t len)
@@ -362,9 +428,13 @@ int upload_write(struct req *rq, const char *data, size_t len)
     struct upload *up = rq->up;
     if (!up)
         return -S3E_INTERNAL;
-    if (up->ac)
-        return awschunk_feed(up->ac, data, len, upload_sink, rq);
-    return upload_sink(rq, data, len);
+    if (up->failed)
+        return -S3E_INTERNAL;
+    int rc = up->ac ? awschunk_feed(up->ac, data, len, upload_sink, rq)
+                    : upload_sink(rq, data, len);
+    if (rc)
+        upload_drop(up);
+    return rc;
 }
 
 int upload_finish(struct req *rq, struct be_meta *meta)
@@ -372,7 +442,7 @@ int upload_finish(struct req *rq, struct be_meta *meta)
     struct upload *up = rq->up;
     struct cksum_result res;
     int rc;
-    if (!up)
+    if (!up || up->failed)
         return -S3E_INTERNAL;
     if (up->ac && (rc = awschunk_finish(up->ac)))
         return rc;
@@ -413,6 +483,11 @@ const char *upload_path(struct req *rq)
     return rq->up && rq->up->path[0] ? rq->up->path : NULL;
 }
 
+uint64_t *upload_space(struct req *rq)
+{
+    return rq->up ? &rq->up->space : NULL;
+}
+
 void upload_release_path(struct req *rq)
 {
     if (rq->up)
@@ -431,6 +506,8 @@ void upload_free(struct req *rq)
     stage_put(up->stage);
     if (up->path[0])
         unlink(up->path);
+    if (up->cache)
+        cache_stage_release(up->cache, &up->space);
     objects_unadmit(up->obj, up->admitted);
     cksum_free(up->ck);
     awschunk_free(up->ac);

@@ -26,16 +26,26 @@ int upload_target_fd(struct req *rq, int fd, uint64_t off);
 /* The body's declared (decoded) length, UINT64_MAX when unknown. After a begin. */
 uint64_t upload_declared(struct req *rq);
 int upload_write(struct req *rq, const char *data, size_t len);
+/* The request failed before or during its body: drops it as a failed upload_write() does (no
+ * staged file, nothing reserved), at once. NULL-safe, idempotent. */
+void upload_abandon(struct req *rq);
 /* Checks lengths and digests; on success fills @meta's size/etag/checksum fields. */
 int upload_finish(struct req *rq, struct be_meta *meta);
 int upload_fd(struct req *rq);
 const char *upload_path(struct req *rq);
+/* The room the cache holds for the body's bytes (cache_stage_reserve()): an adopt of the
+ * staged file may take it over (cache_adopt_held()); upload_free() gives back what is left. */
+uint64_t *upload_space(struct req *rq);
 /* Hands the staged path over (the caller must adopt or unlink it). */
 void upload_release_path(struct req *rq);
 void upload_free(struct req *rq);
-/* Reserves the declared body size against what the object layer admits (write-back: the dirty
- * limit; write-through: nothing), returned by upload_free(). 0, -S3E_SLOW_DOWN or
- * -S3E_ENTITY_TOO_LARGE. After upload_begin() or upload_prepare(). */
+/* Reserves the declared body size: room in the cache for its file (both modes) and what the
+ * object layer admits (write-back: the dirty limit), returned by upload_free(). A body of
+ * unknown length reserves the same way as its bytes arrive, and a write past either limit
+ * fails like this. 0, -S3E_SLOW_DOWN (no room now: retry) or -S3E_ENTITY_TOO_LARGE (more
+ * than the whole cache, or than the dirty limit); on failure nothing stays reserved. After
+ * upload_begin() or upload_prepare(). A failed upload_write() drops the body at once: the
+ * staged file is removed and every reservation given back. */
 int upload_admit(struct req *rq);
 /* Request headers -> the stored metadata fields (content-type etc, x-amz-meta-*). */
 int upload_meta_from_headers(struct req *rq, struct be_meta *m);

@@ -27,10 +27,10 @@ int multipart_part_target(struct objects *o, const char *bucket, const char *key
 
 int multipart_put_part(struct objects *o, const char *bucket, const char *key,
                        const char *upload_id, int fd, const char *staged, int inplace,
-                       const struct be_part *part, int *staged_taken)
+                       uint64_t *space, const struct be_part *part, int *staged_taken)
 {
     *staged_taken = 0;
-    return o->write->mp_put_part(o, bucket, key, upload_id, fd, staged, inplace, part,
+    return o->write->mp_put_part(o, bucket, key, upload_id, fd, staged, inplace, space, part,
                                  staged_taken);
 }
 

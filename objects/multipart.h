@@ -29,10 +29,12 @@ int multipart_part_target(struct objects *o, const char *bucket, const char *key
 /* The body of @part (number, size, ETag and checksum set; digests verified) is in @fd: at
  * *@fd's slot when @inplace (multipart_part_target() said 1), else the file @staged (its path
  * in the cache's staging directory). Records it as the upload's part @part->number.
- * *@staged_taken: 1 when @staged was consumed. */
+ * *@space (NULL: none): the room the cache reserved for the body (cache_stage_reserve()); in
+ * write-back the stored part's own hold replaces it (then 0). *@staged_taken: 1 when @staged
+ * was consumed. */
 int multipart_put_part(struct objects *o, const char *bucket, const char *key,
                        const char *upload_id, int fd, const char *staged, int inplace,
-                       const struct be_part *part, int *staged_taken);
+                       uint64_t *space, const struct be_part *part, int *staged_taken);
 /* UploadPartCopy: part @number of bytes [@off, @off + @len) of the source (@has_range; else
  * all of it), with the x-amz-copy-source-if-* conditions @cond. *@out: the part. */
 int multipart_copy_part(struct objects *o, const char *bucket, const char *key,

@@ -14,12 +14,12 @@
 #include "write_priv.h"
 
 int object_put(struct objects *o, const char *bucket, const char *key, int fd,
-               const char *staged, struct be_meta *meta, int *staged_taken)
+               const char *staged, uint64_t *space, struct be_meta *meta, int *staged_taken)
 {
     *staged_taken = 0;
     if (fsync(fd) != 0)
         return -errno;
-    return o->write->put(o, bucket, key, fd, staged, meta, staged_taken);
+    return o->write->put(o, bucket, key, fd, staged, space, meta, staged_taken);
 }
 
 int object_copy(struct objects *o, const char *src_bucket, const char *src_key,

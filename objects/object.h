@@ -5,6 +5,8 @@
 #ifndef S3C_OBJECT_H
 #define S3C_OBJECT_H
 
+#include <stdint.h>
+
 #include "backends/backend.h"
 #include "lib/range.h"
 
@@ -14,10 +16,12 @@ struct objects;
  * as (@bucket, @key) with @meta. Write-through: the backend first, then the cache adopts
  * @staged (the path of @fd's file in the cache's staging directory, or NULL: only invalidated);
  * @meta's mtime and ETag become the backend's. Write-back: @staged becomes the dirty version.
+ * *@space (NULL: none): the room the cache holds for @staged's bytes (cache_stage_reserve());
+ * the entry takes it over when adopted (then 0), else the caller still releases it.
  * *@staged_taken: 1 when @staged was consumed (the caller must not unlink it). 0 or -errno /
  * -S3E_*. */
 int object_put(struct objects *o, const char *bucket, const char *key, int fd,
-               const char *staged, struct be_meta *meta, int *staged_taken);
+               const char *staged, uint64_t *space, struct be_meta *meta, int *staged_taken);
 /* CopyObject of (@src_bucket, @src_key) to (@bucket, @key): @replace NULL keeps the source's
  * metadata, else the copy gets @replace's headers and user metadata. @cond: the
  * x-amz-copy-source-if-* headers (412 when they fail). *@out: the new object. Write-back reads

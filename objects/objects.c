@@ -160,6 +160,11 @@ int objects_admit(struct objects *o, uint64_t bytes, uint64_t *admitted)
     return o->write->admit(o, bytes, admitted);
 }
 
+int objects_admit_more(struct objects *o, uint64_t total, uint64_t *admitted)
+{
+    return o->write->admit_more(o, total, admitted);
+}
+
 void objects_unadmit(struct objects *o, uint64_t admitted)
 {
     if (admitted)

@@ -102,6 +102,10 @@ void objects_notice_free(struct objects_notice *nt);
  * either way), write-through reserves nothing (*@admitted = 0). 0, -S3E_SLOW_DOWN (limit
  * reached: the client retries), -S3E_ENTITY_TOO_LARGE (more than the limit). Non-blocking. */
 int objects_admit(struct objects *o, uint64_t bytes, uint64_t *admitted);
+/* objects_admit() of a body of unknown length as its bytes arrive: write-back grows the
+ * reservation *@admitted to @total bytes of the dirty limit (unchanged on failure); same
+ * answers, -S3E_ENTITY_TOO_LARGE once @total alone is over the limit. Non-blocking. */
+int objects_admit_more(struct objects *o, uint64_t total, uint64_t *admitted);
 void objects_unadmit(struct objects *o, uint64_t admitted);
 
 #endif

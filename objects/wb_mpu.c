@@ -320,7 +320,7 @@ static void drop_others(struct objects *o, const char *dir, unsigned number, con
         char old[4096 + 64];
         snprintf(old, sizeof(old), "%s/%s", dir, ps[i].name);
         if (unlink(old) == 0)
-            cache_dirty_unadmit(o->cache, ps[i].size);
+            cache_dirty_release(o->cache, ps[i].size);
     }
     free(ps);
 }
@@ -568,7 +568,7 @@ int wb_mpu_abort(struct objects *o, const char *bucket, const char *key, const c
     if (!rc)
         rc = rm_upload(dir, &bytes);
     if (bytes)
-        cache_dirty_unadmit(o->cache, bytes);
+        cache_dirty_release(o->cache, bytes);
     return rc;
 }
 
@@ -836,7 +836,7 @@ out:
 
 int wb_mpu_finish(struct objects *o, const char *bucket, const char *key,
                   const char *upload_id, const struct be_part *parts, size_t n,
-                  const struct be_meta *made)
+                  const struct be_meta *made, uint64_t handed)
 {
     char dir[4096], phash[33];
     uint64_t bytes = 0;
@@ -845,8 +845,11 @@ int wb_mpu_finish(struct objects *o, const char *bucket, const char *key,
         done_record(o, upload_id, bucket, key, phash, made->etag);
     if (!rc)
         rc = rm_upload(dir, &bytes);
-    if (bytes)
+    if (bytes) {
         cache_dirty_unadmit(o->cache, bytes);
+        if (bytes > handed) /* parts the object did not take over (one raced the Complete) */
+            cache_stage_drop(o->cache, bytes - handed);
+    }
     return rc;
 }
 

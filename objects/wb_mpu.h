@@ -47,11 +47,13 @@ int wb_mpu_abort(struct objects *o, const char *bucket, const char *key, const c
 int wb_mpu_complete(struct objects *o, const char *bucket, const char *key,
                     const char *upload_id, const struct be_part *parts, size_t n,
                     struct be_meta *out, char staged[4096], uint64_t *parts_bytes, int *seal);
-/* Removes a completed upload's directory and releases its parts from the dirty limit; keeps
- * a record of it (@parts as completed, the object @made) that answers a repeated Complete. */
+/* Removes a completed upload's directory and releases its parts from the dirty limit, and
+ * from the cache's staged bytes but for the @handed bytes the adopted object took over
+ * (cache_adopt_held()); keeps a record of it (@parts as completed, the object @made) that
+ * answers a repeated Complete. */
 int wb_mpu_finish(struct objects *o, const char *bucket, const char *key,
                   const char *upload_id, const struct be_part *parts, size_t n,
-                  const struct be_meta *made);
+                  const struct be_meta *made, uint64_t handed);
 /* Bytes held by staged parts (counted against the dirty limit at start). */
 uint64_t wb_mpu_staged_bytes(const struct objects *o);
 

@@ -31,13 +31,20 @@ static int write_back_admit(struct objects *o, uint64_t bytes, uint64_t *admitte
     return rc;
 }
 
+/* A body of unknown length: the dirty limit's reservation grows to @total bytes. */
+static int write_back_admit_more(struct objects *o, uint64_t total, uint64_t *admitted)
+{
+    return cache_dirty_grow(o->cache, admitted, total);
+}
+
 static int write_back_put(struct objects *o, const char *bucket, const char *key, int fd,
-                          const char *staged, struct be_meta *meta, int *staged_taken)
+                          const char *staged, uint64_t *space, struct be_meta *meta,
+                          int *staged_taken)
 {
     if (!staged)
         return -S3E_INTERNAL;
     *staged_taken = 1; /* consumed either way */
-    int rc = cache_adopt_dirty(o->cache, bucket, key, staged, meta);
+    int rc = cache_adopt_held(o->cache, bucket, key, staged, meta, 1, space);
     if (!rc)
         objects_changed(o, bucket, key, 0);
     return rc;
@@ -50,7 +57,7 @@ static int write_back_copy(struct objects *o, const char *src_bucket, const char
     struct be_meta src, m;
     char path[4096];
     int in = -1, fd = -1;
-    uint64_t admitted = 0;
+    uint64_t admitted = 0, space = 0;
     int rc = cache_open_whole(o->cache, src_bucket, src_key, &in, &src);
     if (!rc)
         rc = objects_copy_conditions(cond, &src);
@@ -58,6 +65,8 @@ static int write_back_copy(struct objects *o, const char *src_bucket, const char
         rc = -S3E_ENTITY_TOO_LARGE;
     if (!rc && !(rc = cache_dirty_admit(o->cache, src.size)))
         admitted = src.size;
+    if (!rc) /* the staged copy's room in the cache, the new entry's once adopted */
+        rc = cache_stage_reserve(o->cache, &space, src.size);
     if (!rc)
         rc = cache_stage_open(o->cache, &fd, path);
     if (rc)
@@ -82,12 +91,13 @@ static int write_back_copy(struct objects *o, const char *src_bucket, const char
         memcpy(m.checksum, src.checksum, sizeof(m.checksum));
     }
     m.mtime_ns = s3c_real_ns();
-    rc = cache_adopt_dirty(o->cache, bucket, key, path, &m);
+    rc = cache_adopt_held(o->cache, bucket, key, path, &m, 1, &space);
     if (!rc) {
         *out = m;
         objects_changed(o, bucket, key, 0);
     }
 out:
+    cache_stage_release(o->cache, &space);
     if (in >= 0)
         close(in);
     if (admitted)
@@ -97,7 +107,7 @@ out:
 
 static int write_back_mp_put_part(struct objects *o, const char *bucket, const char *key,
                                   const char *upload_id, int fd, const char *staged, int inplace,
-                                  const struct be_part *part, int *staged_taken)
+                                  uint64_t *space, const struct be_part *part, int *staged_taken)
 {
     int rc;
     if (inplace) {
@@ -111,9 +121,13 @@ static int write_back_mp_put_part(struct objects *o, const char *bucket, const c
                  : wb_mpu_put_part(o, bucket, key, upload_id, part->number, staged, part->etag);
         *staged_taken = !rc;
     }
-    /* its bytes stay counted against the dirty limit until the upload completes or aborts */
-    if (!rc)
+    /* its bytes stay counted against the dirty limit and as staged bytes until the upload
+     * completes or aborts: the hold replaces the body's reservation */
+    if (!rc) {
+        if (space)
+            cache_stage_release(o->cache, space);
         cache_dirty_hold(o->cache, part->size);
+    }
     return rc;
 }
 
@@ -144,7 +158,9 @@ static int write_back_mp_copy_part(struct objects *o, const char *bucket, const 
         rc = cache_dirty_admit(o->cache, len);
     if (rc)
         goto out;
-    if (!(rc = cache_stage_open(o->cache, &out, path))) {
+    uint64_t space = 0; /* the staged part's room in the cache until the part holds it */
+    if (!(rc = cache_stage_reserve(o->cache, &space, len)) &&
+        !(rc = cache_stage_open(o->cache, &out, path))) {
         struct cksum *ck = NULL;
         struct cksum_result res;
         char *buf = malloc(1u << 20);
@@ -177,9 +193,11 @@ static int write_back_mp_copy_part(struct objects *o, const char *bucket, const 
         close(out);
         if (rc)
             unlink(path);
-        else
+        cache_stage_release(o->cache, &space);
+        if (!rc)
             cache_dirty_hold(o->cache, len);
     }
+    cache_stage_release(o->cache, &space);
     cache_dirty_unadmit(o->cache, len);
 out:
     if (in >= 0)
@@ -200,10 +218,12 @@ static int write_back_mp_complete(struct objects *o, const char *bucket, const c
     int rc = wb_mpu_complete(o, bucket, key, upload_id, parts, n, out, staged, &held, &seal);
     if (rc == 1) /* a repeat: answered as the first time, nothing more to do */
         return 0;
+    /* the parts' staged bytes (cache_dirty_hold()) become the object's */
+    uint64_t cap = held;
     if (!rc)
-        rc = cache_adopt_dirty(o->cache, bucket, key, staged, out);
+        rc = cache_adopt_held(o->cache, bucket, key, staged, out, 1, &cap);
     if (!rc) {
-        wb_mpu_finish(o, bucket, key, upload_id, parts, n, out);
+        wb_mpu_finish(o, bucket, key, upload_id, parts, n, out, held);
         objects_changed(o, bucket, key, 0);
     }
     if (seal >= 0)
@@ -215,6 +235,7 @@ const struct objects_write_ops write_back_ops = {
     .name = "back",
     .stage_direct = 1, /* the drainer reads it later: no use keeping it in the page cache */
     .admit = write_back_admit,
+    .admit_more = write_back_admit_more,
     .put = write_back_put,
     .copy = write_back_copy,
     .mp_create = wb_mpu_create,

@@ -22,9 +22,11 @@ struct objects_write_ops {
     int stage_direct;
     /* objects_admit() */
     int (*admit)(struct objects *o, uint64_t bytes, uint64_t *admitted);
+    /* objects_admit_more() */
+    int (*admit_more)(struct objects *o, uint64_t total, uint64_t *admitted);
     /* object_put(), after @fd's fsync */
     int (*put)(struct objects *o, const char *bucket, const char *key, int fd, const char *staged,
-               struct be_meta *meta, int *staged_taken);
+               uint64_t *space, struct be_meta *meta, int *staged_taken);
     /* object_copy() */
     int (*copy)(struct objects *o, const char *src_bucket, const char *src_key, const char *bucket,
                 const char *key, const struct be_meta *replace, const struct cond_hdrs *cond,
@@ -37,7 +39,7 @@ struct objects_write_ops {
                           uint64_t *off);
     int (*mp_put_part)(struct objects *o, const char *bucket, const char *key,
                        const char *upload_id, int fd, const char *staged, int inplace,
-                       const struct be_part *part, int *staged_taken);
+                       uint64_t *space, const struct be_part *part, int *staged_taken);
     int (*mp_copy_part)(struct objects *o, const char *bucket, const char *key,
                         const char *upload_id, unsigned number, const char *src_bucket,
                         const char *src_key, int has_range, uint64_t off, uint64_t len,

@@ -26,8 +26,18 @@ static int write_through_admit(struct objects *o, uint64_t bytes, uint64_t *admi
     return 0;
 }
 
+/* Write-through reserves nothing of the dirty limit, for bodies of unknown length either. */
+static int write_through_admit_more(struct objects *o, uint64_t total, uint64_t *admitted)
+{
+    (void)o;
+    (void)total;
+    (void)admitted;
+    return 0;
+}
+
 static int write_through_put(struct objects *o, const char *bucket, const char *key, int fd,
-                             const char *staged, struct be_meta *meta, int *staged_taken)
+                             const char *staged, uint64_t *space, struct be_meta *meta,
+                             int *staged_taken)
 {
     cache_write_begin(o->cache, bucket, key); /* no drain of an older dirty copy */
     int rc = backend_put(o->be, bucket, key, fd, meta->size, meta);
@@ -45,7 +55,7 @@ static int write_through_put(struct objects *o, const char *bucket, const char *
     }
     int keep = objects_keep(o, bucket, key);
     if (staged && keep) {
-        cache_adopt(o->cache, bucket, key, staged, meta);
+        cache_adopt_held(o->cache, bucket, key, staged, meta, 0, space);
         *staged_taken = 1;
     } else {
         cache_forget(o->cache, bucket, key); /* cluster mode: the owner caches it */
@@ -113,7 +123,7 @@ static int write_through_mp_part_target(struct objects *o, const char *bucket, c
 
 static int write_through_mp_put_part(struct objects *o, const char *bucket, const char *key,
                                      const char *upload_id, int fd, const char *staged, int inplace,
-                                     const struct be_part *part, int *staged_taken)
+                                     uint64_t *space, const struct be_part *part, int *staged_taken)
 {
     return backend_mp_put_part(o->be, bucket, key, upload_id, fd, part);
 }
@@ -230,6 +240,7 @@ const struct objects_write_ops write_through_ops = {
     .name = "through",
     .stage_direct = 0, /* the backend reads the staged body at once: it stays in memory */
     .admit = write_through_admit,
+    .admit_more = write_through_admit_more,
     .put = write_through_put,
     .copy = write_through_copy,
     .mp_create = write_through_mp_create,

@@ -168,7 +168,8 @@ static void mp_part_job(struct req *rq)
     struct mp_state *s = rq->job_state;
     int taken = 0;
     rq->rc = multipart_put_part(rq->srv->obj, rq->bucket, rq->key, upload_id_param(rq),
-                                upload_fd(rq), upload_path(rq), s->inplace, &s->part, &taken);
+                                upload_fd(rq), upload_path(rq), s->inplace, upload_space(rq),
+                                &s->part, &taken);
     if (taken)
         upload_release_path(rq);
 }

@@ -120,7 +120,7 @@ static void put_job(struct req *rq)
     int taken = 0;
     s3_notice_begin(&nt);
     ps->rc = object_put(rq->srv->obj, rq->bucket, rq->key, upload_fd(rq), upload_path(rq),
-                        &ps->meta, &taken);
+                        upload_space(rq), &ps->meta, &taken);
     if (taken)
         upload_release_path(rq);
     s3_notice_end(rq, &nt);

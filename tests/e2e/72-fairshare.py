@@ -1,4 +1,5 @@
 """72-fairshare.py — fair sharing when the gateway is saturated (--max-bandwidth 120M).
+e2e: solo (shares and rates are measured: tests/e2e/run.sh runs it alone)
 
 Three keys download at once; the gateway is saturated by its configured bandwidth. Shares are
 measured on the client side over a 5 s window after 1.5 s to settle, and asserted as ratios:

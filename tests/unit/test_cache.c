@@ -523,6 +523,76 @@ static int setup_ra(void **state) { return setup_with(state, 64u << 20, 4 * BS, 
 #define CAP (1u << 20)
 static int setup_small(void **state) { return setup_with(state, CAP, 2 * BS, -1); }
 
+/* Staged files (request bodies) take room in the cache: a reservation evicts clean objects,
+ * fails SlowDown when the rest is staged by others, EntityTooLarge past the whole cache; the
+ * entry adopted from a staged file takes its reservation over, so even a file as large as
+ * the cache is kept. */
+static void test_cache_stage_room(void **state)
+{
+    struct env *e = *state; /* CAP 1 MiB */
+    enum { N = 4, SZ = 256u << 10 };
+    unsigned char *buf = malloc(CAP);
+    struct cache_stats cs;
+    enum cache_outcome how;
+    char key[16];
+    assert_non_null(buf);
+    memset(buf, 'c', CAP);
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "clean%d", i);
+        fake_be_put(e->fb, "bkt", key, buf, SZ);
+        assert_int_equal(read_range(e->c, "bkt", key, 0, UINT64_MAX, buf, &how, NULL), 0);
+    }
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.used_bytes, CAP);
+    uint64_t held = 0, other = 0;
+    assert_int_equal(cache_stage_reserve(e->c, &held, CAP + 1), -S3E_ENTITY_TOO_LARGE);
+    assert_int_equal(held, 0);
+    assert_int_equal(cache_stage_reserve(e->c, &held, CAP / 2), 0); /* evicts */
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(held, CAP / 2);
+    assert_int_equal(cs.staged_bytes, CAP / 2);
+    assert_true(cs.used_bytes <= CAP);
+    assert_true(cs.evictions >= 2);
+    /* half of it is staged by another: 600 KiB do not fit, whatever is evicted */
+    assert_int_equal(cache_stage_reserve(e->c, &other, 600u << 10), -S3E_SLOW_DOWN);
+    assert_int_equal(other, 0);
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.staged_bytes, CAP / 2);
+    /* grown to the whole cache, then adopted: the entry takes the room over */
+    assert_int_equal(cache_stage_reserve(e->c, &held, CAP), 0);
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.staged_bytes, CAP);
+    assert_int_equal(cs.used_bytes, CAP);
+    int fd;
+    char path[4096];
+    assert_int_equal(cache_stage_open(e->c, &fd, path), 0);
+    memset(buf, 'n', CAP);
+    assert_int_equal(write(fd, buf, CAP), (ssize_t)CAP);
+    fsync(fd);
+    close(fd);
+    struct be_meta nm;
+    memset(&nm, 0, sizeof(nm));
+    nm.size = CAP;
+    snprintf(nm.etag, sizeof(nm.etag), "%s", "0123456789abcdef0123456789abcdef");
+    fake_be_put(e->fb, "bkt", "whole", buf, CAP);
+    unsigned gets = fake_be_gets(e->fb);
+    assert_int_equal(cache_adopt_held(e->c, "bkt", "whole", path, &nm, 0, &held), 0);
+    assert_int_equal(held, 0);
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.staged_bytes, 0);
+    assert_int_equal(cs.used_bytes, CAP);
+    memset(buf, 0, CAP);
+    uint64_t size = 0;
+    assert_int_equal(read_range(e->c, "bkt", "whole", 0, UINT64_MAX, buf, &how, &size), 0);
+    assert_int_equal(how, CACHE_HIT);
+    assert_int_equal(size, CAP);
+    assert_int_equal(fake_be_gets(e->fb), gets);
+    assert_int_equal(buf[CAP - 1], 'n');
+    cache_stage_release(e->c, &other); /* 0: nothing */
+    cache_stage_release(e->c, NULL);
+    free(buf);
+}
+
 static void test_cache_capacity_random(void **state)
 {
     struct env *e = *state;
@@ -1322,6 +1392,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cache_range_blocks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_readahead, setup_ra, teardown),
         cmocka_unit_test_setup_teardown(test_cache_capacity_random, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_stage_room, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_cache_pinned_and_open_survive, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_cache_bypass, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_cache_bypass_once, setup_small, teardown),

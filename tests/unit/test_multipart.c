@@ -127,7 +127,7 @@ static int upload_part(struct env *e, const char *key, const char *id, unsigned 
         assert_int_equal(cache_stage_open(e->c, &fd, path), 0);
         assert_int_equal(write(fd, d, len), (ssize_t)len);
     }
-    int rc = multipart_put_part(e->o, "bkt", key, id, fd, inplace ? NULL : path, inplace, part,
+    int rc = multipart_put_part(e->o, "bkt", key, id, fd, inplace ? NULL : path, inplace, NULL, part,
                                 &taken);
     close(fd);
     if (path[0] && !taken)
@@ -159,6 +159,16 @@ static uint64_t staged_bytes(struct env *e)
     return cs.dirty_staged_bytes;
 }
 
+/* The cache's staged bytes (files outside the index), and all it holds. */
+static uint64_t cache_staged(struct env *e, uint64_t *used)
+{
+    struct cache_stats cs;
+    cache_get_stats(e->c, &cs);
+    if (used)
+        *used = cs.used_bytes;
+    return cs.staged_bytes;
+}
+
 static int dirty_has(struct env *e, const char *key)
 {
     struct be_list_entry *d = NULL;
@@ -181,7 +191,7 @@ static int put_object(struct env *e, const char *key, const void *d, size_t len)
     md5hex(d, len, m.etag);
     assert_int_equal(cache_stage_open(e->c, &fd, path), 0);
     assert_int_equal(write(fd, d, len), (ssize_t)len);
-    int rc = object_put(e->o, "bkt", key, fd, path, &m, &taken);
+    int rc = object_put(e->o, "bkt", key, fd, path, NULL, &m, &taken);
     close(fd);
     if (!taken)
         unlink(path);
@@ -345,8 +355,14 @@ static void test_multipart_back(void **state)
     assert_int_equal(e->fb->n_mp_part, 0);
     /* parts count against the dirty limit until the upload ends */
     assert_int_equal(staged_bytes(e), total);
+    /* and as staged bytes of the cache; the object takes them over */
+    uint64_t used = 0;
+    assert_int_equal(cache_staged(e, &used), total);
+    assert_true(used >= total);
     assert_int_equal(multipart_complete(e->o, "bkt", "ck", id, parts, 3, &out), 0);
     assert_int_equal(staged_bytes(e), 0);
+    assert_int_equal(cache_staged(e, &used), 0);
+    assert_true(used >= total && used < total + (1u << 20));
     assert_int_equal(out.size, total);
     assert_int_equal(out.parts_count, 3);
     assert_int_equal(out.part_size, P);
@@ -388,6 +404,9 @@ static void test_multipart_back_over_limit(void **state)
     /* abort gives the bytes back */
     assert_int_equal(multipart_abort(e->o, "bkt", "k", id), 0);
     assert_int_equal(staged_bytes(e), 0);
+    uint64_t used = 1;
+    assert_int_equal(cache_staged(e, &used), 0);
+    assert_int_equal(used, 0);
     struct be_part *ls;
     size_t n;
     int tr;

@@ -139,7 +139,7 @@ static int put(struct env *e, const char *bucket, const char *key, const void *d
     m.mtime_ns = s3c_real_ns();
     snprintf(m.etag, sizeof(m.etag), "%s", r.md5_hex);
     snprintf(m.content_type, sizeof(m.content_type), "text/plain");
-    int rc = object_put(e->o, bucket, key, fd, path, &m, &taken);
+    int rc = object_put(e->o, bucket, key, fd, path, NULL, &m, &taken);
     close(fd);
     if (!taken) /* the caller's to unlink (upload_free() does it) */
         assert_int_equal(unlink(path), 0);
@@ -247,7 +247,7 @@ static void test_object_put_through(void **state)
     struct be_meta m3 = {.size = 5};
     assert_int_equal(cache_stage_open(e->c, &fd, path), 0);
     assert_int_equal(write(fd, "hello", 5), 5);
-    assert_int_equal(object_put(e->o, "bkt", "dir/obj", fd, NULL, &m3, &taken), 0);
+    assert_int_equal(object_put(e->o, "bkt", "dir/obj", fd, NULL, NULL, &m3, &taken), 0);
     assert_int_equal(taken, 0);
     close(fd);
     unlink(path);
@@ -498,7 +498,7 @@ static void test_object_put_back(void **state)
     struct be_meta m2 = {.size = 1};
     assert_int_equal(cache_stage_open(e->c, &fd, path), 0);
     assert_int_equal(write(fd, "x", 1), 1);
-    assert_int_equal(object_put(e->o, "bkt", "x", fd, NULL, &m2, &taken), -S3E_INTERNAL);
+    assert_int_equal(object_put(e->o, "bkt", "x", fd, NULL, NULL, &m2, &taken), -S3E_INTERNAL);
     close(fd);
     unlink(path);
     free(d);
@@ -610,8 +610,8 @@ static void test_object_mode_chosen_once(void **state)
  * with a recording table in place of the mode's, each public call reaches its op once, with
  * its arguments, and answers what the op answers. */
 static unsigned rec_calls[16];
-enum { REC_ADMIT, REC_PUT, REC_COPY, REC_CREATE, REC_TARGET, REC_PART, REC_COPY_PART,
-       REC_COMPLETE, REC_ABORT, REC_LIST_PARTS, REC_LIST_UPLOADS };
+enum { REC_ADMIT, REC_ADMIT_MORE, REC_PUT, REC_COPY, REC_CREATE, REC_TARGET, REC_PART,
+       REC_COPY_PART, REC_COMPLETE, REC_ABORT, REC_LIST_PARTS, REC_LIST_UPLOADS };
 
 static int rec_admit(struct objects *o, uint64_t bytes, uint64_t *admitted)
 {
@@ -620,11 +620,19 @@ static int rec_admit(struct objects *o, uint64_t bytes, uint64_t *admitted)
     return -1001;
 }
 
+static int rec_admit_more(struct objects *o, uint64_t total, uint64_t *admitted)
+{
+    rec_calls[REC_ADMIT_MORE]++;
+    *admitted = total;
+    return -1012;
+}
+
 static int rec_put(struct objects *o, const char *bucket, const char *key, int fd,
-                   const char *staged, struct be_meta *meta, int *staged_taken)
+                   const char *staged, uint64_t *space, struct be_meta *meta, int *staged_taken)
 {
     rec_calls[REC_PUT]++;
     assert_string_equal(staged, "/staged");
+    assert_int_equal(*space, 33);
     *staged_taken = 1;
     return -1002;
 }
@@ -655,10 +663,11 @@ static int rec_target(struct objects *o, const char *bucket, const char *key,
 }
 
 static int rec_part(struct objects *o, const char *bucket, const char *key, const char *upload_id,
-                    int fd, const char *staged, int inplace, const struct be_part *part,
-                    int *staged_taken)
+                    int fd, const char *staged, int inplace, uint64_t *space,
+                    const struct be_part *part, int *staged_taken)
 {
     rec_calls[REC_PART]++;
+    assert_null(space);
     assert_int_equal(*staged_taken, 0);
     assert_int_equal(inplace, 1);
     return -1006;
@@ -710,7 +719,8 @@ static int rec_list_uploads(struct objects *o, const char *bucket, const char *p
 }
 
 static const struct objects_write_ops rec_ops = {
-    .name = "recording", .stage_direct = 7, .admit = rec_admit, .put = rec_put,
+    .name = "recording", .stage_direct = 7, .admit = rec_admit, .admit_more = rec_admit_more,
+    .put = rec_put,
     .copy = rec_copy, .mp_create = rec_create, .mp_part_target = rec_target,
     .mp_put_part = rec_part, .mp_copy_part = rec_copy_part, .mp_complete = rec_complete,
     .mp_abort = rec_abort, .mp_list_parts = rec_list_parts,
@@ -736,13 +746,17 @@ static void test_object_write_ops_dispatch(void **state)
     assert_int_equal(objects_stage_direct(e->o), 7);
     assert_int_equal(objects_admit(e->o, 10, &admitted), -1001);
     assert_int_equal(admitted, 5);
-    assert_int_equal(object_put(e->o, "bkt", "k", body, "/staged", &m, &taken), -1002);
+    assert_int_equal(objects_admit_more(e->o, 12, &admitted), -1012);
+    assert_int_equal(admitted, 12);
+    uint64_t space = 33;
+    assert_int_equal(object_put(e->o, "bkt", "k", body, "/staged", &space, &m, &taken), -1002);
     assert_int_equal(taken, 1);
     assert_int_equal(object_copy(e->o, "bkt", "src", "bkt", "k", NULL, NULL, &m), -1003);
     assert_int_equal(multipart_create(e->o, "bkt", "k", &m, id), -1004);
     assert_int_equal(multipart_part_target(e->o, "bkt", "k", "u", 7, 5, &fd, &off), 1);
     taken = 1;
-    assert_int_equal(multipart_put_part(e->o, "bkt", "k", "u", body, NULL, 1, &part, &taken),
+    assert_int_equal(multipart_put_part(e->o, "bkt", "k", "u", body, NULL, 1, NULL, &part,
+                                        &taken),
                      -1006);
     assert_int_equal(multipart_copy_part(e->o, "bkt", "k", "u", 2, "bkt", "src", 1, 10, 20,
                                          NULL, &part),

@@ -518,7 +518,8 @@ static void test_upload_aws_chunked_signed(void **state)
         assert_file(upload_fd(&t.rq), 0, whole, 66560); /* the payload, without the framing */
         upload_free(&t.rq);
     }
-    /* a chunk signature off by one digit: refused, and nothing of that chunk is written */
+    /* a chunk signature off by one digit: refused, and the body dropped at once: no staged
+     * file left while the client sends the rest */
     struct body bad = {0};
     body_put(&bad, b.p, b.len);
     char *sig = strstr(bad.p + 65536, doc_sigs[1]);
@@ -528,10 +529,14 @@ static void test_upload_aws_chunked_signed(void **state)
     struct be_meta m;
     signed_request(&t, e, "66560", bad.len);
     assert_int_equal(upload_begin(&t.rq, 1 << 20), 0);
+    char staged_path[4096];
+    snprintf(staged_path, sizeof(staged_path), "%s", upload_path(&t.rq));
     assert_int_equal(feed(&t.rq, bad.p, bad.len, NULL, 0), -S3E_SIGNATURE_DOES_NOT_MATCH);
+    assert_int_equal(upload_fd(&t.rq), -1);
+    assert_null(upload_path(&t.rq));
     struct stat st;
-    assert_int_equal(fstat(upload_fd(&t.rq), &st), 0);
-    assert_int_equal(st.st_size, 65536);
+    assert_int_equal(stat(staged_path, &st), -1);
+    assert_int_equal(upload_finish(&t.rq, &m), -S3E_INTERNAL);
     upload_free(&t.rq);
     /* the decoded length must be the payload's */
     signed_request(&t, e, "66561", b.len);
@@ -709,7 +714,7 @@ static void test_upload_admit(void **state)
     assert_int_equal(upload_prepare(&t2.rq, 1ull << 30), 0);
     assert_int_equal(upload_admit(&t2.rq), 0);
     upload_free(&t2.rq);
-    /* a length not known up front reserves nothing */
+    /* a length not known up front reserves nothing before its bytes (test_upload_unknown_*) */
     treq_init(&t1, e, SIGV4_PAYLOAD_UNSIGNED);
     hdr(&t1, "Transfer-Encoding", "chunked");
     assert_int_equal(upload_prepare(&t1.rq, 1ull << 30), 0);
@@ -718,6 +723,90 @@ static void test_upload_admit(void **state)
     assert_int_equal(cs.dirty_staged_bytes, 0);
     upload_free(&t1.rq);
     assert_int_equal(upload_admit(&t1.rq), -S3E_INTERNAL);
+}
+
+/* A chunked body of @len bytes fed a piece of 64 KiB at a time: the first error. */
+static int unknown_feed(struct treq *t, struct env *e, size_t len)
+{
+    static const size_t piece[] = {64 * 1024};
+    unsigned char *d = pattern(len, 3);
+    treq_init(t, e, SIGV4_PAYLOAD_UNSIGNED);
+    hdr(t, "Transfer-Encoding", "chunked");
+    assert_int_equal(upload_begin(&t->rq, 1ull << 30), 0);
+    assert_int_equal(upload_admit(&t->rq), 0);
+    int rc = feed(&t->rq, d, len, piece, 1);
+    free(d);
+    return rc;
+}
+
+/* Write-back, a body of unknown length: the dirty limit and the room in the cache are reserved
+ * as its bytes arrive; past the limit the write fails (EntityTooLarge when the body alone is
+ * over it, SlowDown when others hold the rest) and lets go at once of its file and of every
+ * reservation. */
+static void test_upload_unknown_length_write_back(void **state)
+{
+    struct env *e = *state; /* dirty limit 64 MiB, cache 512 MiB */
+    struct treq t;
+    struct cache_stats cs;
+    struct be_meta m;
+    char path[4096];
+    struct stat st;
+    assert_int_equal(unknown_feed(&t, e, 64 * MIB + 1), -S3E_ENTITY_TOO_LARGE);
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.dirty_staged_bytes, 0);
+    assert_int_equal(cs.staged_bytes, 0);
+    assert_int_equal(cs.used_bytes, 0);
+    assert_null(upload_path(&t.rq));
+    assert_int_equal(upload_fd(&t.rq), -1);
+    upload_free(&t.rq);
+    /* others hold 60 MiB: 5 MiB do not fit */
+    assert_int_equal(cache_dirty_admit(e->c, 60 * MIB), 0);
+    assert_int_equal(unknown_feed(&t, e, 5 * MIB), -S3E_SLOW_DOWN);
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.dirty_staged_bytes, 60 * MIB);
+    assert_int_equal(cs.staged_bytes, 0);
+    upload_free(&t.rq);
+    /* 4 MiB do, exactly */
+    assert_int_equal(unknown_feed(&t, e, 4 * MIB), 0);
+    snprintf(path, sizeof(path), "%s", upload_path(&t.rq));
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.dirty_staged_bytes, 64 * MIB);
+    assert_int_equal(cs.staged_bytes, 4 * MIB);
+    assert_int_equal(cs.used_bytes, 4 * MIB);
+    assert_int_equal(upload_finish(&t.rq, &m), 0);
+    assert_int_equal(m.size, 4 * MIB);
+    upload_free(&t.rq);
+    assert_int_equal(stat(path, &st), -1);
+    cache_dirty_unadmit(e->c, 60 * MIB);
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.dirty_staged_bytes, 0);
+    assert_int_equal(cs.staged_bytes, 0);
+    assert_int_equal(cs.used_bytes, 0);
+}
+
+/* Write-through: a body of unknown length reserves room in the cache as it arrives, a step at
+ * a time (not the dirty limit); one larger than the cache fails EntityTooLarge. */
+static void test_upload_unknown_length_write_through(void **state)
+{
+    struct env *e = *state; /* cache 512 MiB */
+    struct treq t;
+    struct cache_stats cs;
+    assert_int_equal(unknown_feed(&t, e, 3 * MIB + 5), 0);
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.dirty_staged_bytes, 0);
+    assert_int_equal(cs.staged_bytes, 4 * MIB); /* whole steps */
+    upload_free(&t.rq);
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.staged_bytes, 0);
+    assert_int_equal(cs.used_bytes, 0);
+    /* declared: all of it at once */
+    treq_init(&t, e, SIGV4_PAYLOAD_UNSIGNED);
+    content_length(&t, 513 * MIB);
+    assert_int_equal(upload_prepare(&t.rq, 1ull << 40), 0);
+    assert_int_equal(upload_admit(&t.rq), -S3E_ENTITY_TOO_LARGE);
+    upload_free(&t.rq);
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.staged_bytes, 0);
 }
 
 static void test_upload_admit_write_through(void **state)
@@ -731,7 +820,11 @@ static void test_upload_admit_write_through(void **state)
     assert_int_equal(upload_admit(&t.rq), 0);
     cache_get_stats(e->c, &cs);
     assert_int_equal(cs.dirty_staged_bytes, 0);
+    assert_int_equal(cs.staged_bytes, 200ull * MIB); /* but its file takes room in the cache */
+    assert_int_equal(cs.used_bytes, 200ull * MIB);
     upload_free(&t.rq);
+    cache_get_stats(e->c, &cs);
+    assert_int_equal(cs.staged_bytes, 0);
 }
 
 /* One large write-back body of @len bytes fed in @pieces, into a staged file or (@at_off >= 0)
@@ -845,6 +938,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_upload_meta_from_headers, setup_through, teardown),
         cmocka_unit_test_setup_teardown(test_upload_admit, setup_back, teardown),
+        cmocka_unit_test_setup_teardown(test_upload_unknown_length_write_back, setup_back,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_upload_unknown_length_write_through, setup_through,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_upload_admit_write_through, setup_through,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_upload_direct_odd_sizes, setup_back, teardown),

@@ -223,7 +223,7 @@ static int complete_adopt(struct env *e, const char *key, const char *id, const 
         snprintf(ps[i].etag, sizeof(ps[i].etag), "%.32s", etags[i]);
     }
     assert_int_equal(cache_adopt_dirty(e->c, "bkt", key, staged, out), 0);
-    assert_int_equal(wb_mpu_finish(e->o, "bkt", key, id, ps, n, out), 0);
+    assert_int_equal(wb_mpu_finish(e->o, "bkt", key, id, ps, n, out, 0), 0);
     free(ps);
     if (seal >= 0)
         close(seal);
