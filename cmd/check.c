@@ -2,14 +2,17 @@
  * check.c: `s3cached check`, a capacity check before a training run: reads a data set (or a
  * sample) through the gateway with parallel streams, as its own job (x-s3cached-job), and
  * reports what was delivered against N GPUs x a rate, how many GPUs of that kind the gateway
- * can feed, and what bounded the run, from the gateway's counters (its stall causes for the
- * check's own job, hits, backend bytes, process CPU, cache disk; /_/stats, an admin call) and
- * the machine's (/proc/stat when the gateway is local, the check's own CPU). With
+ * can feed (at least, when this check's own readers were the bound: then it prints a wrk
+ * command that measures further), and what bounded the run, from the gateway's counters (its
+ * stall causes for the check's own job, backend bytes, process CPU, cache disk; /_/stats, an
+ * admin call), the answers' x-cache (hits) and the machine's (/proc/stat, the check's own
+ * CPU). The read phase is check_read.c: readers on threads, for a duration. With
  * --checkpoint it then writes a checkpoint from parallel multipart writers, times its
  * acknowledgement and its arrival on the backend (POST /_/flush), and deletes it.
  * The HTTP side is check_io.c.
  */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,12 +31,17 @@
 #define CHECK_CPU_BUSY 0.85
 #define CHECK_MACHINE_BUSY 0.9
 #define CHECK_DISK_BUSY 0.85
+#define CHECK_READER_BUSY 0.85        /* of the readers' threads: the readers are the bound */
+#define CHECK_WARMUP_SHARE 0.1        /* of the duration: the start-up, left out */
+#define CHECK_WARMUP_MAX_S 5.0
+#define CHECK_PRESIGN_S 3600          /* the printed wrk command's URL lives an hour */
+#define CHECK_PLURAL(n) ((n) == 1 ? "" : "s")
 
 struct check_opts {
     struct check_http http;
     const char *target, *job;
     char *bucket, *prefix;
-    unsigned gpus, streams, writers;
+    unsigned gpus, streams, writers, readers, cores;
     uint64_t per_gpu_bps, sample, ckpt_bytes, part_size;
     double params;
     int64_t duration_ms;
@@ -120,6 +128,18 @@ static double own_cpu_s(void)
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
+/* The cores this process may run on (its affinity: a container's share), else the online. */
+static unsigned check_cores(void)
+{
+    cpu_set_t set;
+    long n = 0;
+    if (!sched_getaffinity(0, sizeof(set), &set))
+        n = CPU_COUNT(&set);
+    if (n <= 0)
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
 static int endpoint_is_local(const char *ep)
 {
     const char *h = strstr(ep, "://");
@@ -155,13 +175,18 @@ static void fmt_bytes(double b, char *out, size_t cap)
 
 struct check_result {
     size_t listed, sampled;
-    double listed_bytes;
+    double listed_bytes, sampled_bytes;
     struct check_read_res rd;
-    double need_bps, delivered_bps, gpus_fed;
+    double need_bps, delivered_bps, gpus_fed, passes;
     int local;
     double machine_busy;   /* share of the machine's CPU time busy, -1 unknown */
     double reader_cores;   /* this process */
-    struct gw_snap g0, g1;
+    /* at each CHECK_MARK_*: the gateway's counters, the machine's ticks, this process's CPU */
+    struct gw_snap at_g[3];
+    double at_busy[3], at_total[3], at_cpu[3];
+    struct gw_snap g0, g1; /* the measured window's ends */
+    int lower_bound;       /* this check's readers were the bound: "at least" */
+    char measure[8192];    /* a wrk command that measures further, or "" */
     double gw_cores, disk_busy, backend_bps, stall_share, hit_share;
     int main_cause;        /* index into check_causes, -1 */
     const char *bound;
@@ -176,7 +201,7 @@ struct check_result {
  * cache disk; else the reader or the network. */
 static void check_bound(const struct check_opts *o, struct check_result *r)
 {
-    double secs = r->rd.seconds > 0 ? r->rd.seconds : 1e-9;
+    double secs = r->rd.window_s > 0 ? r->rd.window_s : 1e-9;
     struct gw_snap *a = &r->g0, *b = &r->g1;
     int gw = a->ok && b->ok;
     r->main_cause = -1;
@@ -192,8 +217,14 @@ static void check_bound(const struct check_opts *o, struct check_result *r)
         }
         double xfer = b->xfer_s - a->xfer_s;
         r->stall_share = xfer > 0 ? stall / xfer : 0;
-        r->hit_share = b->bytes > a->bytes ? (b->hit_bytes - a->hit_bytes) / (b->bytes - a->bytes)
-                                           : 0;
+        /* per byte as the answers said (x-cache): the gateway books a GET's hit bytes at its
+         * end, so a window that cuts GETs does not see them as it sees the bytes */
+        if (r->rd.xcache)
+            r->hit_share = r->rd.window_bytes
+                               ? (double)r->rd.window_hit_bytes / (double)r->rd.window_bytes : 0;
+        else
+            r->hit_share = b->bytes > a->bytes
+                               ? (b->hit_bytes - a->hit_bytes) / (b->bytes - a->bytes) : 0;
         r->gw_cores = (b->cpu_s - a->cpu_s) / secs;
         r->disk_busy = a->disk_busy_s >= 0 && b->disk_busy_s >= 0
                            ? (b->disk_busy_s - a->disk_busy_s) / secs : -1;
@@ -230,22 +261,31 @@ static void check_bound(const struct check_opts *o, struct check_result *r)
         r->bound = "cpu";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
                  "this machine's %ld CPUs were %.0f %% busy: the gateway took %s cores, this "
-                 "reader %.2f%s (they share the machine)", cores, 100 * r->machine_busy, n,
+                 "check's %u reader%s %.2f%s (they share the machine)", cores,
+                 100 * r->machine_busy, n, r->rd.readers, CHECK_PLURAL(r->rd.readers),
                  r->reader_cores, others);
     } else if (gw && r->disk_busy >= CHECK_DISK_BUSY) {
         r->bound = "cache_disk";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
                  "the cache disk was busy %.0f %% of the time", 100 * r->disk_busy);
+    } else if (r->reader_cores >= CHECK_READER_BUSY * r->rd.readers) {
+        r->bound = "reader";
+        snprintf(r->bound_detail, sizeof(r->bound_detail),
+                 "this check's %u reader%s kept %.2f cores busy, all they had: the gateway may "
+                 "deliver more than they took (%s)", r->rd.readers, CHECK_PLURAL(r->rd.readers),
+                 r->reader_cores,
+                 o->readers < o->cores ? "try more --readers" : "try readers on more machines");
     } else if (r->local) {
         r->bound = "reader";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
-                 "the gateway waited on nothing and had CPU to spare: this reader is the limit "
-                 "(try more --streams, or readers on more machines)");
+                 "the gateway waited on nothing and had CPU to spare, and so had this machine: "
+                 "this check's %u reader%s (%.2f cores) are the limit (try more --streams)",
+                 r->rd.readers, CHECK_PLURAL(r->rd.readers), r->reader_cores);
     } else {
         r->bound = "network";
         snprintf(r->bound_detail, sizeof(r->bound_detail),
                  "the gateway waited on nothing and had CPU to spare: the network or this "
-                 "reader is the limit");
+                 "check's readers are the limit");
     }
     if (!gw)
         snprintf(r->bound_detail + strlen(r->bound_detail),
@@ -262,18 +302,36 @@ static void print_table(const struct check_opts *o, const struct check_result *r
     fmt_bytes(r->listed_bytes, a, sizeof(a));
     fmt_bytes((double)r->rd.bytes, b, sizeof(b));
     printf("s3cached check  %s  %s\n\n", o->http.endpoint, o->target);
-    printf("  data set     %zu objects, %s; read %zu%s objects, %s in %.2f s with %u streams%s\n",
-           r->listed, a, r->sampled, r->sampled < r->listed ? " sampled" : "", b, r->rd.seconds,
-           o->streams, r->rd.errors ? " (with errors)" : "");
+    char times[96];
+    if (r->rd.cold && !r->rd.cut)
+        snprintf(times, sizeof(times), "once (cold: the first pass was not all cache hits)");
+    else if (r->passes > 0.995 && r->passes < 1.005)
+        snprintf(times, sizeof(times), "once");
+    else
+        snprintf(times, sizeof(times), "%.2f times", r->passes);
+    printf("  data set     %zu objects, %s; read %zu%s objects %s, %s in %.2f s with %u stream%s "
+           "on %u reader%s%s\n",
+           r->listed, a, r->sampled, r->sampled < r->listed ? " sampled" : "", times, b,
+           r->rd.seconds, o->streams, CHECK_PLURAL(o->streams), r->rd.readers,
+           CHECK_PLURAL(r->rd.readers), r->rd.errors ? " (with errors)" : "");
     fmt_rate((double)o->per_gpu_bps, a, sizeof(a));
     fmt_rate(r->need_bps, b, sizeof(b));
     printf("  needed       %u GPUs x %s = %s\n", o->gpus, a, b);
     fmt_rate(r->delivered_bps, c, sizeof(c));
-    printf("  delivered    %s: %.1f %% of the need\n", c,
+    printf("  delivered    %s: %.1f %% of the need", c,
            r->need_bps > 0 ? 100 * r->delivered_bps / r->need_bps : 0);
-    printf("  can feed     %.0f GPUs at %s each (%.2f GPUs' worth)\n", floor(r->gpus_fed), a,
-           r->gpus_fed);
+    if (r->rd.window == CHECK_MARK_WARM)
+        printf(" (steady: over %.2f s after %.2f s of start-up)\n", r->rd.window_s,
+               r->rd.seconds - r->rd.window_s);
+    else
+        printf(" (over the whole read)\n");
+    printf("  can feed     %s%.0f GPUs at %s each (%.2f GPUs' worth%s)\n",
+           r->lower_bound ? "at least " : "", floor(r->gpus_fed), a, r->gpus_fed,
+           r->lower_bound ? "; this check's own readers were the bound" : "");
     printf("  bound        %s: %s\n", r->bound, r->bound_detail);
+    if (r->measure[0])
+        printf("  measure      further with a reader of its own (one object, pre-signed for "
+               "%d s):\n               %s\n", CHECK_PRESIGN_S, r->measure);
     if (r->g0.ok && r->g1.ok) {
         fmt_rate(r->backend_bps, d, sizeof(d));
         printf("  gateway      hits %.1f %% of bytes; stall %.1f %% of GET time (", 100 * r->hit_share,
@@ -289,9 +347,10 @@ static void print_table(const struct check_opts *o, const struct check_result *r
             printf("  verdict      %s%s%s (the gateway's, on this check's job over its last "
                    "10 s)\n", r->g1.state, r->g1.cause[0] ? ", cause " : "", r->g1.cause);
     }
-    if (r->local && r->machine_busy >= 0)
-        printf("  machine      CPUs %.0f %% busy; this reader %.2f cores\n",
-               100 * r->machine_busy, r->reader_cores);
+    if (r->machine_busy >= 0) /* the cores it used, wherever the gateway is */
+        printf("  machine      %sCPUs %.0f %% busy; this check's %u reader%s %.2f of %u cores\n",
+               r->local ? "" : "(not the gateway's) ", 100 * r->machine_busy, r->rd.readers,
+               CHECK_PLURAL(r->rd.readers), r->reader_cores, o->cores);
     if (r->rd.errors)
         printf("  errors       %llu GETs failed; first: %s\n", (unsigned long long)r->rd.errors,
                r->rd.first_error);
@@ -331,13 +390,23 @@ static void print_json(const struct check_opts *o, const struct check_result *r)
                ", \"objects_listed\": %zu, \"bytes_listed\": %.0f, \"objects_read\": %zu, "
                "\"bytes_read\": %llu, \"gets\": %llu, \"errors\": %llu, \"seconds\": %.3f, "
                "\"streams\": %u, \"gpus\": %u, \"per_gpu_bps\": %llu, \"need_bps\": %.0f, "
-               "\"delivered_bps\": %.0f, \"gpus_fed\": %.3f, \"bound\": \"%s\", "
+               "\"delivered_bps\": %.0f, \"gpus_fed\": %.3f, \"lower_bound\": %s, "
+               "\"readers\": %u, \"reader_cores\": %.3f, \"passes\": %.3f, \"cold\": %s, "
+               "\"window_s\": %.3f, \"startup_s\": %.3f, \"bound\": \"%s\", "
                "\"bound_detail\": ",
                r->listed, r->listed_bytes, r->sampled, (unsigned long long)r->rd.bytes,
                (unsigned long long)r->rd.gets, (unsigned long long)r->rd.errors, r->rd.seconds,
                o->streams, o->gpus, (unsigned long long)o->per_gpu_bps, r->need_bps,
-               r->delivered_bps, r->gpus_fed, r->bound);
+               r->delivered_bps, r->gpus_fed, r->lower_bound ? "true" : "false", r->rd.readers,
+               r->reader_cores, r->passes, r->rd.cold && !r->rd.cut ? "true" : "false",
+               r->rd.window_s,
+               r->rd.window == CHECK_MARK_WARM ? r->rd.seconds - r->rd.window_s : 0.0, r->bound);
     buf_json_str(&b, r->bound_detail);
+    buf_puts(&b, ", \"measure_command\": ");
+    if (r->measure[0])
+        buf_json_str(&b, r->measure);
+    else
+        buf_puts(&b, "null");
     if (r->g0.ok && r->g1.ok) {
         buf_printf(&b,
                    ", \"gateway\": {\"hit_share\": %.4f, \"stall_share\": %.4f, "
@@ -357,8 +426,10 @@ static void print_json(const struct check_opts *o, const struct check_result *r)
     } else {
         buf_puts(&b, ", \"gateway\": null");
     }
-    buf_printf(&b, ", \"machine\": {\"local\": %s, \"cpu_busy\": %.3f, \"reader_cores\": %.3f}",
-               r->local ? "true" : "false", r->machine_busy, r->reader_cores);
+    buf_printf(&b,
+               ", \"machine\": {\"local\": %s, \"cpu_busy\": %.3f, \"reader_cores\": %.3f, "
+               "\"cores\": %u}",
+               r->local ? "true" : "false", r->machine_busy, r->reader_cores, o->cores);
     if (r->ckpt) {
         buf_printf(&b,
                    ", \"checkpoint\": {\"bytes\": %llu, \"writers\": %u, \"part_size\": %llu, "
@@ -474,12 +545,46 @@ static void check_checkpoint(const struct check_opts *o, struct check_result *r)
     }
 }
 
+struct check_marks {
+    const struct check_opts *o;
+    struct check_result *r;
+};
+
+/* The read's CHECK_MARK_* callback: the counters at that moment. */
+static void check_mark(void *cls, int at)
+{
+    struct check_marks *m = cls;
+    gw_snapshot(m->o, &m->r->at_g[at]);
+    machine_ticks(&m->r->at_busy[at], &m->r->at_total[at]);
+    m->r->at_cpu[at] = own_cpu_s();
+}
+
+/* The wrk command that measures further when this check's readers were the bound: its
+ * threads on this machine's cores, the check's streams, one object of the set (the largest
+ * item's), pre-signed. */
+static void check_measure_cmd(const struct check_opts *o, struct check_result *r,
+                              const struct check_item *items, size_t n)
+{
+    struct buf url;
+    size_t big = 0;
+    if (!n)
+        return;
+    for (size_t i = 1; i < n; i++)
+        if (items[i].len > items[big].len)
+            big = i;
+    buf_init(&url, sizeof(r->measure) - 128);
+    if (!check_presign(&o->http, o->bucket, items[big].key, CHECK_PRESIGN_S, &url))
+        snprintf(r->measure, sizeof(r->measure), "wrk -t%u -c%u -d%llds --timeout 30s '%s'",
+                 o->cores, S3C_MAX(o->streams, o->cores),
+                 (long long)S3C_MAX(10, o->duration_ms / 1000), url.p);
+    buf_free(&url);
+}
+
 static int check_run(struct check_opts *o)
 {
     struct check_result r;
     struct check_item *items = NULL;
     size_t nitems = 0;
-    double mb0, mt0, mb1, mt1;
     memset(&r, 0, sizeof(r));
     r.local = endpoint_is_local(o->http.endpoint);
     r.need_bps = (double)o->gpus * (double)o->per_gpu_bps;
@@ -490,23 +595,43 @@ static int check_run(struct check_opts *o)
         free(items);
         return 1;
     }
-    gw_snapshot(o, &r.g0);
-    machine_ticks(&mb0, &mt0);
-    double cpu0 = own_cpu_s();
-    check_read(&o->http, o->bucket, items, nitems, o->streams,
-               (double)o->duration_ms / 1e3, &r.rd);
-    double cpu1 = own_cpu_s();
-    machine_ticks(&mb1, &mt1);
-    gw_snapshot(o, &r.g1);
+    for (size_t i = 0; i < nitems; i++)
+        r.sampled_bytes += (double)items[i].len;
+    struct check_marks marks = {o, &r};
+    double dur = (double)o->duration_ms / 1e3;
+    struct check_read_opts ro = {
+        .streams = o->streams,
+        .readers = o->readers,
+        .duration_s = dur,
+        .warmup_s = S3C_MIN(CHECK_WARMUP_SHARE * dur, CHECK_WARMUP_MAX_S),
+        .mark = check_mark,
+        .cls = &marks,
+    };
+    if (check_read(&o->http, o->bucket, items, nitems, &ro, &r.rd)) {
+        fprintf(stderr, "s3cached check: the readers could not start (out of memory?)\n");
+        for (size_t i = 0; i < nitems; i++)
+            free(items[i].key);
+        free(items);
+        return 1;
+    }
+    int w = r.rd.window, e = CHECK_MARK_END;
+    r.g0 = r.at_g[w];
+    r.g1 = r.at_g[e];
+    double secs = r.rd.window_s > 0 ? r.rd.window_s : 1e-9;
+    r.delivered_bps = (double)r.rd.window_bytes / secs;
+    r.gpus_fed = o->per_gpu_bps ? r.delivered_bps / (double)o->per_gpu_bps : 0;
+    r.passes = r.sampled_bytes > 0 ? (double)r.rd.bytes / r.sampled_bytes : 0;
+    r.reader_cores = (r.at_cpu[e] - r.at_cpu[w]) / secs;
+    r.machine_busy = r.at_total[e] > r.at_total[w]
+                         ? (r.at_busy[e] - r.at_busy[w]) / (r.at_total[e] - r.at_total[w])
+                         : -1;
+    check_bound(o, &r);
+    r.lower_bound = !strcmp(r.bound, "reader");
+    if (r.lower_bound)
+        check_measure_cmd(o, &r, items, nitems);
     for (size_t i = 0; i < nitems; i++)
         free(items[i].key);
     free(items);
-    double secs = r.rd.seconds > 0 ? r.rd.seconds : 1e-9;
-    r.delivered_bps = (double)r.rd.bytes / secs;
-    r.gpus_fed = o->per_gpu_bps ? r.delivered_bps / (double)o->per_gpu_bps : 0;
-    r.reader_cores = (cpu1 - cpu0) / secs;
-    r.machine_busy = mt1 > mt0 ? (mb1 - mb0) / (mt1 - mt0) : -1;
-    check_bound(o, &r);
     if (o->ckpt_bytes)
         check_checkpoint(o, &r);
     if (o->json)
@@ -519,6 +644,40 @@ static int check_run(struct check_opts *o)
 }
 
 /* --- options --------------------------------------------------------------------------- */
+
+static void check_help(void)
+{
+    printf(
+        "usage: s3cached check --endpoint URL s3://BUCKET/PREFIX --gpus N --per-gpu RATE\n"
+        "                      [--sample N] [--streams N] [--readers N] [--duration DUR]\n"
+        "                      [--job NAME] [--checkpoint SIZE | --params P] [--writers N]\n"
+        "                      [--part-size SIZE] [--json]\n\n"
+        "Reads the data set through the gateway as its own job and says how many GPUs of\n"
+        "--per-gpu each it can feed, and what bounded the read (the backend, a rate limit,\n"
+        "the gateway's workers or CPU, this machine's CPU, the cache disk, this check's\n"
+        "readers, the network). Exit 0: it can feed --gpus; 3: it cannot; 1: it failed;\n"
+        "2: usage.\n\n"
+        "  --endpoint URL     the gateway (or S3CACHED_ENDPOINT)\n"
+        "  --gpus N           GPUs to feed, each at --per-gpu RATE (bytes/s: 2.8e9, 500M)\n"
+        "  --sample N         read N objects spread over the listing (default: all)\n"
+        "  --streams N        GETs at once (default 2 x --gpus, 8 to 64)\n"
+        "  --readers N        threads that read, each with its share of the streams\n"
+        "                     (default: the cores this check may run on, at most --streams)\n"
+        "  --duration DUR     read for this long (default 10s): the set again in a new order\n"
+        "                     each pass, the rate taken after the start-up (the first 10 %%,\n"
+        "                     at most 5 s); a set whose first pass was not all cache hits is\n"
+        "                     read once. 0: one pass, however long, the whole of it timed\n"
+        "  --job NAME         the job name on the gateway (default s3cached-check-PID)\n"
+        "  --checkpoint SIZE  then write a checkpoint of SIZE (or --params P: 14 bytes each)\n"
+        "                     from --writers N multipart uploads of --part-size parts (8M),\n"
+        "                     time it to the acknowledgement and to the backend, delete it\n"
+        "  --json             one JSON object instead of the table\n"
+        "  --admin-token T    the gateway's counters (/_/stats) (or S3CACHED_ADMIN_TOKEN)\n"
+        "  --access-key K --secret-key S --region R   SigV4 (or AWS_ACCESS_KEY_ID, ...)\n\n"
+        "When this check's own readers were the bound the answer is a lower bound\n"
+        "(\"can feed at least N GPUs\") and it prints a wrk command, on a pre-signed URL of\n"
+        "one object of the set, that measures further.\n");
+}
 
 static int usage_err(const char *msg, const char *arg)
 {
@@ -538,7 +697,8 @@ int check_main(int argc, char **argv)
     o.http.region = "us-east-1";
     o.writers = 1;
     o.part_size = 8u << 20; /* awscli's and boto3's default part size */
-    o.duration_ms = 60000;
+    o.duration_ms = 10000;
+    o.cores = check_cores();
     const char *ckpt = NULL, *params = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL, *err = NULL;
@@ -546,6 +706,10 @@ int check_main(int argc, char **argv)
         if (!strcmp(a, "--json")) {
             o.json = 1;
             continue;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            check_help();
+            return 0;
         }
         if (!strncmp(a, "s3://", 5) && !o.target) {
             o.target = a;
@@ -579,7 +743,7 @@ int check_main(int argc, char **argv)
         else if (!strcmp(a, "--duration"))
             err = conf_parse_duration_ms(v, &o.duration_ms);
         else if (!strcmp(a, "--gpus") || !strcmp(a, "--streams") || !strcmp(a, "--writers") ||
-                 !strcmp(a, "--sample")) {
+                 !strcmp(a, "--sample") || !strcmp(a, "--readers")) {
             err = conf_parse_size(v, &u);
             if (!err && (u > 100000 || (u == 0 && strcmp(a, "--sample"))))
                 err = "out of range";
@@ -589,6 +753,8 @@ int check_main(int argc, char **argv)
                 o.streams = (unsigned)u;
             else if (!strcmp(a, "--writers"))
                 o.writers = (unsigned)u;
+            else if (!strcmp(a, "--readers"))
+                o.readers = (unsigned)u;
             else
                 o.sample = u;
         } else {
@@ -611,7 +777,8 @@ int check_main(int argc, char **argv)
         return usage_err("--endpoint URL is required (e.g. http://127.0.0.1:9000)", NULL);
     if (!o.target || !o.gpus || !o.per_gpu_bps)
         return usage_err("usage: s3cached check --endpoint URL s3://BUCKET/PREFIX --gpus N "
-                         "--per-gpu RATE [--sample N] [--streams N] [--duration DUR] "
+                         "--per-gpu RATE [--sample N] [--streams N] [--readers N] "
+                         "[--duration DUR] "
                          "[--checkpoint SIZE | --params P] [--writers N] [--json]", NULL);
     if (o.part_size < (5u << 20) || o.part_size > (5ull << 30))
         return usage_err("--part-size must be 5M to 5G (S3's part sizes)", NULL);
@@ -623,6 +790,9 @@ int check_main(int argc, char **argv)
     o.prefix = strdup(p[bl] ? p + bl + 1 : "");
     if (!o.streams)
         o.streams = S3C_MAX(8u, S3C_MIN(64u, 2 * o.gpus));
+    if (!o.readers)
+        o.readers = o.cores;
+    o.readers = S3C_MIN(o.readers, o.streams);
     if (!o.job) {
         snprintf(jobname, sizeof(jobname), "s3cached-check-%ld", (long)getpid());
         o.job = jobname;

@@ -1,7 +1,7 @@
 /*
  * check.h: `s3cached check`, a capacity check before a training run (check.c: options, the
- * analysis and the report; check_io.c: the HTTP side on libcurl: listing, parallel reads,
- * multipart writers, admin calls).
+ * analysis and the report; check_io.c: the HTTP side on libcurl: listing, admin calls,
+ * multipart writers; check_read.c: the read phase, readers on threads).
  */
 #ifndef S3C_CHECK_H
 #define S3C_CHECK_H
@@ -26,9 +26,31 @@ struct check_item {
     uint64_t off, len;
 };
 
+/* How to read: @streams GETs at once over @readers threads (each its share of the streams);
+ * @duration_s > 0: the set again and again, in a new order each pass, for that long (a first
+ * pass that was not all cache hits ends the read: a cold set is read once); 0: one pass,
+ * however long it takes. @warmup_s: the start-up left out of the steady window. @mark (may
+ * be NULL) runs on the calling thread at CHECK_MARK_START (before the first GET),
+ * CHECK_MARK_WARM (the start-up is over, the readers running) and CHECK_MARK_END (the
+ * readers still running when the duration ended the read). */
+enum { CHECK_MARK_START, CHECK_MARK_WARM, CHECK_MARK_END };
+struct check_read_opts {
+    unsigned streams, readers;
+    double duration_s, warmup_s;
+    void (*mark)(void *cls, int at);
+    void *cls;
+};
+
 struct check_read_res {
-    uint64_t bytes, gets, errors;
-    double seconds;
+    uint64_t bytes, gets, errors;      /* bytes of every pass, cut GETs' included; whole GETs */
+    double seconds;                    /* the whole read */
+    unsigned readers, passes;          /* threads; passes begun */
+    int cut;                           /* the duration ended it (GETs in flight were cut) */
+    int cold;                          /* the first pass had answers that were not hits */
+    int window;                        /* CHECK_MARK_START or _WARM: where the window began */
+    double window_s;                   /* the measured window: from there to the end */
+    uint64_t window_bytes, window_hit_bytes; /* of those, answers with x-cache: hit */
+    int xcache;                        /* the answers carried x-cache (an s3cached gateway) */
     char first_error[256];
 };
 
@@ -56,10 +78,21 @@ int check_path(struct buf *out, const char *bucket, const char *key);
 int check_list(const struct check_http *c, const char *bucket, const char *prefix,
                char ***keys, uint64_t **sizes, size_t *n);
 
-/* GETs every item of @bucket, @streams at once (curl multi, one thread), discarding the bytes,
- * starting none after @max_s seconds (0: no limit). */
+/* GETs the items of @bucket as @o says (check_read.c), discarding the bytes. 0, or -1 when
+ * the readers could not start (out of memory, threads). */
 int check_read(const struct check_http *c, const char *bucket, const struct check_item *items,
-               size_t n, unsigned streams, double max_s, struct check_read_res *res);
+               size_t n, const struct check_read_opts *o, struct check_read_res *res);
+/* A GET handle (a CURL *) for @path_query with the job's headers and the credentials (its
+ * header list into *@hdrs, freed by the caller after the handle); NULL when out of memory. */
+struct curl_slist;
+void *check_get_handle(const struct check_http *c, const char *path_query,
+                       struct curl_slist **hdrs);
+/* Points the handle @h (from check_get_handle) at @path_query, for its next GET. */
+void check_set_url(const struct check_http *c, void *h, const char *path_query);
+/* A pre-signed GET URL of s3://@bucket/@key valid for @expires_s (SigV4 in the query, as
+ * `aws s3 presign` makes), or the plain URL when there are no credentials, into @out. */
+int check_presign(const struct check_http *c, const char *bucket, const char *key,
+                  unsigned expires_s, struct buf *out);
 
 /* @writers parallel uploads of @total bytes in all under s3://@bucket/@prefix/rank-N, each
  * multipart in @part_size parts with @in_flight parts in flight (a single PUT when its share

@@ -1,8 +1,9 @@
 /*
  * check_io.c: the HTTP side of `s3cached check` (cmd/check.h), on libcurl: single calls
- * (listing, admin endpoints, multipart create/complete, deletes), the read phase (parallel
- * GETs on one curl multi handle, bytes counted and dropped) and the checkpoint writers
- * (multipart uploads in parallel, parts from one buffer of pseudo-random bytes). Requests are
+ * (listing, admin endpoints, multipart create/complete, deletes), the GET handles of the
+ * read phase (check_read.c) and pre-signed URLs for the command it prints, and the
+ * checkpoint writers (multipart uploads in parallel, parts from one buffer of pseudo-random
+ * bytes). Requests are
  * signed by libcurl's SigV4 (CURLOPT_AWS_SIGV4), which signs the query as given: callers pass
  * parameters sorted, each with '=' and its value encoded.
  */
@@ -18,7 +19,6 @@
 #include "lib/s3c.h"
 #include "sig/sigv4.h"
 
-#define CHECK_READ_BUF (256 * 1024)
 #define CHECK_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 static double check_now(void)
@@ -29,13 +29,6 @@ static double check_now(void)
 static size_t body_keep(char *p, size_t sz, size_t n, void *cls)
 {
     return buf_append(cls, p, sz * n) ? 0 : sz * n;
-}
-
-static size_t body_count(char *p, size_t sz, size_t n, void *cls)
-{
-    UNUSED(p);
-    *(uint64_t *)cls += sz * n;
-    return sz * n;
 }
 
 void check_http_global(int on)
@@ -240,94 +233,73 @@ int check_list(const struct check_http *c, const char *bucket, const char *prefi
     return rc;
 }
 
-/* --- reads ----------------------------------------------------------------------------- */
-
-struct rd {
-    CURL *h;
-    struct curl_slist *hdrs;
-    uint64_t got;
-};
-
-int check_read(const struct check_http *c, const char *bucket, const struct check_item *items,
-               size_t n, unsigned streams, double max_s, struct check_read_res *res)
+void *check_get_handle(const struct check_http *c, const char *path_query,
+                       struct curl_slist **hdrs)
 {
-    memset(res, 0, sizeof(*res));
-    CURLM *m = curl_multi_init();
-    struct rd *slots = calloc(streams, sizeof(*slots));
-    struct buf path;
-    if (!m || !slots) {
-        curl_multi_cleanup(m);
-        free(slots);
-        return -1;
-    }
+    return check_handle(c, "GET", path_query, 0, CHECK_EMPTY_SHA256, hdrs);
+}
+
+void check_set_url(const struct check_http *c, void *h, const char *path_query)
+{
+    char url[8192];
+    snprintf(url, sizeof(url), "%s%s", c->endpoint, path_query);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+}
+
+/* "YYYYMMDDTHHMMSSZ" of now. */
+static void amz_now(char out[17])
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, 17, "%Y%m%dT%H%M%SZ", &tm);
+}
+
+int check_presign(const struct check_http *c, const char *bucket, const char *key,
+                  unsigned expires_s, struct buf *out)
+{
+    struct buf path, q, creq;
+    char date[17], day[9], scope[160], cred[400], hash[65], sig[65];
+    uint8_t skey[32];
+    const char *host = strstr(c->endpoint, "://");
+    host = host ? host + 3 : c->endpoint;
+    size_t hl = strcspn(host, "/");
+    int rc;
     buf_init(&path, 16384);
-    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)streams);
-    size_t next = 0;
-    unsigned active = 0;
-    double t0 = check_now();
-    for (;;) {
-        /* start GETs in free slots until every item went or the time is up */
-        for (unsigned s = 0; s < streams && next < n; s++) {
-            if (slots[s].h)
-                continue;
-            if (max_s > 0 && check_now() - t0 >= max_s) {
-                next = n;
-                break;
-            }
-            char range[96];
-            const struct check_item *it = &items[next++];
-            buf_reset(&path);
-            if (check_path(&path, bucket, it->key))
-                continue;
-            slots[s].h = check_handle(c, "GET", path.p, 0, CHECK_EMPTY_SHA256, &slots[s].hdrs);
-            if (!slots[s].h)
-                continue;
-            snprintf(range, sizeof(range), "%llu-%llu", (unsigned long long)it->off,
-                     (unsigned long long)(it->off + it->len - 1));
-            if (it->len)
-                curl_easy_setopt(slots[s].h, CURLOPT_RANGE, range);
-            slots[s].got = 0;
-            curl_easy_setopt(slots[s].h, CURLOPT_WRITEFUNCTION, body_count);
-            curl_easy_setopt(slots[s].h, CURLOPT_WRITEDATA, &slots[s].got);
-            curl_easy_setopt(slots[s].h, CURLOPT_BUFFERSIZE, (long)CHECK_READ_BUF);
-            curl_easy_setopt(slots[s].h, CURLOPT_PRIVATE, &slots[s]);
-            curl_multi_add_handle(m, slots[s].h);
-            active++;
-        }
-        if (!active)
-            break;
-        int running = 0, left = 0;
-        curl_multi_perform(m, &running);
-        CURLMsg *msg;
-        while ((msg = curl_multi_info_read(m, &left))) {
-            if (msg->msg != CURLMSG_DONE)
-                continue;
-            struct rd *r = NULL;
-            long st = 0;
-            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
-            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &st);
-            res->bytes += r->got;
-            res->gets++;
-            if (msg->data.result != CURLE_OK || st / 100 != 2) {
-                if (!res->errors++)
-                    snprintf(res->first_error, sizeof(res->first_error), "GET: %s (HTTP %ld)",
-                             curl_easy_strerror(msg->data.result), st);
-            }
-            curl_multi_remove_handle(m, r->h);
-            curl_easy_cleanup(r->h);
-            curl_slist_free_all(r->hdrs);
-            r->h = NULL;
-            r->hdrs = NULL;
-            active--;
-        }
-        if (running)
-            curl_multi_poll(m, NULL, 0, 100, NULL);
+    if ((rc = check_path(&path, bucket, key)))
+        goto done_path;
+    if (!c->access_key || !c->secret_key) {
+        rc = buf_printf(out, "%s%s", c->endpoint, path.p);
+        goto done_path;
     }
-    res->seconds = check_now() - t0;
+    buf_init(&q, 16384);
+    buf_init(&creq, 65536);
+    amz_now(date);
+    snprintf(day, sizeof(day), "%.8s", date);
+    snprintf(scope, sizeof(scope), "%.8s/%s/s3/aws4_request", date,
+             c->region ? c->region : "us-east-1");
+    snprintf(cred, sizeof(cred), "%s/%s", c->access_key, scope);
+    /* the query in canonical order: the names sort as written */
+    rc = buf_puts(&q, "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=");
+    rc = rc ? rc : query_value(&q, cred);
+    rc = rc ? rc : buf_printf(&q, "&X-Amz-Date=%s&X-Amz-Expires=%u&X-Amz-SignedHeaders=host",
+                              date, expires_s);
+    rc = rc ? rc : buf_printf(&creq, "GET\n%s\n%s\nhost:%.*s\n\nhost\nUNSIGNED-PAYLOAD", path.p,
+                              q.p, (int)hl, host);
+    rc = rc ? rc : sigv4_sha256_hex(creq.p, creq.len, hash);
+    if (!rc) {
+        buf_reset(&creq);
+        rc = buf_printf(&creq, "AWS4-HMAC-SHA256\n%s\n%s\n%s", date, scope, hash);
+    }
+    rc = rc ? rc : sigv4_signing_key(c->secret_key, day, c->region ? c->region : "us-east-1",
+                                     "s3", skey);
+    rc = rc ? rc : sigv4_hmac_hex(skey, creq.p, creq.len, sig);
+    rc = rc ? rc : buf_printf(out, "%s%s?%s&X-Amz-Signature=%s", c->endpoint, path.p, q.p, sig);
+    buf_free(&q);
+    buf_free(&creq);
+done_path:
     buf_free(&path);
-    free(slots);
-    curl_multi_cleanup(m);
-    return 0;
+    return rc;
 }
 
 /* --- checkpoint writers ---------------------------------------------------------------- */

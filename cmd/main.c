@@ -23,9 +23,9 @@ static void usage(FILE *f)
                "                     | --keys FILE s3://BUCKET | --manifest s3://BUCKET/KEY\n"
                "       s3cached flush --endpoint URL [s3://BUCKET/PREFIX]\n"
                "       s3cached check --endpoint URL s3://BUCKET/PREFIX --gpus N --per-gpu RATE\n"
-               "                     [--sample N] [--streams N] [--duration DUR] [--job NAME]\n"
-               "                     [--checkpoint SIZE | --params P] [--writers N]\n"
-               "                     [--part-size SIZE] [--json]\n"
+               "                     [--sample N] [--streams N] [--readers N] [--duration DUR]\n"
+               "                     [--job NAME] [--checkpoint SIZE | --params P] [--writers N]\n"
+               "                     [--part-size SIZE] [--json]   (s3cached check --help)\n"
                "       (admin auth: --admin-token T or S3CACHED_ADMIN_TOKEN; or SigV4 with\n"
                "        --access-key/--secret-key or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)\n"
                "       s3cached version | help [--markdown | --man]\n\n",
