@@ -152,13 +152,15 @@ run: deps
 
 # --- tests ----------------------------------------------------------------------------
 # The builds before the suites use every core (2 here: 14 s instead of 29 from clean); the
-# e2e files run E2E_JOBS at a time (each in its own temp dir on its own ports; most of them
+# unit tests, the lint self-test, the fuzz replay and the image build run side by side (each
+# one's output printed whole when it ends: -O), then the e2e files run E2E_JOBS at a time (each in its own temp dir on its own ports; most of them
 # wait on their servers), the longest first (tests/e2e/run.sh, tests/e2e/costs).
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 E2E_JOBS ?= $(shell echo $$(($(NPROC) + 1)))
 test: deps-test
 	@$(MAKE) --no-print-directory -j$(NPROC) all unit-bins
-	@$(MAKE) --no-print-directory test-unit test-lint fuzz-replay test-e2e test-image
+	@$(MAKE) --no-print-directory -j4 -O test-unit test-lint fuzz-replay test-image
+	@$(MAKE) --no-print-directory test-e2e
 
 # make test with the big-data and long-race e2e files at full size (48: 4 GiB + 64 MiB; 66:
 # every round). CI may call it; about twice make test's time.
