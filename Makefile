@@ -156,7 +156,7 @@ run: deps
 # one's output printed whole when it ends: -O), then the e2e files run E2E_JOBS at a time (each in its own temp dir on its own ports; most of them
 # wait on their servers), the longest first (tests/e2e/run.sh, tests/e2e/costs).
 NPROC := $(shell nproc 2>/dev/null || echo 2)
-E2E_JOBS ?= $(shell echo $$(($(NPROC) + 1)))
+E2E_JOBS ?= $(shell echo $$(($(NPROC) + 2)))
 test: deps-test
 	@$(MAKE) --no-print-directory -j$(NPROC) all unit-bins
 	@$(MAKE) --no-print-directory -j4 -O test-unit test-lint fuzz-replay test-image

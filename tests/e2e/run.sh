@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/e2e/run.sh [-j N] [FILTER ...] — runs the tests/e2e/NN-*.{sh,py,mjs} files (only
 # those whose name starts with one of the FILTERs when given), N at a time (default: the
-# machine's cores + 1; most files spend much of their time waiting on their servers), the
+# machine's cores + 2; most files spend much of their time waiting on their servers), the
 # longest first (tests/e2e/costs: seconds per file, measured), each bounded by E2E_TIMEOUT
 # seconds (default 300). Every file runs in its own temp dir on its own free ports.
 #
@@ -19,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 export S3CACHED_BIN=${S3CACHED_BIN:-$repo/build/s3cached}
 per_file_timeout=${E2E_TIMEOUT:-300}
-jobs=$(($(nproc 2>/dev/null || echo 2) + 1))
+jobs=$(($(nproc 2>/dev/null || echo 2) + 2))
 filters=()
 while (($#)); do
     case $1 in
