@@ -534,7 +534,7 @@ static void test_cache_stage_room(void **state)
     unsigned char *buf = malloc(CAP);
     struct cache_stats cs;
     enum cache_outcome how;
-    char key[16];
+    char key[32];
     assert_non_null(buf);
     memset(buf, 'c', CAP);
     for (int i = 0; i < N; i++) {
