@@ -15,6 +15,7 @@ answered whole to concurrent GETs. A bad --miss-source value is refused at start
 import concurrent.futures as cf
 import os
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -160,6 +161,9 @@ def dropped_client():
     got = s.recv(65536)
     if b"200 OK" not in got.split(b"\r\n", 1)[0]:
         raise E.Fail("GET of a cold 200 MiB object: %r" % got[:200])
+    # gone at once (a reset): the server's next send fails, however loaded the machine is
+    # (after a plain close it may still fill the socket's buffers for a while)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()
     c1, b1 = settle(srv)
     pulled = b1["bytes_read"] - b0["bytes_read"]
