@@ -1,5 +1,4 @@
 """74-check.py — `s3cached check`, the capacity check before a run.
-e2e: solo (it compares rates with wrk and curl: tests/e2e/run.sh runs it alone)
   - its readers are not the first bound (issue 35): on a cached set of 8 x 64 MiB its steady
     rate is at least 0.9x what `wrk -t<cores> -c16` draws from the same gateway on one of the
     set's objects and what curl --parallel (16 streams) gets reading the set, the best of
