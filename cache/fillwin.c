@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 
 #include "cache_priv.h"
 #include "lib/conf.h"
@@ -34,6 +35,7 @@
 #include "lib/workq.h"
 
 #define FILLWIN_WRITERS 4      /* threads of the cache writer */
+#define FILLWIN_WRITER_NICE 10 /* their scheduling priority: below the serving threads' */
 #define FILLWIN_WAIT_MS 100    /* a run waiting for room looks again at least this often */
 /* and after this long without any (a reader stopped reading), lets go of bytes not copied,
  * well before the backend's low-speed timeout (at most half of --backend-timeout) */
@@ -259,6 +261,14 @@ static int fillwin_write(int fd, const unsigned char *mem, uint64_t at, size_t l
  * (behind the other runs' jobs) while chunks are ready; the last job of a handed run ends it. */
 static void fillwin_write_job(void *arg)
 {
+    /* The writer's copies into the page cache yield the CPU to the serving path: on a machine
+     * whose cores are the bound, readers keep the link's pace and the window drops what the
+     * writer could not take (the next epoch fetches it), instead of both slowing down. */
+    static __thread int lowered;
+    if (!lowered) {
+        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), FILLWIN_WRITER_NICE);
+        lowered = 1;
+    }
     struct fetch *f = arg;
     struct cache *c = f->c;
     struct cver *v = f->v;
