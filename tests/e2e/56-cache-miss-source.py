@@ -113,10 +113,10 @@ def concurrent_cold():
     for i, r in enumerate(rs):
         E.same_bytes("body %d" % i, r.body, SRC["shared"])
     how = sorted(r.h("x-cache") for r in rs)
-    # one miss; the others joined it, or (a thread that started late on a loaded machine)
-    # found the object whole already
+    # one miss; the others joined it, or found every byte of it landed already (a hit: a
+    # thread that started late, or a fill faster than the threads' start)
     E.eq("misses among 8 concurrent cold GETs", how.count("miss"), 1)
-    if set(how) - {"miss", "coalesced", "hit"} or how.count("coalesced") < 4:
+    if set(how) - {"miss", "coalesced", "hit"}:
         raise E.Fail("x-cache of 8 concurrent cold GETs: %r" % how)
     c1, b1 = settle(srv, until=lambda c, b: c["source_sends"] > c0["source_sends"]
                     and b["bytes_read"] - b0["bytes_read"] >= len(SRC["shared"]))

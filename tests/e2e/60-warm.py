@@ -83,9 +83,15 @@ def main():
         total = sum(64 * KiB + i for i in range(300))
         E.eq("bytes done = total", (s["bytes_done"], s["bytes_total"]), (total, total))
         saved_path = os.path.join(srv.cache, "warm", s["job"] + ".json")
-        with open(saved_path) as f:
-            saved = json.load(f)
-        E.eq("saved job state", (saved["state"], saved["objects_done"]), ("done", 300))
+
+        def saved_state():
+            with open(saved_path) as f:
+                saved = json.load(f)
+            return (saved["state"], saved["objects_done"])
+        # the job reads "done" as soon as it finished; its file is written (fsync, rename)
+        # right after, outside the job's lock: wait for it, bounded
+        E.wait_until(lambda: saved_state() == ("done", 300), timeout=10)
+        E.eq("saved job state", saved_state(), ("done", 300))
         E.eq("saved job state's mode (the owner's only)", "%o" % (os.stat(saved_path).st_mode & 0o777),
              "600")
         page_cache_untouched()
