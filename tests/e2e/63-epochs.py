@@ -32,6 +32,9 @@ def main():
     gw = E.Server(t, extra=["--backend", "http://127.0.0.1:%d" % up.port,
                             "--backend-access-key", up.ak, "--backend-secret-key", up.sk,
                             "--block-size", "4M", "--readahead", "0",
+                            # a window as large as the object: its reader copies every byte
+                            # from memory, so only the writer can put its pages in the cache
+                            "--fill-window", "64M", "--fill-memory", "256M",
                             "--revalidate-after", "never"]).start()
     E.setup_or_die(t, up, lambda: os.makedirs(os.path.join(up.store, B)))
     in_memory = E.in_memory(gw.cache)
