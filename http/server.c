@@ -19,6 +19,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if MHD_VERSION < 0x01000100
+#error "libmicrohttpd 1.0.1 or newer is needed (MHD_OPTION_CLIENT_DISCIPLINE_LVL): build-aux/mhd.sh"
+#endif
+
 #include "acct/fair.h"
 #include "acct/jobs.h"
 #include "acct/ratelimit.h"
@@ -347,6 +351,10 @@ static struct MHD_Daemon *server_start_daemon(struct server *srv, int lfd, int v
     OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, mem, NULL);
     OPT(MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)server_no_unescape, NULL);
     OPT(MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)req_completed, srv);
+    /* 1: a bare LF ending a chunk-size line, a chunk's data or a header line, and
+     * Transfer-Encoding beside Content-Length, are refused (400, connection closed) rather than
+     * read as CRLF: a proxy in front that reads them otherwise cannot be desynchronised. */
+    OPT(MHD_OPTION_CLIENT_DISCIPLINE_LVL, 1, NULL);
     if (tls_cert) {
         flags |= MHD_USE_TLS;
         OPT(MHD_OPTION_HTTPS_MEM_CERT, 0, tls_cert);

@@ -2,12 +2,14 @@
 on the connection is read (RFC 9112 6.1-6.3; request smuggling through a proxy in front): two
 Content-Length fields, two Transfer-Encoding fields, a Transfer-Encoding other than exactly
 "chunked" ("chunked, identity", "identity", "gzip, chunked"), Transfer-Encoding with
-Content-Length, and Transfer-Encoding in an HTTP/1.0 request. Each is sent on a raw socket with
-a second request pipelined behind it: the first gets 400 BadRequest (an S3 XML error,
-Connection: close), the second no answer at all (the connection is closed), and nothing is
-stored. Well-formed requests sent the same way get
-both answers (the control). Bare LF in chunk lines: libmicrohttpd 0.9.75 reads them as CRLF and
-offers no way to refuse them; what it reads is checked to be what the chunks say.
+Content-Length, Transfer-Encoding in an HTTP/1.0 request, and a bare LF (no CR) ending a chunk's
+size line, its data, the last chunk or the trailer section. Each is sent on a raw socket with a
+second request pipelined behind it: the first gets 400 (Connection: close), the second no answer
+at all (the connection is closed), and nothing is stored. The 400 is an S3 XML BadRequest where
+s3cached answers it; libmicrohttpd (1.0.1, client discipline level 1: http/server.c) answers a
+Transfer-Encoding other than "chunked", Transfer-Encoding with Content-Length and a malformed
+chunked body itself, before s3cached sees the request, with its own short HTML body.
+Well-formed requests sent the same way get both answers (the controls).
 """
 import os
 import re
@@ -57,13 +59,15 @@ def main():
     os.makedirs(os.path.join(srv.store, B))
     srv.start()
 
-    def refused(head, body, key):
+    def refused(head, body, key, xml=True):
+        """@xml: s3cached answers (an S3 XML BadRequest); else libmicrohttpd may answer first."""
         raw, closed = exchange(srv, head + body + SECOND)
         st = statuses(raw)
         if st != [400]:
             raise E.Fail("expected exactly one answer, 400; got statuses %s:\n%r" % (st, raw[:600]))
         code = re.search(rb"<Error><Code>([^<]*)</Code>", raw)
-        E.eq("<Code>", code.group(1).decode() if code else None, "BadRequest")
+        if xml or code:
+            E.eq("<Code>", code.group(1).decode() if code else None, "BadRequest")
         if not re.search(rb"\r\nConnection: close\r\n", raw, re.I):
             raise E.Fail("the 400 does not say Connection: close:\n%r" % raw[:600])
         if not closed:
@@ -79,25 +83,39 @@ def main():
                 + "".join(f + "\r\n" for f in fields) + "\r\n").encode()
 
     chunked = b"5\r\nhello\r\n0\r\n\r\n"
+    # (name, key, fields, body, answered by s3cached: S3 XML)
     cases = [
         ("two Content-Length fields (5, then 0)", "cl2",
-         ["Content-Length: 5", "Content-Length: 0"], b"hello"),
+         ["Content-Length: 5", "Content-Length: 0"], b"hello", True),
         ("two equal Content-Length fields", "cl2eq",
-         ["Content-Length: 5", "Content-Length: 5"], b"hello"),
+         ["Content-Length: 5", "Content-Length: 5"], b"hello", True),
         ("Transfer-Encoding: chunked, identity", "te-ci",
-         ["Transfer-Encoding: chunked, identity"], chunked),
+         ["Transfer-Encoding: chunked, identity"], chunked, False),
         ("Transfer-Encoding: identity with Content-Length", "te-id",
-         ["Transfer-Encoding: identity", "Content-Length: 5"], b"hello"),
+         ["Transfer-Encoding: identity", "Content-Length: 5"], b"hello", False),
         ("Transfer-Encoding: gzip, chunked", "te-gz", ["Transfer-Encoding: gzip, chunked"],
-         chunked),
+         chunked, False),
         ("Transfer-Encoding: chunked and Content-Length", "te-cl",
-         ["Content-Length: 3", "Transfer-Encoding: chunked"], chunked),
+         ["Content-Length: 3", "Transfer-Encoding: chunked"], chunked, False),
         ("two Transfer-Encoding: chunked fields", "te2",
-         ["Transfer-Encoding: chunked", "Transfer-Encoding: chunked"], chunked),
+         ["Transfer-Encoding: chunked", "Transfer-Encoding: chunked"], chunked, True),
     ]
-    for name, key, fields, body in cases:
-        t.check("%s: 400 BadRequest, connection closed, pipelined request not answered"
-                % name, refused, put_head(key, *fields), body, key)
+    # a bare LF where RFC 9112 7.1 has CRLF: a proxy that does not end the line there would
+    # take the bytes after it for something else than the server does
+    te = "Transfer-Encoding: chunked"
+    cases += [
+        ("bare LF ending a chunk-size line", "lf-size", [te], b"5\nhello\r\n0\r\n\r\n", False),
+        ("bare LF after a chunk's data", "lf-data", [te], b"5\r\nhello\n0\r\n\r\n", False),
+        ("bare LF ending the last chunk", "lf-last", [te], b"5\r\nhello\r\n0\n\r\n", False),
+        ("bare LF ending the trailer section", "lf-trail", [te], b"5\r\nhello\r\n0\r\n\n",
+         False),
+        ("bare LF in every chunk line", "lf", [te], b"5\nhello\n0\n\n", False),
+        ("LF CR after a chunk's data", "lfcr", [te], b"5\r\nhello\n\r0\r\n\r\n", False),
+    ]
+    for name, key, fields, body, xml in cases:
+        t.check("%s: 400%s, connection closed, pipelined request not answered"
+                % (name, " BadRequest" if xml else ""), refused, put_head(key, *fields), body,
+                key, xml)
     t.check("HTTP/1.0 request with Transfer-Encoding: chunked: 400, connection closed, "
             "pipelined request not answered", refused,
             b"PUT /%s/te10 HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n"
@@ -121,11 +139,28 @@ def main():
     t.check("control: chunked PUT (Transfer-Encoding: Chunked) and a pipelined request: both "
             "answered", accepted, put_head("ok-te", "Transfer-Encoding: Chunked"), chunked,
             "ok-te", b"hello")
-    t.check("bare LF in chunk lines: read as the chunks say (no desync of what follows)",
-            accepted, put_head("lf", "Transfer-Encoding: chunked"), b"5\nhello\n0\n\n", "lf",
+    t.check("control: chunked PUT with a trailer field and a pipelined request: both answered",
+            accepted, put_head("ok-tr", te), b"5\r\nhello\r\n0\r\nX-Note: 1\r\n\r\n", "ok-tr",
             b"hello")
-    t.skip("bare LF in chunk lines refused",
-           "libmicrohttpd 0.9.75 accepts it and has no option to refuse it")
+
+    def ext_not_misread():
+        """A chunk extension (RFC 9112 7.1.1) is valid; libmicrohttpd 1.0.1 miscounts the
+        length of such a line and refuses the body. Either way, never other bytes stored."""
+        key = "ext"
+        raw, closed = exchange(srv, put_head(key, te) + b"5;n=v\r\nhello\r\n0\r\n\r\n" + SECOND)
+        st = statuses(raw)
+        path = os.path.join(srv.store, B, key)
+        if st == [200, 200]:
+            with open(path, "rb") as f:
+                E.eq("stored bytes", f.read(), b"hello")
+            print("       | chunk extension: accepted")
+        elif st == [400] and closed and not os.path.exists(path):
+            print("       | chunk extension: refused (400), nothing stored")
+        else:
+            raise E.Fail("neither accepted as sent nor refused: %s\n%r" % (st, raw[:600]))
+
+    t.check("chunk extension: read as the chunks say, or refused; never misread",
+            ext_not_misread)
     srv.stop()
     srv.cleanup()
     return t.finish()
