@@ -444,7 +444,7 @@ else:
               env_names_ok("Dockerfile", envs))
         runs = " ".join(a for k, a in rt if k == "RUN")
         probs = []
-        for pkg in ("libmicrohttpd12", "liblmdb0", "libcurl4", "libssl3", "zlib1g", "libexpat1",
+        for pkg in ("libgnutls30", "liblmdb0", "libcurl4", "libssl3", "zlib1g", "libexpat1",
                     "libjansson4", "ca-certificates", "curl"):
             if not re.search(r"(^|\s)%s(\s|$)" % re.escape(pkg), runs):
                 probs.append("runtime stage does not install %s" % pkg)
