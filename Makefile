@@ -86,10 +86,11 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-# what includes <microhttpd.h> waits for it (tests/lint.sh keeps it to http/ and test_be_s3)
+# what includes <microhttpd.h> waits for it (tests/lint.sh keeps it to http/ and test_be_s3),
+# and is compiled again when the library is (a tree built against bookworm's 0.9.75 header)
 $(MHD_LIB):
 	build-aux/mhd.sh $(MHD_DIR)
-$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard http/*.c)) $(BUILD)/obj/tests/unit/test_be_s3.o: | $(MHD_LIB)
+$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard http/*.c)) $(BUILD)/obj/tests/unit/test_be_s3.o: $(MHD_LIB)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(UNITHOBJ) $(BUILD)/libs3c.a
 	@mkdir -p $(dir $@)
