@@ -17,6 +17,7 @@
 #define WIN_B_STARTED 1u /* the writer wrote (or writes) a chunk of it */
 #define WIN_B_DROPPED 2u /* never written: the disk was behind, or a write failed */
 #define WIN_B_CUT 4u     /* never whole: the run ended before it */
+#define WIN_B_FORCED 8u  /* counted in pool.forced: let go with bytes a reader had not copied */
 #define WIN_B_GONE (WIN_B_DROPPED | WIN_B_CUT)
 #define WIN_SLOT_ALIGN 4096u
 
@@ -238,8 +239,10 @@ static void drop_block(struct window_pool *p, struct window *w, unsigned bi, int
         return;
     w->bst[bi] |= WIN_B_DROPPED;
     p->drops++;
-    if (force)
+    if (force) {
+        w->bst[bi] |= WIN_B_FORCED;
         p->forced++;
+    }
     for (unsigned ci = bi * w->cpb; ci < (bi + 1) * w->cpb; ci++)
         if (releasable_as(w, ci, force ? WIN_R_FORCE : WIN_R_CONSUMED))
             pool_put(p, release(w, ci));
@@ -259,6 +262,28 @@ static int newest_unstarted(const struct window *w)
                 return (int)bi;
     }
     return -1;
+}
+
+/* The newest chunk of @w in a block given up (dropped or cut) that still holds a slot for
+ * bytes a reader has not copied (a run that dropped its own block lands the rest of it for a
+ * reader that stopped reading): its index, or -1. */
+static int gone_held(const struct window *w)
+{
+    for (unsigned ci = w->nchunks; ci-- > 0;)
+        if ((w->bst[ci / w->cpb] & WIN_B_GONE) && releasable_as(w, ci, WIN_R_FORCE))
+            return (int)ci;
+    return -1;
+}
+
+/* Lets go of chunk @ci of @w (gone_held()): its reader fetches the bytes again. */
+static void let_go(struct window_pool *p, struct window *w, unsigned ci)
+{
+    unsigned bi = ci / w->cpb;
+    if (!(w->bst[bi] & WIN_B_FORCED)) {
+        w->bst[bi] |= WIN_B_FORCED;
+        p->forced++;
+    }
+    pool_put(p, release(w, ci));
 }
 
 /* The oldest block of @w that the writer has not started and that holds a slot its readers
@@ -366,7 +391,9 @@ int window_room(struct window_pool *p, struct window *w, int stalled, unsigned c
          * started): that reader fetches them again. A stalled run with no such block of its
          * own (a new fill while readers that stopped reading hold the pool) takes the newest
          * block not started of the window holding the most slots: one client that stops
-         * reading never holds another's cold read for longer than the stall. */
+         * reading never holds another's cold read for longer than the stall. With no block
+         * not started anywhere, a chunk of a block given up goes (its own first): the bytes
+         * that runs of stalled readers land into blocks they dropped hold no slot for good. */
         if (!stalled)
             return -EAGAIN;
         if ((bi = newest_unstarted(w)) >= 0) {
@@ -374,7 +401,12 @@ int window_room(struct window_pool *p, struct window *w, int stalled, unsigned c
             take_dropped(p, w, ci);
             continue;
         }
-        struct window *victim = NULL;
+        if ((bi = gone_held(w)) >= 0) {
+            let_go(p, w, (unsigned)bi);
+            take_dropped(p, w, ci);
+            continue;
+        }
+        struct window *victim = NULL, *given_up = NULL;
         int vbi = -1;
         for (o = p->head; o && may_grow(p, w); o = o->next) {
             int b;
@@ -382,10 +414,15 @@ int window_room(struct window_pool *p, struct window *w, int stalled, unsigned c
                 victim = o;
                 vbi = b;
             }
+            if (o != w && (!given_up || o->held > given_up->held) && gone_held(o) >= 0)
+                given_up = o;
         }
-        if (!victim)
+        if (victim)
+            drop_block(p, victim, (unsigned)vbi, 1);
+        else if (given_up)
+            let_go(p, given_up, (unsigned)gone_held(given_up));
+        else
             return -EAGAIN;
-        drop_block(p, victim, (unsigned)vbi, 1);
     }
     *mem = w->mem[ci] + (w->landed - cs);
     *room = (size_t)(ce - w->landed);

@@ -303,6 +303,48 @@ static void test_window_stalled_takes_from_others(void **state)
     window_pool_fini(&p);
 }
 
+/* Two runs whose readers stopped reading, stalled again and again: each drops its own block
+ * being filled and lands the rest of it, bytes nobody copies in a block that is never
+ * written. Once every slot holds such bytes, a new run stalled for long still gets room: a
+ * chunk of a block already given up goes (counted as forced once per block). */
+static void test_window_stalled_frees_given_up(void **state)
+{
+    (void)state;
+    struct window_pool p;
+    struct window *a, *b, *c;
+    memset(drops, 0, sizeof(drops));
+    assert_int_equal(window_pool_init(&p, 11 * CH, 6 * CH, BS, CH, on_drop), 0);
+    assert_int_equal(window_new(&p, 0, 64 * BS, BS, (void *)1, &a), 0);
+    assert_int_equal(window_new(&p, 0, 64 * BS, BS, (void *)2, &b), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)3, &c), 0);
+    window_readers(a, 1);
+    window_readers(b, 1);
+    window_readers(c, 1);
+    int ra = 0, rb = 0, rounds = 0;
+    for (; rounds < 200 && (ra == 0 || rb == 0); rounds++) {
+        ra = land(&p, a, 1, CH);
+        rb = land(&p, b, 1, CH);
+    }
+    assert_true(window_landed_to(a) < 64 * BS && window_landed_to(b) < 64 * BS);
+    assert_int_equal(window_held(a) + window_held(b), 11);
+    /* not stalled, c waits; stalled, it gets room */
+    assert_int_equal(land(&p, c, 0, CH), -EAGAIN);
+    assert_int_equal(land(&p, c, 1, CH), 0);
+    assert_int_equal(window_landed_to(c), CH);
+    assert_int_equal(window_held(a) + window_held(b) + window_held(c), 11); /* the cap holds */
+    const unsigned char *mem;
+    size_t avail;
+    assert_true(window_at(c, 10, &mem, &avail));
+    assert_true(is_pat(mem, 10, avail));
+    window_abandon(&p, a);
+    window_abandon(&p, b);
+    window_abandon(&p, c);
+    window_free(&p, a);
+    window_free(&p, b);
+    window_free(&p, c);
+    window_pool_fini(&p);
+}
+
 /* The pool is at its cap: a run with no room waits (whether its reader waits or not) rather
  * than take bytes another window's reader has not copied; once that reader copied past a
  * block the writer has not started, that block gives its slots. */
@@ -747,6 +789,7 @@ int main(void)
         cmocka_unit_test(test_window_drop_when_starved),
         cmocka_unit_test(test_window_steal),
         cmocka_unit_test(test_window_stalled_takes_from_others),
+        cmocka_unit_test(test_window_stalled_frees_given_up),
         cmocka_unit_test(test_window_filling_kept),
         cmocka_unit_test(test_window_write_error_and_cut),
         cmocka_unit_test(test_window_still_and_read),
