@@ -7,11 +7,13 @@ endpoint, so cold GETs go through the fill window (cache/fillwin.c); the gateway
   - four raw connections that start cold GETs of 64 MiB objects and then stop reading (a
     small receive buffer) hold the whole fill pool with blocks the writer has not started;
   - another client's cold GET of a 64 MiB object then gets the right bytes (SHA-256) within
-    STALL_S + BOUND_MARGIN_S seconds: after the stall (10 s without room: FILLWIN_STALL_MS in
-    cache/fillwin.c) its run takes a block not started from the largest window. The idle
-    timeout is 300 s, so only that can free it. Before (4d6c55b), the run waited until the
-    stalled connections went (118 s in the issue): its GET here is cut at CLIENT_CAP_S and
-    the check fails;
+    STALL_S + BOUND_MARGIN_S seconds: once the stalled readers' windows are stale (nothing
+    copied for 10 s: FILLWIN_STALL_MS in cache/fillwin.c) its run, whose reader keeps up,
+    takes their blocks not written (cache/window.c give_up_stale), at once for every chunk.
+    The idle timeout is 300 s, so only that can free it. Before (4d6c55b) the run waited until
+    the stalled connections went (118 s in the issue); with b5c6ed7 alone it waited a stall
+    for nearly every chunk (13-22 MiB in 90 s): its GET is cut at CLIENT_CAP_S and the check
+    fails;
   - the stalled connections are still open, and what they read so far is the object's
     first bytes.
 Under ASan (the shim cannot sit beside it), or with TMPDIR in memory (tmpfs: no window), the
