@@ -41,6 +41,15 @@
  * well before the backend's low-speed timeout (at most half of --backend-timeout) */
 #define FILLWIN_STALL_MS 10000
 
+/* The stall: FILLWIN_STALL_MS, at most half of --backend-timeout. */
+static uint64_t fillwin_stall_ms(const struct cache *c)
+{
+    uint64_t ms = FILLWIN_STALL_MS;
+    if (c->cf->backend_timeout > 0 && (uint64_t)c->cf->backend_timeout / 2 < ms)
+        ms = (uint64_t)c->cf->backend_timeout / 2;
+    return ms;
+}
+
 _Static_assert(CACHE_FETCH_MAX_BLOCKS <= 64, "fetch.released has a bit per block of a run");
 
 /* Block @bi of @f's window was dropped: its capacity reservation is returned, and its fetching
@@ -85,7 +94,7 @@ int fillwin_open(struct cache *c, struct errmsg *em)
     pthread_cond_init(&c->win_cv, NULL);
     /* a cache directory in memory gets no pool (see the top): no window, no writer threads */
     int rc = window_pool_init(&c->pool, c->in_memory ? 0 : c->cf->fill_memory, c->cf->fill_window,
-                              c->block_size, 0, fillwin_on_drop);
+                              c->block_size, 0, fillwin_stall_ms(c), fillwin_on_drop);
     if (!rc && window_pool_on(&c->pool))
         rc = workq_new(FILLWIN_WRITERS, &c->wwq);
     if (rc) {
@@ -111,7 +120,7 @@ int fillwin_begin_locked(struct fetch *f)
     if (!window_pool_on(&c->pool) || f->bypass || f->direct || f->nowin || v->unindexed ||
         (backend_caps(c->be) & BE_CAP_LOCAL_FD) || f->end <= f->off || f->n > 64)
         return 0;
-    if (window_new(&c->pool, f->off, f->end, v->bs, f, &f->win))
+    if (window_new(&c->pool, f->off, f->end, v->bs, f, s3c_mono_ns() / 1000000, &f->win))
         return 0; /* no memory for its tables: the way through the page cache */
     return 1;
 }
@@ -172,11 +181,9 @@ int fillwin_on_data(void *cls, const void *buf, size_t len)
         /* No room for long: a reader stopped copying and the writer cannot free the rest;
          * letting go of bytes not copied is then the only way on (the backend must not stall
          * into its low-speed timeout). */
-        uint64_t stall_ms = FILLWIN_STALL_MS;
-        if (c->cf->backend_timeout > 0 && (uint64_t)c->cf->backend_timeout / 2 < stall_ms)
-            stall_ms = (uint64_t)c->cf->backend_timeout / 2;
-        int stalled = wait_since && s3c_mono_ns() - wait_since > stall_ms * 1000000ull;
-        if (window_room(&c->pool, f->win, stalled, &mem, &room) == -EAGAIN) {
+        uint64_t now = s3c_mono_ns();
+        int stalled = wait_since && now - wait_since > c->pool.stall_ms * 1000000ull;
+        if (window_room(&c->pool, f->win, now / 1000000, stalled, &mem, &room) == -EAGAIN) {
             /* Every slot holds bytes a reader has not copied yet, or the disk has not written:
              * the readers get what landed so far, and the run (its backend held back by TCP)
              * waits for a reader to copy or the writer to write before it takes more. */
@@ -454,7 +461,7 @@ static void fillwin_readers_locked(struct fetch *f, int left)
     window_readers(f->win, n);
     if (!m)
         lo = left && !n ? f->end : f->off;
-    if (lo > f->off && window_read(&c->pool, f->win, lo))
+    if (lo > f->off && window_read(&c->pool, f->win, lo, s3c_mono_ns() / 1000000))
         fillwin_wake_runs_locked(c);
 }
 

@@ -17,6 +17,7 @@
 #define WIN_B_STARTED 1u /* the writer wrote (or writes) a chunk of it */
 #define WIN_B_DROPPED 2u /* never written: the disk was behind, or a write failed */
 #define WIN_B_CUT 4u     /* never whole: the run ended before it */
+#define WIN_B_FORCED 8u  /* counted in pool.forced: let go with bytes a reader had not copied */
 #define WIN_B_GONE (WIN_B_DROPPED | WIN_B_CUT)
 #define WIN_SLOT_ALIGN 4096u
 
@@ -28,6 +29,7 @@ struct window {
     unsigned nblocks, cpb, nchunks; /* cpb: chunks per block */
     uint64_t landed;                /* bytes [off, landed) received */
     uint64_t read_to;               /* every attached reader copied [off, read_to) */
+    uint64_t read_at;               /* when read_to last moved (or the window began), ms */
     unsigned readers;               /* readers attached (window_readers) */
     int ever_read;                  /* a reader was attached once */
     unsigned held;                  /* chunks holding a slot */
@@ -41,10 +43,12 @@ struct window {
 /* ---- the pool ------------------------------------------------------------------------- */
 
 int window_pool_init(struct window_pool *p, uint64_t total_bytes, uint64_t per_window_bytes,
-                     uint64_t block_size, size_t chunk_bytes, window_drop_f *on_drop)
+                     uint64_t block_size, size_t chunk_bytes, uint64_t stall_ms,
+                     window_drop_f *on_drop)
 {
     memset(p, 0, sizeof(*p));
     p->on_drop = on_drop;
+    p->stall_ms = stall_ms;
     if (!block_size || !total_bytes || !per_window_bytes)
         return 0; /* off */
     p->chunk = (size_t)S3C_MIN((uint64_t)(chunk_bytes ? chunk_bytes : WINDOW_CHUNK), block_size);
@@ -171,7 +175,7 @@ static unsigned char *release(struct window *w, unsigned ci)
 /* ---- windows -------------------------------------------------------------------------- */
 
 int window_new(struct window_pool *p, uint64_t off, uint64_t end, uint64_t bs, void *owner,
-               struct window **out)
+               uint64_t now_ms, struct window **out)
 {
     S3C_ASSERT(window_pool_on(p) && end > off && bs && p->chunk <= bs);
     struct window *w = calloc(1, sizeof(*w));
@@ -187,6 +191,7 @@ int window_new(struct window_pool *p, uint64_t off, uint64_t end, uint64_t bs, v
     w->nchunks = w->nblocks * w->cpb;
     w->landed = off;
     w->read_to = off;
+    w->read_at = now_ms;
     w->mem = calloc(w->nchunks, sizeof(*w->mem));
     w->cst = calloc(w->nchunks, 1);
     w->bst = calloc(w->nblocks, 1);
@@ -238,8 +243,10 @@ static void drop_block(struct window_pool *p, struct window *w, unsigned bi, int
         return;
     w->bst[bi] |= WIN_B_DROPPED;
     p->drops++;
-    if (force)
+    if (force) {
+        w->bst[bi] |= WIN_B_FORCED;
         p->forced++;
+    }
     for (unsigned ci = bi * w->cpb; ci < (bi + 1) * w->cpb; ci++)
         if (releasable_as(w, ci, force ? WIN_R_FORCE : WIN_R_CONSUMED))
             pool_put(p, release(w, ci));
@@ -259,6 +266,83 @@ static int newest_unstarted(const struct window *w)
                 return (int)bi;
     }
     return -1;
+}
+
+/* The newest chunk of @w in a block given up (dropped or cut) that still holds a slot for
+ * bytes a reader has not copied (a run that dropped its own block lands the rest of it for a
+ * reader that stopped reading): its index, or -1. */
+static int gone_held(const struct window *w)
+{
+    for (unsigned ci = w->nchunks; ci-- > 0;)
+        if ((w->bst[ci / w->cpb] & WIN_B_GONE) && releasable_as(w, ci, WIN_R_FORCE))
+            return (int)ci;
+    return -1;
+}
+
+/* Lets go of chunk @ci of @w (gone_held()): its reader fetches the bytes again. */
+static void let_go(struct window_pool *p, struct window *w, unsigned ci)
+{
+    unsigned bi = ci / w->cpb;
+    if (!(w->bst[bi] & WIN_B_FORCED)) {
+        w->bst[bi] |= WIN_B_FORCED;
+        p->forced++;
+    }
+    pool_put(p, release(w, ci));
+}
+
+/* Whether @w holds bytes its readers have not copied (its readers are behind its run). */
+static int behind(const struct window *w)
+{
+    for (unsigned ci = 0; ci < w->nchunks; ci++)
+        if (w->mem[ci] && !is_filling(w, ci) && !consumed(w, ci))
+            return 1;
+    return 0;
+}
+
+/* Whether @w's readers stopped: they copied nothing for the pool's stall time while it holds
+ * bytes they have not copied. */
+static int stale(const struct window_pool *p, const struct window *w)
+{
+    return p->now_ms - w->read_at >= p->stall_ms && behind(w);
+}
+
+/* The newest block of @w that the writer started and has not written whole, holding a slot it
+ * would give back (not in flight, not being filled): its index, or -1. */
+static int newest_unwritten(const struct window *w)
+{
+    for (unsigned bi = w->nblocks; bi-- > 0;) {
+        if (!(w->bst[bi] & WIN_B_STARTED) || (w->bst[bi] & WIN_B_GONE))
+            continue;
+        for (unsigned ci = bi * w->cpb; ci < (bi + 1) * w->cpb; ci++)
+            if (w->mem[ci] && !(w->cst[ci] & WIN_C_FLIGHT) && !is_filling(w, ci))
+                return (int)bi;
+    }
+    return -1;
+}
+
+/* For @w, whose readers are not behind: the stale window (not @w) holding the most slots gives
+ * some back, its newest block not started, else a chunk of a block given up, else its newest
+ * block not written whole (never written now: no byte of it is marked present). Counted as
+ * forced; its readers fetch those bytes again. 1 when something was given back. */
+static int give_up_stale(struct window_pool *p, const struct window *w)
+{
+    struct window *v = NULL;
+    for (struct window *o = p->head; o; o = o->next)
+        if (o != w && (!v || o->held > v->held) && o->held && stale(p, o) &&
+            (newest_unstarted(o) >= 0 || gone_held(o) >= 0 || newest_unwritten(o) >= 0))
+            v = o;
+    if (!v)
+        return 0;
+    int bi;
+    if ((bi = newest_unstarted(v)) >= 0)
+        drop_block(p, v, (unsigned)bi, 1);
+    else if ((bi = gone_held(v)) >= 0)
+        let_go(p, v, (unsigned)bi);
+    else if ((bi = newest_unwritten(v)) >= 0)
+        drop_block(p, v, (unsigned)bi, 1);
+    else
+        return 0;
+    return 1;
 }
 
 /* The oldest block of @w that the writer has not started and that holds a slot its readers
@@ -314,10 +398,11 @@ static void take_dropped(struct window_pool *p, struct window *w, unsigned ci)
     w->held++;
 }
 
-int window_room(struct window_pool *p, struct window *w, int stalled, unsigned char **mem,
-                size_t *room)
+int window_room(struct window_pool *p, struct window *w, uint64_t now_ms, int stalled,
+                unsigned char **mem, size_t *room)
 {
     S3C_ASSERT(w->landed < w->end && !w->received);
+    p->now_ms = now_ms;
     unsigned ci = chunk_of(w, w->landed);
     uint64_t cs, ce;
     chunk_range(w, ci, &cs, &ce);
@@ -361,12 +446,15 @@ int window_room(struct window_pool *p, struct window *w, int stalled, unsigned c
             drop_block(p, o, (unsigned)bi, 0);
             continue;
         }
-        /* Nothing its readers are done with: the run waits for them (or the writer). Only a
-         * run stalled for long drops bytes a reader has not copied (its own newest block not
-         * started): that reader fetches them again. A stalled run with no such block of its
-         * own (a new fill while readers that stopped reading hold the pool) takes the newest
-         * block not started of the window holding the most slots: one client that stops
-         * reading never holds another's cold read for longer than the stall. */
+        /* Nothing its readers are done with. A run whose readers copied all it landed takes
+         * from a window whose readers stopped (stale): one client that stops reading holds
+         * another's cold read no longer than the stall. */
+        if (!behind(w) && may_grow(p, w) && give_up_stale(p, w))
+            continue;
+        /* Otherwise the run waits for its readers (or the writer). Only a run stalled for long
+         * lets go of bytes its own reader has not copied (its newest block not started, else
+         * a chunk of a block given up): that reader fetches them again, and the backend keeps
+         * sending (its low-speed timeout). */
         if (!stalled)
             return -EAGAIN;
         if ((bi = newest_unstarted(w)) >= 0) {
@@ -374,18 +462,12 @@ int window_room(struct window_pool *p, struct window *w, int stalled, unsigned c
             take_dropped(p, w, ci);
             continue;
         }
-        struct window *victim = NULL;
-        int vbi = -1;
-        for (o = p->head; o && may_grow(p, w); o = o->next) {
-            int b;
-            if (o != w && (!victim || o->held > victim->held) && (b = newest_unstarted(o)) >= 0) {
-                victim = o;
-                vbi = b;
-            }
+        if ((bi = gone_held(w)) >= 0) {
+            let_go(p, w, (unsigned)bi);
+            take_dropped(p, w, ci);
+            continue;
         }
-        if (!victim)
-            return -EAGAIN;
-        drop_block(p, victim, (unsigned)vbi, 1);
+        return -EAGAIN;
     }
     *mem = w->mem[ci] + (w->landed - cs);
     *room = (size_t)(ce - w->landed);
@@ -516,14 +598,16 @@ int window_at(const struct window *w, uint64_t pos, const unsigned char **mem, s
     return 1;
 }
 
-int window_read(struct window_pool *p, struct window *w, uint64_t to)
+int window_read(struct window_pool *p, struct window *w, uint64_t to, uint64_t now_ms)
 {
+    p->now_ms = now_ms;
     if (to > w->end)
         to = w->end;
     if (to <= w->read_to)
         return 0;
     int more = to == w->end || chunk_of(w, to) != chunk_of(w, w->read_to);
     w->read_to = to;
+    w->read_at = now_ms;
     /* what its readers are done with goes back now (an ended run takes nothing more; a
      * running one frees room for every run) */
     unsigned char *s;

@@ -11,8 +11,8 @@
  *   chunk: empty -> held (being filled, then full) -> [in flight -> written] -> released
  *   block: -> started (all in memory; the writer began it: written whole unless a write
  *             fails) | dropped (never a byte written)
- * A run that cannot get a slot for long (a reader stopped reading) calls window_room() as
- * stalled: then, and only then, its own bytes not yet copied may go.
+ * Bytes a reader has not copied go only when it stopped reading: its own run stalled for long
+ * lets them go, and so may a run whose readers keep up once that window is stale.
  */
 #ifndef S3C_WINDOW_H
 #define S3C_WINDOW_H
@@ -35,16 +35,20 @@ struct window_pool {
     unsigned char **free;     /* stack of free slots */
     struct window *head, *tail; /* live windows, oldest first */
     window_drop_f *on_drop;
+    uint64_t stall_ms;        /* a window whose readers copied nothing this long is stale */
+    uint64_t now_ms;          /* the clock of the last window_room() / window_read() */
     uint64_t drops;           /* blocks dropped, all windows (counter) */
     uint64_t forced;          /* of which with bytes a reader had not copied (counter) */
 };
 
 /* Sets @p up for @total_bytes of slots in all, @per_window_bytes per window, fills of
- * @block_size blocks, slots of @chunk_bytes (0: WINDOW_CHUNK; at most a block). A window must hold a block and two chunks more (the writer's block and
+ * @block_size blocks, slots of @chunk_bytes (0: WINDOW_CHUNK; at most a block); a window whose
+ * readers copy nothing for @stall_ms while it holds bytes they have not copied is stale. A window must hold a block and two chunks more (the writer's block and
  * room to stream past it), so per_window is raised to that; the pool is off (0 slots) when
  * @total_bytes cannot hold one such window. 0 or -ENOMEM. */
 int window_pool_init(struct window_pool *p, uint64_t total_bytes, uint64_t per_window_bytes,
-                     uint64_t block_size, size_t chunk_bytes, window_drop_f *on_drop);
+                     uint64_t block_size, size_t chunk_bytes, uint64_t stall_ms,
+                     window_drop_f *on_drop);
 /* Frees the pool's slots; every window must have been freed. */
 void window_pool_fini(struct window_pool *p);
 static inline int window_pool_on(const struct window_pool *p) { return p->max_slots > 0; }
@@ -52,27 +56,31 @@ static inline int window_pool_on(const struct window_pool *p) { return p->max_sl
 uint64_t window_pool_bytes(const struct window_pool *p);
 uint64_t window_pool_held(const struct window_pool *p);
 
-/* A window for object bytes [@off, @end) of blocks of @bs bytes (@off at a block's start).
- * 0 or -ENOMEM. */
+/* A window for object bytes [@off, @end) of blocks of @bs bytes (@off at a block's start),
+ * begun at @now_ms. 0 or -ENOMEM. */
 int window_new(struct window_pool *p, uint64_t off, uint64_t end, uint64_t bs, void *owner,
-               struct window **out);
+               uint64_t now_ms, struct window **out);
 /* Returns its slots to the pool. No chunk may be in flight. Accepts NULL. */
 void window_free(struct window_pool *p, struct window *w);
 
-/* The run's side. The room to copy the next bytes into (at window_landed_to()): 0 with @mem
- * and @room (> 0), or -EAGAIN: no slot can be had now (call again once the writer wrote a
- * chunk or a reader copied: the run waits, its backend held back). To get one it releases a
- * chunk every attached reader copied (window_read) and that is written or of a block dropped,
- * takes a free slot or a new one within the pool's cap, releases a written chunk (a reader
- * behind reads it from the file), or drops a block the writer has not started whose bytes its
- * readers copied (its own, else another window's). Bytes a reader has not copied are never
- * let go while they are nowhere else, but when @stalled (no room for long: a reader stopped
- * reading): then the newest block of its own not started goes (counted in pool.forced). A
- * window no reader reads yet (read-ahead) holds at most its share and, with the others like
- * it, half the pool. The bytes copied into @mem outside the lock belong to no reader until
- * window_landed(). */
-int window_room(struct window_pool *p, struct window *w, int stalled, unsigned char **mem,
-                size_t *room);
+/* The run's side, at @now_ms (a monotonic clock in ms). The room to copy the next bytes into
+ * (at window_landed_to()): 0 with @mem and @room (> 0), or -EAGAIN: no slot can be had now
+ * (call again once the writer wrote a chunk or a reader copied: the run waits, its backend
+ * held back). To get one it releases a chunk every attached reader copied (window_read) and
+ * that is written or of a block dropped, takes a free slot or a new one within the pool's cap,
+ * releases a written chunk (a reader behind reads it from the file), or drops a block the
+ * writer has not started whose bytes its readers copied (its own, else another window's).
+ * Bytes a reader has not copied are never let go while they are nowhere else, but:
+ *  - a run whose readers copied all it landed takes from a stale window (its readers copied
+ *    nothing for the stall time): its newest block not started, a chunk of a block given up,
+ *    else its newest block not written whole;
+ *  - a run @stalled (no room for long: its own reader stopped reading) lets go of its own newest
+ *    block not started, else a chunk of its own block given up;
+ * those are counted in pool.forced, and their readers fetch the bytes again. A window no reader
+ * reads yet (read-ahead) holds at most its share and, with the others like it, half the pool.
+ * The bytes copied into @mem outside the lock belong to no reader until window_landed(). */
+int window_room(struct window_pool *p, struct window *w, uint64_t now_ms, int stalled,
+                unsigned char **mem, size_t *room);
 /* @n bytes were copied into the room: readers may read them. */
 void window_landed(struct window *w, size_t n);
 uint64_t window_landed_to(const struct window *w);
@@ -107,7 +115,7 @@ int window_still(const struct window *w, uint64_t pos, const unsigned char *mem)
  * it only moves forward): the chunks behind it that are written or of a block dropped go back
  * to the pool at once, and the others may be dropped from the cache write. 1 when a chunk was
  * passed (a run waiting for room may find some). */
-int window_read(struct window_pool *p, struct window *w, uint64_t to);
+int window_read(struct window_pool *p, struct window *w, uint64_t to, uint64_t now_ms);
 uint64_t window_read_to(const struct window *w);
 /* @n readers are attached to the window (0 and none ever: a read-ahead nobody reads yet). */
 void window_readers(struct window *w, unsigned n);

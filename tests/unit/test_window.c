@@ -43,6 +43,9 @@ static int is_pat(const unsigned char *p, uint64_t pos, size_t n)
     return 1;
 }
 
+#define STALL_MS 10000
+static uint64_t now_ms = 1000000; /* the clock the tests give the pool, ms */
+
 /* on_drop: counts per (owner, block) */
 static unsigned drops[8][64];
 
@@ -56,7 +59,7 @@ static int land(struct window_pool *p, struct window *w, int starved, size_t n)
 {
     unsigned char *mem;
     size_t room;
-    int rc = window_room(p, w, starved, &mem, &room);
+    int rc = window_room(p, w, now_ms, starved, &mem, &room);
     if (rc)
         return rc;
     if (n > room)
@@ -71,21 +74,21 @@ static void test_window_pool_sizes(void **state)
     (void)state;
     struct window_pool p;
     /* a window holds at least a block and two chunks */
-    assert_int_equal(window_pool_init(&p, 64 * MiB, 1 * MiB, 4 * MiB, 0, NULL), 0);
+    assert_int_equal(window_pool_init(&p, 64 * MiB, 1 * MiB, 4 * MiB, 0, STALL_MS, NULL), 0);
     assert_true(window_pool_on(&p));
     assert_int_equal(p.chunk, MiB);
     assert_int_equal(p.per_window, 6);
     assert_int_equal(p.max_slots, 64);
     window_pool_fini(&p);
     /* not one window's worth in all: off */
-    assert_int_equal(window_pool_init(&p, 5 * MiB, 16 * MiB, 4 * MiB, 0, NULL), 0);
+    assert_int_equal(window_pool_init(&p, 5 * MiB, 16 * MiB, 4 * MiB, 0, STALL_MS, NULL), 0);
     assert_false(window_pool_on(&p));
     window_pool_fini(&p);
-    assert_int_equal(window_pool_init(&p, 0, 16 * MiB, 4 * MiB, 0, NULL), 0);
+    assert_int_equal(window_pool_init(&p, 0, 16 * MiB, 4 * MiB, 0, STALL_MS, NULL), 0);
     assert_false(window_pool_on(&p));
     window_pool_fini(&p);
     /* blocks under a chunk: a chunk is a block */
-    assert_int_equal(window_pool_init(&p, 8 * MiB, 1 * MiB, 256 * 1024, 0, NULL), 0);
+    assert_int_equal(window_pool_init(&p, 8 * MiB, 1 * MiB, 256 * 1024, 0, STALL_MS, NULL), 0);
     assert_int_equal(p.chunk, 256 * 1024);
     assert_int_equal(p.per_window, 4);
     window_pool_fini(&p);
@@ -97,9 +100,9 @@ static void test_window_sequence(void **state)
     (void)state;
     struct window_pool p;
     struct window *w;
-    assert_int_equal(window_pool_init(&p, 64 * CH, 16 * CH, BS, CH, on_drop), 0);
+    assert_int_equal(window_pool_init(&p, 64 * CH, 16 * CH, BS, CH, STALL_MS, on_drop), 0);
     uint64_t off = 8 * BS, end = off + BS + 3 * CH + 123; /* 2 blocks, the last partial */
-    assert_int_equal(window_new(&p, off, end, BS, (void *)1, &w), 0);
+    assert_int_equal(window_new(&p, off, end, BS, (void *)1, now_ms, &w), 0);
     unsigned ci;
     const unsigned char *mem;
     uint64_t at;
@@ -164,9 +167,9 @@ static void test_window_drop_when_starved(void **state)
     struct window_pool p;
     struct window *w;
     memset(drops, 0, sizeof(drops));
-    assert_int_equal(window_pool_init(&p, 64 * CH, 6 * CH, BS, CH, on_drop), 0);
+    assert_int_equal(window_pool_init(&p, 64 * CH, 6 * CH, BS, CH, STALL_MS, on_drop), 0);
     uint64_t off = 0, end = 4 * BS;
-    assert_int_equal(window_new(&p, off, end, BS, (void *)2, &w), 0);
+    assert_int_equal(window_new(&p, off, end, BS, (void *)2, now_ms, &w), 0);
     window_readers(w, 1);
     unsigned ci;
     const unsigned char *mem;
@@ -188,7 +191,7 @@ static void test_window_drop_when_starved(void **state)
         assert_true(is_pat(mem, x, avail));
     }
     /* the reader copied half of block 1: it (not started) is dropped, its copied chunk goes */
-    assert_int_equal(window_read(&p, w, 5 * CH), 1);
+    assert_int_equal(window_read(&p, w, 5 * CH, now_ms), 1);
     assert_int_equal(land(&p, w, 0, CH), 0);
     assert_int_equal(drops[2][1], 1);
     assert_int_equal(p.forced, 0);
@@ -199,7 +202,7 @@ static void test_window_drop_when_starved(void **state)
     assert_true(is_pat(mem, 5 * CH + 7, avail));
     /* the rest of block 1 streams through as the reader copies it */
     assert_int_equal(land(&p, w, 0, CH), -EAGAIN);
-    window_read(&p, w, 7 * CH);
+    window_read(&p, w, 7 * CH, now_ms);
     assert_int_equal(land(&p, w, 0, CH), 0);
     assert_true(window_at(w, 7 * CH + 1, &mem, &avail));
     assert_true(is_pat(mem, 7 * CH + 1, avail));
@@ -215,7 +218,7 @@ static void test_window_drop_when_starved(void **state)
             assert_true(at >= 2 * BS); /* never a byte of block 1 */
             window_wrote(&p, w, ci, 1);
         }
-        window_read(&p, w, window_landed_to(w));
+        window_read(&p, w, window_landed_to(w), now_ms);
         assert_int_equal(land(&p, w, 0, CH), 0);
     }
     window_received(&p, w, 1);
@@ -237,7 +240,7 @@ static void test_window_drop_when_starved(void **state)
     /* stalled for long (a reader stopped reading): the newest block of its own not started
      * goes, counted as forced */
     memset(drops, 0, sizeof(drops));
-    assert_int_equal(window_new(&p, off, end, BS, (void *)2, &w), 0);
+    assert_int_equal(window_new(&p, off, end, BS, (void *)2, now_ms, &w), 0);
     window_readers(w, 1);
     while (land(&p, w, 0, CH) == 0)
         ;
@@ -253,20 +256,24 @@ static void test_window_drop_when_starved(void **state)
 }
 
 /* Readers that stopped reading hold the whole pool with blocks the writer has not started (the
- * disk is behind): a new run waits, and once stalled for long it takes the newest block not
- * started of the window holding the most slots (counted as forced; that block's reader fetches
- * it again), so a client that stops reading holds another's cold read no longer than the
- * stall. Before, the new run, having no block of its own, waited until those clients went. */
-static void test_window_stalled_takes_from_others(void **state)
+ * disk is behind). A new run, whose reader copies all it lands, waits while they may still
+ * read, stalled or not; once their windows are stale (nothing copied for the stall time) it
+ * takes the newest block not started of the stale window holding the most slots, at once
+ * (counted as forced; that block's reader fetches it again): a client that stops reading holds
+ * another's cold read no longer than the stall. A run whose own reader stopped lets go of its
+ * own bytes only, never another window's. Before (4d6c55b) the new run waited until those
+ * clients went; b5c6ed7 made it wait a stall for every chunk. */
+static void test_window_stale_gives_to_others(void **state)
 {
     (void)state;
     struct window_pool p;
     struct window *a, *b, *c;
     memset(drops, 0, sizeof(drops));
-    assert_int_equal(window_pool_init(&p, 11 * CH, 6 * CH, BS, CH, on_drop), 0);
-    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)1, &a), 0);
-    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)2, &b), 0);
-    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)3, &c), 0);
+    uint64_t t0 = now_ms;
+    assert_int_equal(window_pool_init(&p, 11 * CH, 6 * CH, BS, CH, STALL_MS, on_drop), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)1, now_ms, &a), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)2, now_ms, &b), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)3, now_ms, &c), 0);
     window_readers(a, 1);
     window_readers(b, 1);
     window_readers(c, 1);
@@ -276,22 +283,80 @@ static void test_window_stalled_takes_from_others(void **state)
         ;
     assert_int_equal(window_held(a), 6);
     assert_int_equal(window_held(b), 5);
-    /* the new run waits, however often it asks, while not stalled */
+    /* the new run waits, stalled or not, however often it asks, while a and b may read */
+    now_ms = t0 + STALL_MS - 1;
     for (int i = 0; i < 3; i++)
-        assert_int_equal(land(&p, c, 0, CH), -EAGAIN);
+        assert_int_equal(land(&p, c, i & 1, CH), -EAGAIN);
     assert_int_equal(p.forced, 0);
-    /* stalled: a's newest block not started goes (a holds the most), c gets room */
-    assert_int_equal(land(&p, c, 1, CH), 0);
+    /* b's own run, stalled, lets go of its own newest block not started, not a's */
+    assert_int_equal(land(&p, b, 1, CH), 0);
     assert_int_equal(p.forced, 1);
+    assert_int_equal(drops[2][1], 1);
+    assert_false(window_block_dropped(a, 1));
+    /* the stall passed: a (the most slots) is stale, c gets room without having stalled */
+    now_ms = t0 + STALL_MS;
+    assert_int_equal(land(&p, c, 0, CH), 0);
+    assert_int_equal(p.forced, 2);
     assert_int_equal(drops[1][1], 1);
     assert_true(window_block_dropped(a, 1));
-    assert_false(window_block_dropped(b, 1));
     assert_int_equal(window_landed_to(c), CH);
+    /* and its next chunks at once too, c's reader copying: no stall per chunk */
+    for (int i = 1; i < 6; i++) {
+        window_read(&p, c, window_landed_to(c), now_ms);
+        assert_int_equal(land(&p, c, 0, CH), 0);
+    }
+    assert_int_equal(window_landed_to(c), 6 * CH);
     /* a's block 0 and the bytes of c stay readable */
     const unsigned char *mem;
     size_t avail;
     assert_true(window_at(a, 10, &mem, &avail));
     assert_true(is_pat(mem, 10, avail));
+    assert_true(window_at(c, 5 * CH + 10, &mem, &avail));
+    assert_true(is_pat(mem, 5 * CH + 10, avail));
+    window_abandon(&p, a);
+    window_abandon(&p, b);
+    window_abandon(&p, c);
+    window_free(&p, a);
+    window_free(&p, b);
+    window_free(&p, c);
+    window_pool_fini(&p);
+    now_ms = t0;
+}
+
+/* Two runs whose readers stopped reading, stalled again and again: each drops its own block
+ * being filled and lands the rest of it, bytes nobody copies in a block that is never
+ * written. Once every slot holds such bytes, a new run still gets room once they are stale: a
+ * chunk of a block already given up goes (counted as forced once per block). */
+static void test_window_stale_frees_given_up(void **state)
+{
+    (void)state;
+    struct window_pool p;
+    struct window *a, *b, *c;
+    memset(drops, 0, sizeof(drops));
+    uint64_t t0 = now_ms;
+    assert_int_equal(window_pool_init(&p, 11 * CH, 6 * CH, BS, CH, STALL_MS, on_drop), 0);
+    assert_int_equal(window_new(&p, 0, 64 * BS, BS, (void *)1, now_ms, &a), 0);
+    assert_int_equal(window_new(&p, 0, 64 * BS, BS, (void *)2, now_ms, &b), 0);
+    window_readers(a, 1);
+    window_readers(b, 1);
+    int ra = 0, rb = 0, rounds = 0;
+    for (; rounds < 200 && (ra == 0 || rb == 0); rounds++) {
+        ra = land(&p, a, 1, CH);
+        rb = land(&p, b, 1, CH);
+    }
+    assert_true(window_landed_to(a) < 64 * BS && window_landed_to(b) < 64 * BS);
+    assert_int_equal(window_held(a) + window_held(b), 11);
+    now_ms = t0 + STALL_MS - 1;
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)3, now_ms, &c), 0);
+    window_readers(c, 1);
+    /* a and b may still read: c waits; the stall passed: it gets room */
+    assert_int_equal(land(&p, c, 1, CH), -EAGAIN);
+    now_ms = t0 + STALL_MS;
+    assert_int_equal(land(&p, c, 0, CH), 0);
+    assert_int_equal(window_landed_to(c), CH);
+    assert_int_equal(window_held(a) + window_held(b) + window_held(c), 11); /* the cap holds */
+    const unsigned char *mem;
+    size_t avail;
     assert_true(window_at(c, 10, &mem, &avail));
     assert_true(is_pat(mem, 10, avail));
     window_abandon(&p, a);
@@ -301,6 +366,61 @@ static void test_window_stalled_takes_from_others(void **state)
     window_free(&p, b);
     window_free(&p, c);
     window_pool_fini(&p);
+    now_ms = t0;
+}
+
+/* A stale window whose blocks the writer started, all in memory and waiting for a disk that
+ * is behind: a run whose reader keeps up gets room from its newest block not written whole,
+ * which is then never written (the writer skips it; no byte of it is marked present), while
+ * the chunk being written stays until its write ends. */
+static void test_window_stale_started(void **state)
+{
+    (void)state;
+    struct window_pool p;
+    struct window *a, *b, *c;
+    unsigned ca, cb;
+    const unsigned char *mem;
+    uint64_t at;
+    size_t len;
+    int bstart;
+    memset(drops, 0, sizeof(drops));
+    uint64_t t0 = now_ms;
+    assert_int_equal(window_pool_init(&p, 8 * CH, 6 * CH, BS, CH, STALL_MS, on_drop), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)1, now_ms, &a), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)2, now_ms, &b), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)3, now_ms, &c), 0);
+    window_readers(a, 1);
+    window_readers(b, 1);
+    window_readers(c, 1);
+    for (int i = 0; i < 4; i++) { /* block 0 of each, whole, its reader copying nothing */
+        assert_int_equal(land(&p, a, 0, CH), 0);
+        assert_int_equal(land(&p, b, 0, CH), 0);
+    }
+    /* the writer started both blocks: their chunks 0 in flight (a written chunk would go
+     * back to the pool: a reader behind reads it from the file) */
+    assert_int_equal(window_next_write(a, &ca, &mem, &at, &len, &bstart), 1);
+    assert_true(bstart);
+    assert_int_equal(window_next_write(b, &cb, &mem, &at, &len, &bstart), 1);
+    assert_int_equal(land(&p, c, 0, CH), -EAGAIN); /* they may still read */
+    now_ms = t0 + STALL_MS;
+    /* stale: a (the first holding the most) gives its block 0 but the chunk in flight */
+    assert_int_equal(land(&p, c, 0, CH), 0);
+    assert_int_equal(p.forced, 1);
+    assert_true(window_block_dropped(a, 0));
+    assert_false(window_block_dropped(b, 0));
+    assert_int_equal(window_held(a), 1);
+    window_wrote(&p, a, ca, 1);
+    assert_int_equal(window_next_write(a, &ca, &mem, &at, &len, &bstart), 0); /* skipped */
+    assert_false(window_block_whole(a, 0));
+    window_wrote(&p, b, cb, 1);
+    window_abandon(&p, a);
+    window_abandon(&p, b);
+    window_abandon(&p, c);
+    window_free(&p, a);
+    window_free(&p, b);
+    window_free(&p, c);
+    window_pool_fini(&p);
+    now_ms = t0;
 }
 
 /* The pool is at its cap: a run with no room waits (whether its reader waits or not) rather
@@ -317,9 +437,9 @@ static void test_window_steal(void **state)
     size_t len, avail;
     int bstart;
     memset(drops, 0, sizeof(drops));
-    assert_int_equal(window_pool_init(&p, 10 * CH, 6 * CH, BS, CH, on_drop), 0);
-    assert_int_equal(window_new(&p, 0, 3 * BS, BS, (void *)3, &a), 0);
-    assert_int_equal(window_new(&p, 0, 3 * BS, BS, (void *)4, &b), 0);
+    assert_int_equal(window_pool_init(&p, 10 * CH, 6 * CH, BS, CH, STALL_MS, on_drop), 0);
+    assert_int_equal(window_new(&p, 0, 3 * BS, BS, (void *)3, now_ms, &a), 0);
+    assert_int_equal(window_new(&p, 0, 3 * BS, BS, (void *)4, now_ms, &b), 0);
     window_readers(a, 1);
     window_readers(b, 1);
     while (land(&p, a, 0, CH) == 0)
@@ -337,7 +457,7 @@ static void test_window_steal(void **state)
         assert_true(window_at(a, x, &mem, &avail) && is_pat(mem, x, avail));
     /* a's reader copied 2 CH: a's block 0 (not started) is dropped for b, its copied chunks
      * give their slots, the others stay for the reader */
-    window_read(&p, a, 2 * CH);
+    window_read(&p, a, 2 * CH, now_ms);
     assert_int_equal(land(&p, b, 0, CH), 0);
     assert_int_equal(drops[3][0], 1);
     assert_int_equal(drops[3][1], 0);
@@ -349,7 +469,7 @@ static void test_window_steal(void **state)
     assert_int_equal(window_next_write(a, &ci, &mem, &at, &len, &bstart), 0);
     /* a's reader copies the rest of block 0: those slots go back at once */
     unsigned nfree = p.nfree;
-    window_read(&p, a, 4 * CH);
+    window_read(&p, a, 4 * CH, now_ms);
     assert_int_equal(p.nfree, nfree + 2);
     assert_int_equal(window_held(a), 2);
     window_wrote(&p, b, ci, 1);
@@ -367,9 +487,9 @@ static void test_window_filling_kept(void **state)
     struct window_pool p;
     struct window *a, *b;
     memset(drops, 0, sizeof(drops));
-    assert_int_equal(window_pool_init(&p, 6 * CH, 6 * CH, BS, CH, on_drop), 0);
-    assert_int_equal(window_new(&p, 0, 2 * BS, BS, (void *)6, &a), 0);
-    assert_int_equal(window_new(&p, 0, 2 * BS, BS, (void *)7, &b), 0);
+    assert_int_equal(window_pool_init(&p, 6 * CH, 6 * CH, BS, CH, STALL_MS, on_drop), 0);
+    assert_int_equal(window_new(&p, 0, 2 * BS, BS, (void *)6, now_ms, &a), 0);
+    assert_int_equal(window_new(&p, 0, 2 * BS, BS, (void *)7, now_ms, &b), 0);
     window_readers(a, 1);
     window_readers(b, 1);
     for (int i = 0; i < 4; i++)
@@ -382,8 +502,8 @@ static void test_window_filling_kept(void **state)
     assert_int_equal(window_next_write(b, &ci, &mem, &at, &len, &bstart), 1);
     assert_int_equal(land(&p, a, 0, CH), 0); /* a: chunk 0 of its block 0 */
     unsigned char *pend;
-    assert_int_equal(window_room(&p, a, 0, &pend, &room), 0); /* a copies into chunk 1 ... */
-    window_read(&p, a, CH); /* ... a's reader copied chunk 0 ... */
+    assert_int_equal(window_room(&p, a, now_ms, 0, &pend, &room), 0); /* a copies into chunk 1 ... */
+    window_read(&p, a, CH, now_ms); /* ... a's reader copied chunk 0 ... */
     /* ... while b finds the pool at its cap and drops a's unstarted, copied block */
     assert_int_equal(land(&p, b, 0, CH), 0);
     assert_int_equal(drops[6][0], 1);
@@ -408,10 +528,10 @@ static void test_window_readahead_half(void **state)
     (void)state;
     struct window_pool p;
     struct window *ra, *rb, *w;
-    assert_int_equal(window_pool_init(&p, 12 * CH, 6 * CH, BS, CH, NULL), 0);
-    assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, &ra), 0);
-    assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, &rb), 0);
-    assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, &w), 0);
+    assert_int_equal(window_pool_init(&p, 12 * CH, 6 * CH, BS, CH, STALL_MS, NULL), 0);
+    assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, now_ms, &ra), 0);
+    assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, now_ms, &rb), 0);
+    assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, now_ms, &w), 0);
     window_readers(w, 1);
     while (land(&p, ra, 0, CH) == 0)
         ;
@@ -438,8 +558,8 @@ static void test_window_write_error_and_cut(void **state)
     struct window_pool p;
     struct window *w;
     memset(drops, 0, sizeof(drops));
-    assert_int_equal(window_pool_init(&p, 64 * CH, 16 * CH, BS, CH, on_drop), 0);
-    assert_int_equal(window_new(&p, 0, 3 * BS, BS, (void *)5, &w), 0);
+    assert_int_equal(window_pool_init(&p, 64 * CH, 16 * CH, BS, CH, STALL_MS, on_drop), 0);
+    assert_int_equal(window_new(&p, 0, 3 * BS, BS, (void *)5, now_ms, &w), 0);
     unsigned ci;
     const unsigned char *mem;
     uint64_t at;
@@ -463,7 +583,7 @@ static void test_window_write_error_and_cut(void **state)
     assert_int_equal(drops[5][1], 1);
     window_free(&p, w);
 
-    assert_int_equal(window_new(&p, 0, 2 * BS, BS, (void *)6, &w), 0);
+    assert_int_equal(window_new(&p, 0, 2 * BS, BS, (void *)6, now_ms, &w), 0);
     while (window_landed_to(w) < BS + 2 * CH + 5)
         assert_int_equal(land(&p, w, 0, CH), 0);
     window_received(&p, w, 0);
@@ -487,8 +607,8 @@ static void test_window_still_and_read(void **state)
     (void)state;
     struct window_pool p;
     struct window *w;
-    assert_int_equal(window_pool_init(&p, 64 * CH, 6 * CH, BS, CH, NULL), 0);
-    assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, &w), 0);
+    assert_int_equal(window_pool_init(&p, 64 * CH, 6 * CH, BS, CH, STALL_MS, NULL), 0);
+    assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, now_ms, &w), 0);
     unsigned ci;
     const unsigned char *mem, *m0;
     uint64_t at;
@@ -499,7 +619,7 @@ static void test_window_still_and_read(void **state)
     assert_true(window_at(w, 100, &m0, &avail));
     assert_int_equal(window_next_write(w, &ci, &mem, &at, &len, &bstart), 1);
     window_wrote(&p, w, ci, 1);
-    window_read(&p, w, CH); /* a reader copied chunk 0, written: its slot goes back at once */
+    window_read(&p, w, CH, now_ms); /* a reader copied chunk 0, written: its slot goes back at once */
     assert_false(window_still(w, 100, m0));
     /* the next chunk takes the consumed one's slot rather than new memory */
     unsigned before = p.nslots;
@@ -516,7 +636,7 @@ static void test_window_still_and_read(void **state)
     window_received(&p, w, 1);
     while (window_next_write(w, &ci, &mem, &at, &len, &bstart))
         window_wrote(&p, w, ci, 1);
-    window_read(&p, w, 2 * BS);
+    window_read(&p, w, 2 * BS, now_ms);
     assert_int_equal(window_held(w), 0);
     window_free(&p, w);
     window_pool_fini(&p);
@@ -565,7 +685,7 @@ static int sim_read(struct window_pool *p, struct sim_run *r, int *starved)
         assert_true(is_pat(mem, r->rpos, n));
         assert_true(window_still(r->w, r->rpos, mem));
         r->rpos += n;
-        window_read(p, r->w, r->rpos);
+        window_read(p, r->w, r->rpos, now_ms);
         return 1;
     }
     if (window_in_file(r->w, r->rpos, &fa)) {
@@ -583,7 +703,7 @@ static int sim_read(struct window_pool *p, struct sim_run *r, int *starved)
     assert_false(window_can_serve(r->w, r->rpos));
     r->refetches++; /* another fetch would bring it: the model skips to its block's end */
     r->rpos = S3C_MIN_(r->rpos - (r->rpos - r->off) % BS + BS, r->end);
-    window_read(p, r->w, r->rpos);
+    window_read(p, r->w, r->rpos, now_ms);
     return 1;
 }
 
@@ -594,7 +714,7 @@ static void sim(unsigned nruns, uint64_t pool_bytes, int writer_slowness, int ke
     struct sim_run runs[4];
     assert_true(nruns <= 4);
     memset(drops, 0, sizeof(drops));
-    assert_int_equal(window_pool_init(&p, pool_bytes, 8 * CH, BS, CH, on_drop), 0);
+    assert_int_equal(window_pool_init(&p, pool_bytes, 8 * CH, BS, CH, STALL_MS, on_drop), 0);
     assert_true(window_pool_on(&p));
     for (unsigned i = 0; i < nruns; i++) {
         struct sim_run *r = &runs[i];
@@ -605,7 +725,7 @@ static void sim(unsigned nruns, uint64_t pool_bytes, int writer_slowness, int ke
         r->wcount = calloc(1, r->end - r->off);
         r->rpos = r->off;
         r->reader_keeps_pace = keep_pace;
-        assert_int_equal(window_new(&p, r->off, r->end, BS, (void *)(uintptr_t)i, &r->w), 0);
+        assert_int_equal(window_new(&p, r->off, r->end, BS, (void *)(uintptr_t)i, now_ms, &r->w), 0);
         window_readers(r->w, 1);
     }
     for (unsigned step = 0; step < 200000; step++) {
@@ -635,7 +755,7 @@ static void sim(unsigned nruns, uint64_t pool_bytes, int writer_slowness, int ke
                     /* waited long for room: fillwin.c's stall (never, with @no_stall) */
                     size_t room;
                     (void)starved;
-                    int rc = window_room(&p, r->w, !no_stall && r->stalls > 20, &r->pend, &room);
+                    int rc = window_room(&p, r->w, now_ms, !no_stall && r->stalls > 20, &r->pend, &room);
                     r->stalls = rc ? r->stalls + 1 : 0;
                     if (rc)
                         r->pend = NULL;
@@ -746,7 +866,9 @@ int main(void)
         cmocka_unit_test(test_window_sequence),
         cmocka_unit_test(test_window_drop_when_starved),
         cmocka_unit_test(test_window_steal),
-        cmocka_unit_test(test_window_stalled_takes_from_others),
+        cmocka_unit_test(test_window_stale_gives_to_others),
+        cmocka_unit_test(test_window_stale_frees_given_up),
+        cmocka_unit_test(test_window_stale_started),
         cmocka_unit_test(test_window_filling_kept),
         cmocka_unit_test(test_window_write_error_and_cut),
         cmocka_unit_test(test_window_still_and_read),
