@@ -359,8 +359,9 @@ static int req_content_length_ok(const char *cl)
 
 /* How the body's end is found must be beyond doubt (RFC 9112 6.1-6.3): a proxy in front
  * that read the framing otherwise would take the bytes after it for another request (request
- * smuggling). libmicrohttpd 0.9.75 takes the first of two Content-Length fields, and reads a
- * body of a Transfer-Encoding other than exactly "chunked" up to the connection's end. So a
+ * smuggling). libmicrohttpd 0.9.75 took the first of two Content-Length fields and read a body
+ * of a Transfer-Encoding other than exactly "chunked" up to the connection's end (1.0.1 refuses
+ * the latter itself; these checks stay as a second line). So a
  * request with more than one Content-Length field, more than one Transfer-Encoding field, a
  * Transfer-Encoding other than "chunked", both Transfer-Encoding and Content-Length, or a
  * Transfer-Encoding in HTTP/1.0 (@version), is refused: NULL when the framing is unambiguous,

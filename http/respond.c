@@ -273,7 +273,7 @@ static void respond_object_headers(struct req *rq, struct MHD_Response *r,
             char name[300], value[BE_USERMETA_MAX];
             snprintf(name, sizeof(name), "x-amz-meta-%.*s", (int)(colon - p), p);
             snprintf(value, sizeof(value), "%.*s", (int)(ll - (size_t)(colon - p) - 1), colon + 1);
-            /* libmicrohttpd 0.9.75 drops a header whose value is empty: a lone space goes out
+            /* libmicrohttpd (0.9.75 as 1.0.1) drops a header whose value is empty: a lone space goes out
              * instead, which every HTTP parser reads as the empty value (RFC 9110 5.5: no
              * leading or trailing whitespace belongs to a field value). */
             MHD_add_response_header(r, name, value[0] ? value : " ");
