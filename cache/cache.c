@@ -3,7 +3,8 @@
  * pins, adopt, invalidate and forget, the staging of uploads and the stats. Keys and versions
  * live in table.c, metadata lookups in lookup.c, block fetches and reads in fill.c (with
  * --miss-source in missource.c), capacity and LRU in evict.c, keep or LRU per prefix in
- * policy.c, write-back in drain.c, the index in index.c.
+ * policy.c, the write-back journal in journal.c (the engine is writeback/drain.c), the index
+ * in index.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +70,7 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     pthread_mutex_init(&c->evict_mu, NULL);
     pthread_mutex_init(&c->record_mu, NULL);
     pthread_cond_init(&c->jobs_cv, NULL);
+    pthread_cond_init(&c->journal_cv, NULL);
     if ((rc = policy_new(cf->keep_prefix, cf->lru_prefix, cf->keep_auto, cf->keep_idle,
                          s3c_real_ns(), &c->pol, em))) {
         if (rc == -ENOMEM)
@@ -92,10 +94,6 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     c->st.capacity_bytes = c->cap;
     if ((rc = fillwin_open(c, em)))
         goto fail;
-    if ((rc = drain_open(c, em))) {
-        fillwin_close(c);
-        goto fail;
-    }
     *out = c;
     return 0;
 fail:
@@ -105,6 +103,7 @@ fail:
     pthread_mutex_destroy(&c->evict_mu);
     pthread_mutex_destroy(&c->record_mu);
     pthread_cond_destroy(&c->jobs_cv);
+    pthread_cond_destroy(&c->journal_cv);
     free(c->touch);
     free(c);
     return rc;
@@ -115,8 +114,9 @@ void cache_close(struct cache *c)
     if (!c)
         return;
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    if (drain_close(c))
-        return; /* an upload outlived the shutdown timeout: left to the exiting process */
+    if (journal_attached(c))
+        return; /* a write-back engine could not stop (an upload outlived the shutdown
+                 * timeout) and still uses the cache: left to the exiting process */
     pthread_mutex_lock(&c->mu);
     c->closing = 1;
     for (unsigned i = 0; i < CACHE_KEY_BUCKETS; i++) {
@@ -168,6 +168,7 @@ void cache_close(struct cache *c)
     pthread_mutex_destroy(&c->evict_mu);
     pthread_mutex_destroy(&c->record_mu);
     pthread_cond_destroy(&c->jobs_cv);
+    pthread_cond_destroy(&c->journal_cv);
     free(c->touch);
     c->magic = 0;
     free(c);
@@ -371,7 +372,7 @@ static int forget(struct cache *c, const char *bucket, const char *key, int dirt
     if (version)
         cache_index_drop(c, ck, version);
     if (was_dirty)
-        drain_forget(c, &k);
+        journal_forget(c, bucket, key);
     pthread_mutex_lock(&c->mu);
     cache_key_put_locked(c, ck);
     pthread_mutex_unlock(&c->mu);
@@ -387,49 +388,6 @@ int cache_invalidate(struct cache *c, const char *bucket, const char *key)
 int cache_forget(struct cache *c, const char *bucket, const char *key)
 {
     return forget(c, bucket, key, 1);
-}
-
-void cache_ver_clean(struct cache *c, const struct index_key *k, uint64_t version,
-                     const char *etag, int64_t mtime_ns)
-{
-    pthread_mutex_lock(&c->mu);
-    struct ckey *ck = cache_key_find_locked(c, k);
-    struct cver *v = ck ? ck->cur : NULL;
-    if (!v || v->version != version) {
-        pthread_mutex_unlock(&c->mu);
-        return;
-    }
-    c->evict_gen++; /* clean: evictable */
-    int same = (!etag || !etag[0] || !strcmp(etag, v->meta.etag)) &&
-               (!mtime_ns || mtime_ns == v->meta.mtime_ns);
-    if (same) {
-        v->flags &= ~INDEX_F_DIRTY;
-        v->validated_ns = s3c_real_ns();
-        pthread_mutex_unlock(&c->mu);
-        return;
-    }
-    /* Readers hold pointers into v->meta: the backend's view goes into a new in-memory
-     * version of the same data file (not dropped: the file stays). */
-    struct be_meta m = v->meta;
-    if (etag && etag[0])
-        snprintf(m.etag, sizeof(m.etag), "%s", etag);
-    if (mtime_ns)
-        m.mtime_ns = mtime_ns;
-    struct cver *nv = cache_ver_new(ck, version, &m, v->bs);
-    if (!nv) {
-        v->flags &= ~INDEX_F_DIRTY; /* the key reloads from the index when it goes idle */
-        pthread_mutex_unlock(&c->mu);
-        return;
-    }
-    nv->flags = v->flags & ~INDEX_F_DIRTY;
-    nv->validated_ns = s3c_real_ns();
-    if (nv->nblocks) {
-        memcpy(nv->present, v->present, (nv->nblocks + 7) / 8);
-        nv->npresent = v->npresent;
-    }
-    ck->cur = nv;
-    cache_ver_put_locked(c, v);
-    pthread_mutex_unlock(&c->mu);
 }
 
 struct prefix_scan {
@@ -669,9 +627,9 @@ static int adopt(struct cache *c, const char *bucket, const char *key, const cha
     ck->loaded = v != NULL;
     pthread_mutex_unlock(&c->mu);
     if (dirty)
-        drain_note(c, bucket, key, &k, e.version, e.size);
+        journal_note(c, bucket, key, e.version, e.size);
     else
-        drain_forget(c, &k); /* a clean version replaced whatever was dirty */
+        journal_forget(c, bucket, key); /* a clean version replaced whatever was dirty */
     rc = 0;
     goto out;
 unreserve:
@@ -733,17 +691,7 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     out->pinned_bytes = t.pinned_bytes;
     out->dirty_objects = t.dirty_objects;
     out->dirty_bytes = t.dirty_bytes;
-    struct cache_drain_stats ds;
-    cache_drain_stats(c, &ds);
-    out->dirty_limit_bytes = ds.limit_bytes;
-    out->dirty_staged_bytes = ds.staged_bytes;
-    out->drain_uploaded_objects = ds.uploaded_objects;
-    out->drain_uploaded_bytes = ds.uploaded_bytes;
-    out->drain_errors = ds.errors;
-    out->drain_inflight = ds.inflight;
-    out->drain_cancelled = ds.cancelled;
-    out->drain_rate_bps = ds.rate_bps;
-    out->drain_oldest_dirty_age_s = ds.oldest_dirty_age_s;
+    journal_stats(c, out); /* the write-back engine's figures */
 }
 
 void cache_set_valid_after(struct cache *c, int64_t ns)

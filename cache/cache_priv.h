@@ -1,7 +1,7 @@
 /*
  * cache_priv.h: the in-memory state shared by cache.c (API), table.c (keys,
  * versions), lookup.c (metadata lookups), fill.c (block fetches, reads),
- * missource.c (--miss-source), drain.c (write-back) and evict.c (capacity, LRU,
+ * missource.c (--miss-source), journal.c (the write-back journal) and evict.c (capacity, LRU,
  * unlinks), which asks policy.c (keep or LRU, per prefix) what it may take, fillwin.c
  * (fills through a memory window, the cache writer). One mutex, c->mu, guards
  * everything here; waiters are suspended and resumed under it (policy.c has its
@@ -225,7 +225,12 @@ struct cache {
     uint64_t keep_memo_gen;
     int64_t keep_memo_ns, keep_memo_since;
     pthread_mutex_t record_mu; /* one cache_ver_record() at a time (taken before mu) */
-    struct drain *dr;         /* write-back (drain.c) */
+    /* The write-back engine's hooks (journal.c): called without mu, counted in journal_calls
+     * so that cache_journal_detach() waits for them (journal_cv). */
+    struct cache_journal_ops journal;
+    int journal_on;
+    unsigned journal_calls;
+    pthread_cond_t journal_cv;
     uint64_t members_mem;     /* bytes of member indexes held by versions (members.c) */
 };
 
@@ -266,21 +271,13 @@ static inline int cache_bit(const uint8_t *bm, uint64_t b) { return bm[b / 8] >>
 static inline void cache_bit_set(uint8_t *bm, uint64_t b) { bm[b / 8] |= (uint8_t)(1u << (b % 8)); }
 static inline void cache_bit_clr(uint8_t *bm, uint64_t b) { bm[b / 8] &= (uint8_t)~(1u << (b % 8)); }
 
-/* @version of @k is on the backend (index_clean() done): the in-memory version stops being
- * dirty and takes the backend's ETag/Last-Modified (@etag ""/@mtime_ns 0: unchanged). */
-void cache_ver_clean(struct cache *c, const struct index_key *k, uint64_t version,
-                     const char *etag, int64_t mtime_ns);
-
-/* drain.c */
-int drain_open(struct cache *c, struct errmsg *em); /* loads the journal, starts drainers */
-/* Stops the drainers, waiting up to --shutdown-timeout for uploads in flight; -EBUSY when some
- * are still running (the cache must then not be freed: the process is about to exit). */
-int drain_close(struct cache *c);
-/* (@bucket, @key) was just indexed dirty at @version. */
-void drain_note(struct cache *c, const char *bucket, const char *key, const struct index_key *k,
-                uint64_t version, uint64_t size);
-/* (@k) is no longer dirty in the index (forgotten, or replaced by a clean version). */
-void drain_forget(struct cache *c, const struct index_key *k);
+/* journal.c: the write-back engine's hooks (cache_journal_attach()); nothing when none is
+ * attached. No lock held. */
+void journal_note(struct cache *c, const char *bucket, const char *key, uint64_t version,
+                  uint64_t size);
+void journal_forget(struct cache *c, const char *bucket, const char *key);
+void journal_stats(struct cache *c, struct cache_stats *out);
+int journal_attached(struct cache *c);
 
 /* fill.c */
 /* Starts fetches for the missing, not yet fetching blocks of [b0, b1). Returns how many started

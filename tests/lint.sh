@@ -18,7 +18,7 @@ fail() { echo "lint: $*"; bad=1; }
 # bottom to top
 # peer/ (cluster mode: the peer client, fan-outs, cluster warm-ups and stats) sits beside acct/:
 # it uses the ring (ring/), the object layer's hooks and warm-ups (objects/); http/ uses it.
-RANKS="lib:0 sig:1 backends:2 cache:3 ring:4 objects:5 acct:6 peer:6 http:7 s3:8 admin:8 cmd:9"
+RANKS="lib:0 sig:1 backends:2 cache:3 writeback:4 ring:5 objects:6 acct:7 peer:7 http:8 s3:9 admin:9 cmd:10"
 declare -A rank
 for r in $RANKS; do rank[${r%%:*}]=${r##*:}; done
 DIRS=$(for r in $RANKS; do echo "${r%%:*}"; done)
