@@ -155,7 +155,7 @@ void cache_close(struct cache *c)
     }
     pthread_mutex_unlock(&c->mu);
     evict_flush_touches(c);
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
     pthread_mutex_lock(&c->mu);
     /* keys still referenced by requests that were never released: nothing to do safely
      * but drop our view of them */
@@ -333,7 +333,7 @@ int cache_pin(struct cache *c, const char *bucket, const char *key, int on)
     cache_ver_put_locked(c, v);
     cache_key_put_locked(c, ck);
     pthread_mutex_unlock(&c->mu);
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
     return rc;
 }
 
@@ -376,7 +376,7 @@ static int forget(struct cache *c, const char *bucket, const char *key, int dirt
     pthread_mutex_lock(&c->mu);
     cache_key_put_locked(c, ck);
     pthread_mutex_unlock(&c->mu);
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
     return 0;
 }
 
@@ -613,7 +613,7 @@ static int adopt(struct cache *c, const char *bucket, const char *key, const cha
     if (oldv && oldv != curv) {
         char op[STORE_PATH_MAX];
         store_data_path(c->dir, k.b, k.len, oldv, op);
-        evict_queue_unlink_locked(c, op);
+        cache_unlink_queue_locked(c, op);
     }
     struct cver *v = cache_ver_new(ck, e.version, meta, e.block_size);
     if (v) {
@@ -646,7 +646,7 @@ out:
     pthread_mutex_lock(&c->mu);
     cache_key_put_locked(c, ck);
     pthread_mutex_unlock(&c->mu);
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
     return rc;
 }
 

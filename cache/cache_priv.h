@@ -242,8 +242,6 @@ void cache_idle_remove_locked(struct cache *c, struct ckey *ck);
 /* A new version of @ck (one reference, the caller's), @m its metadata, blocks of @bs bytes. */
 struct cver *cache_ver_new(struct ckey *ck, uint64_t version, const struct be_meta *m, uint32_t bs);
 void cache_key_free_locked(struct cache *c, struct ckey *ck);
-/* Removes @version of @ck from the index (no lock held). */
-void cache_index_drop(struct cache *c, struct ckey *ck, uint64_t version);
 
 /* Indexes @v if it is only in memory (unrecorded); when the index does not take it, @v becomes
  * unindexed (served uncached). @v held by the caller; no lock held. */
@@ -261,12 +259,26 @@ void cache_key_index_written_locked(struct cache *c, struct ckey *ck, int rc, in
 void cache_key_put_locked(struct cache *c, struct ckey *ck);
 void cache_ver_put_locked(struct cache *c, struct cver *v);
 void cache_ver_drop_locked(struct cache *c, struct ckey *ck); /* cur -> NULL, dropped */
-/* @v's data file is gone: stop serving it (the index entry is dropped in the background). */
-void cache_ver_broken_locked(struct cache *c, struct cver *v);
 void cache_wake_locked(struct cache_waiter **list);
 void cache_arm_locked(struct cache_obj *h, struct cache_waiter **list, struct cache_waiter *w);
 void cache_ver_path(struct cache *c, const struct cver *v, char out[STORE_PATH_MAX]);
 int cache_ver_fd_locked(struct cache *c, struct cver *v, int create, int *fd);
+/* The end of a version (table.c): */
+/* Removes @version of @ck from the index (no lock held). */
+void cache_index_drop(struct cache *c, struct ckey *ck, uint64_t version);
+/* @v's data file is gone: stop serving it (the index entry is dropped in the background). */
+void cache_ver_broken_locked(struct cache *c, struct cver *v);
+/* Queues @path to be unlinked by cache_unlinks_run() (no unlink under the lock). */
+void cache_unlink_queue_locked(struct cache *c, const char *path);
+void cache_unlinks_run(struct cache *c); /* mu not held */
+/* Takes @f off @v's list of fetches. */
+void cache_fetch_remove_locked(struct cver *v, struct fetch *f);
+/* Frees @f (its window, its bytes; its readers are attached to nothing). mu held. */
+void cache_fetch_free(struct fetch *f);
+/* Frees @f, or keeps it until its last reader copying from its window is done (mu held). */
+void cache_fetch_retire_locked(struct fetch *f);
+/* Whether a fetch of @v is running (a kept one, ended, does not count). */
+int cache_ver_running_locked(const struct cver *v);
 static inline int cache_bit(const uint8_t *bm, uint64_t b) { return bm[b / 8] >> (b % 8) & 1; }
 static inline void cache_bit_set(uint8_t *bm, uint64_t b) { bm[b / 8] |= (uint8_t)(1u << (b % 8)); }
 static inline void cache_bit_clr(uint8_t *bm, uint64_t b) { bm[b / 8] &= (uint8_t)~(1u << (b % 8)); }
@@ -285,7 +297,6 @@ int journal_attached(struct cache *c);
 int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1);
 struct fetch *fill_find_locked(struct cver *v, uint64_t pos);
 void fill_fail_all_locked(struct cache *c, int err);
-void fill_free(struct fetch *f);
 /* Frees @v's finished fetches kept for their readers (bypass bytes in memory): when no request
  * reads @v any more. An idle version must not hold them (blocks of memory per key). */
 void fill_drop_finished_locked(struct cver *v);
@@ -304,13 +315,9 @@ int fill_range_landed_locked(const struct cver *v, uint64_t off, uint64_t end);
 /* The block after the last one of @h's range. */
 uint64_t fill_range_end_block(struct cache_obj *h, struct cver *v);
 
-/* Whether a fetch of @v is running (a kept one, ended, does not count). */
-int fill_running_locked(const struct cver *v);
 /* Ends run @f with @rc (no lock held): blocks landed whole are synced and marked present,
  * waiters woken, the fetch freed (or kept for readers), its job done. */
 void fill_end_run(struct fetch *f, int rc);
-/* Frees @f, or keeps it until its last reader copying from its window is done (mu held). */
-void fill_retire_locked(struct fetch *f);
 
 /* fillwin.c: fills through a window (window.h) and the cache writer */
 int fillwin_open(struct cache *c, struct errmsg *em); /* the pool and the writer's threads */
@@ -346,8 +353,6 @@ void fillwin_attach_locked(struct cache_obj *o, struct fetch *f, uint64_t pos);
 void fillwin_reader_at_locked(struct cache_obj *o, uint64_t pos);
 /* Reader @o is gone (mu held). */
 void fillwin_detach_locked(struct cache_obj *o);
-/* @f is freed: its readers are attached to nothing (mu held). */
-void fillwin_forget_readers_locked(struct fetch *f);
 /* @v has no reader left but @self: its ended windows go back to the pool (mu held). */
 void fillwin_idle_locked(struct cache *c, struct cver *v);
 
@@ -388,8 +393,6 @@ void cache_pwait_destroy(struct cache_pwait *p);
  * last run was a warm-up's (@direct: written around the page cache), with O_DIRECT reads
  * that leave the page cache as the warm-up did. mu held. */
 void members_note_whole_locked(struct cache *c, struct cver *v, int direct);
-/* @v is being freed: its member index leaves memory. mu held. */
-void members_forget_locked(struct cache *c, struct cver *v);
 /* Member indexes held in memory by versions, at most (beyond it, hits read the LMDB copy). */
 #define CACHE_MEMBERS_MEM_MAX (256ull << 20)
 
@@ -405,8 +408,6 @@ int evict_reserve(struct cache *c, uint64_t bytes, int for_keep, int64_t since,
 void evict_unreserve_locked(struct cache *c, uint64_t bytes);
 void evict_touch_locked(struct cache *c, struct cver *v, int64_t validated_ns);
 void evict_flush_touches(struct cache *c);
-void evict_queue_unlink_locked(struct cache *c, const char *path);
-void evict_drain_unlinks(struct cache *c); /* mu not held */
 void evict_kick_locked(struct cache *c);   /* queue background unlinks/touch flush if due */
 
 #endif

@@ -20,22 +20,6 @@
 #include "lib/s3err.h"
 #include "lib/workq.h"
 
-void fill_free(struct fetch *f)
-{
-    if (!f)
-        return;
-    if (f->win) { /* mu held */
-        fillwin_forget_readers_locked(f);
-        window_free(&f->c->pool, f->win);
-        if (f->c->win_waiters)
-            pthread_cond_broadcast(&f->c->win_cv);
-    }
-    if (f->dfd >= 0)
-        close(f->dfd);
-    free(f->mem);
-    free(f);
-}
-
 struct fetch *fill_find_locked(struct cver *v, uint64_t pos)
 {
     struct fetch *best = NULL;
@@ -61,17 +45,6 @@ static void fetch_unlink_locked(struct cache *c, struct fetch *f)
     f->all_next = NULL;
 }
 
-static void fetch_remove_locked(struct cver *v, struct fetch *f)
-{
-    for (struct fetch **p = &v->fetches; *p; p = &(*p)->next) {
-        if (*p == f) {
-            *p = f->next;
-            break;
-        }
-    }
-    f->next = NULL;
-}
-
 /* Keeps a bounded number of finished bypass fetches (their bytes) per version; @just, which
  * just finished and whose readers have not taken its bytes yet, is never the one dropped (it
  * was: a reader then fetched the block again, and again, while older bytes were kept). */
@@ -88,8 +61,8 @@ static void prune_bypass_locked(struct cver *v, struct fetch *just)
                 low = f;
         if (!low)
             break;
-        fetch_remove_locked(v, low);
-        fill_free(low);
+        cache_fetch_remove_locked(v, low);
+        cache_fetch_free(low);
         n--;
     }
 }
@@ -103,7 +76,7 @@ void fill_drop_finished_locked(struct cver *v)
             continue;
         }
         *p = f->next;
-        fill_free(f);
+        cache_fetch_free(f);
     }
 }
 
@@ -681,13 +654,13 @@ void fill_end_run(struct fetch *f, int rc)
             f->err = rc;
         v->err_gen++;
         v->last_err = rc == -ESTALE ? -S3E_SERVICE_UNAVAILABLE : rc;
-        fill_retire_locked(f);
+        cache_fetch_retire_locked(f);
     } else if (f->win) {
         /* Kept while readers may still copy from its window (freed when none is left, or
          * its slots were all taken back); served from the file when unsynced. */
         f->kept = 1;
         if (!window_held(f->win) && !f->copiers && !unsynced)
-            fill_retire_locked(f);
+            cache_fetch_retire_locked(f);
     } else if (f->bypass || unsynced) {
         /* kept for the readers still streaming its bytes; with none left (they went while it
          * ran: read-ahead), nobody will read them */
@@ -699,8 +672,8 @@ void fill_end_run(struct fetch *f, int rc)
         else
             prune_bypass_locked(v, f);
     } else {
-        fetch_remove_locked(v, f);
-        fill_free(f);
+        cache_fetch_remove_locked(v, f);
+        cache_fetch_free(f);
     }
     cache_wake_locked(&v->waiters);
     pthread_mutex_unlock(&c->mu);
@@ -713,30 +686,12 @@ void fill_end_run(struct fetch *f, int rc)
     if (unsynced)
         log_warn("cache: syncing \"%s/%s\": %s: served, not cached", ck->bucket, ck->key,
                  s3c_strerror(unsynced));
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
     pthread_mutex_lock(&c->mu);
     cache_ver_put_locked(c, v);
     cache_key_put_locked(c, ck);
     cache_job_done(c);
     pthread_mutex_unlock(&c->mu);
-}
-
-void fill_retire_locked(struct fetch *f)
-{
-    if (f->copiers) {
-        f->kept = 2; /* the last reader copying from its window frees it */
-        return;
-    }
-    fetch_remove_locked(f->v, f);
-    fill_free(f);
-}
-
-int fill_running_locked(const struct cver *v)
-{
-    for (const struct fetch *f = v->fetches; f; f = f->next)
-        if (f->running)
-            return 1;
-    return 0;
 }
 
 /* Starts a run of blocks [@first, @first + @n) on a worker. A chain run also names the block

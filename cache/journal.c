@@ -230,5 +230,5 @@ int cache_journal_clean(struct cache *c, const char *bucket, const char *key, ui
 void cache_journal_unlinks(struct cache *c)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
 }

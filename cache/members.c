@@ -80,15 +80,6 @@ static void members_keep(struct cache *c, struct cver *v, const void *blob, size
     free(copy);
 }
 
-void members_forget_locked(struct cache *c, struct cver *v)
-{
-    if (!v->members)
-        return;
-    c->members_mem -= v->members_len;
-    free(v->members);
-    v->members = NULL;
-}
-
 struct members_copy {
     void *p;
     size_t len;

@@ -120,7 +120,7 @@ static void prefetch_drain(struct cache *c, struct cache_obj *o, struct cache_pw
     for (;;) {
         pthread_mutex_lock(&c->mu);
         struct cver *v = o->v;
-        int busy = fill_running_locked(v);
+        int busy = cache_ver_running_locked(v);
         if (busy)
             cache_arm_locked(o, &v->waiters, &p->w);
         pthread_mutex_unlock(&c->mu);

@@ -200,6 +200,153 @@ void cache_ver_path(struct cache *c, const struct cver *v, char out[STORE_PATH_M
     store_data_path(c->dir, v->key->k.b, v->key->k.len, v->version, out);
 }
 
+/* ---- the end of a version: its index record, its data file, its fetches ----------------- */
+
+/* Deletes @version of @ck from the index (no lock held) and accounts for it. */
+void cache_index_drop(struct cache *c, struct ckey *ck, uint64_t version)
+{
+    int64_t delta = 0;
+    int rc = index_del(c->ix, &ck->k, version, &delta);
+    if (rc && rc != -ESTALE)
+        log_err("cache: index_del \"%s/%s\": %s", ck->bucket, ck->key, s3c_strerror(rc));
+    pthread_mutex_lock(&c->mu);
+    if (!rc)
+        c->used = (uint64_t)((int64_t)c->used + delta);
+    cache_key_index_written_locked(c, ck, rc, 1);
+    pthread_mutex_unlock(&c->mu);
+}
+
+struct drop_job {
+    struct cache *c;
+    struct ckey *ck;
+    uint64_t version;
+};
+
+static void drop_run(void *arg)
+{
+    struct drop_job *j = arg;
+    cache_index_drop(j->c, j->ck, j->version);
+    cache_unlinks_run(j->c);
+    pthread_mutex_lock(&j->c->mu);
+    cache_key_put_locked(j->c, j->ck);
+    cache_job_done(j->c);
+    pthread_mutex_unlock(&j->c->mu);
+    free(j);
+}
+
+void cache_ver_broken_locked(struct cache *c, struct cver *v)
+{
+    struct ckey *ck = v->key;
+    if (ck->cur != v)
+        return;
+    log_err("cache: data of \"%s/%s\" is missing: dropping the entry", ck->bucket, ck->key);
+    uint64_t version = v->version;
+    struct drop_job *j = calloc(1, sizeof(*j));
+    cache_ver_drop_locked(c, ck); /* may free v */
+    if (!j)
+        return;
+    j->c = c;
+    j->ck = ck;
+    j->version = version;
+    ck->refs++;
+    if (cache_submit(c, WORKQ_LOW, drop_run, j)) {
+        ck->refs--;
+        free(j);
+    }
+}
+
+void cache_unlink_queue_locked(struct cache *c, const char *path)
+{
+    size_t l = strlen(path);
+    struct unlink_item *u = malloc(sizeof(*u) + l + 1);
+    if (!u) {
+        unlink(path); /* better late than leaked */
+        return;
+    }
+    memcpy(u->path, path, l + 1);
+    u->next = c->unlinks;
+    c->unlinks = u;
+}
+
+void cache_unlinks_run(struct cache *c)
+{
+    pthread_mutex_lock(&c->mu);
+    struct unlink_item *u = c->unlinks;
+    c->unlinks = NULL;
+    pthread_mutex_unlock(&c->mu);
+    while (u) {
+        struct unlink_item *n = u->next;
+        unlink(u->path);
+        free(u);
+        u = n;
+    }
+}
+
+void cache_fetch_remove_locked(struct cver *v, struct fetch *f)
+{
+    for (struct fetch **p = &v->fetches; *p; p = &(*p)->next) {
+        if (*p == f) {
+            *p = f->next;
+            break;
+        }
+    }
+    f->next = NULL;
+}
+
+static void fetch_forget_readers_locked(struct fetch *f)
+{
+    for (struct cache_obj *o = f->wreaders, *next; o; o = next) {
+        next = o->wf_next;
+        o->wf = NULL;
+        o->wf_next = NULL;
+    }
+    f->wreaders = NULL;
+}
+
+void cache_fetch_free(struct fetch *f)
+{
+    if (!f)
+        return;
+    if (f->win) { /* mu held */
+        fetch_forget_readers_locked(f);
+        window_free(&f->c->pool, f->win);
+        if (f->c->win_waiters)
+            pthread_cond_broadcast(&f->c->win_cv);
+    }
+    if (f->dfd >= 0)
+        close(f->dfd);
+    free(f->mem);
+    free(f);
+}
+
+void cache_fetch_retire_locked(struct fetch *f)
+{
+    if (f->copiers) {
+        f->kept = 2; /* the last reader copying from its window frees it */
+        return;
+    }
+    cache_fetch_remove_locked(f->v, f);
+    cache_fetch_free(f);
+}
+
+int cache_ver_running_locked(const struct cver *v)
+{
+    for (const struct fetch *f = v->fetches; f; f = f->next)
+        if (f->running)
+            return 1;
+    return 0;
+}
+
+/* @v is being freed: its member index leaves memory (members.c keeps it). mu held. */
+static void ver_members_forget_locked(struct cache *c, struct cver *v)
+{
+    if (!v->members)
+        return;
+    c->members_mem -= v->members_len;
+    free(v->members);
+    v->members = NULL;
+}
+
 void cache_ver_put_locked(struct cache *c, struct cver *v)
 {
     if (!v)
@@ -212,16 +359,16 @@ void cache_ver_put_locked(struct cache *c, struct cver *v)
         struct fetch *f = v->fetches;
         S3C_ASSERT(!f->running);
         v->fetches = f->next;
-        fill_free(f);
+        cache_fetch_free(f);
     }
     if (v->fd >= 0)
         close(v->fd);
     if (v->dropped && !v->unindexed) {
         char p[STORE_PATH_MAX];
         cache_ver_path(c, v, p);
-        evict_queue_unlink_locked(c, p);
+        cache_unlink_queue_locked(c, p);
     }
-    members_forget_locked(c, v);
+    ver_members_forget_locked(c, v);
     free(v->present);
     free(v->fetching);
     free(v);
