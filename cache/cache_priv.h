@@ -279,6 +279,16 @@ void cache_fetch_free(struct fetch *f);
 void cache_fetch_retire_locked(struct fetch *f);
 /* Whether a fetch of @v is running (a kept one, ended, does not count). */
 int cache_ver_running_locked(const struct cver *v);
+/* A run's and a read's state (table.c): */
+/* be_sink.on_meta of a run (@cls the fetch): -ESTALE when @m is not the version's object. */
+int cache_fetch_on_meta(void *cls, const struct be_meta *m);
+/* Whether every byte of [@off, @end) is present or has landed in a fetch in flight. */
+int cache_ver_landed_locked(const struct cver *v, uint64_t off, uint64_t end);
+/* The block after the last one of @h's range. */
+uint64_t cache_obj_end_block(struct cache_obj *h, struct cver *v);
+/* The outcome of a read that joined a running fetch, or started one. */
+void cache_outcome_waiting(struct cache_obj *h);
+void cache_outcome_started(struct cache_obj *h);
 static inline int cache_bit(const uint8_t *bm, uint64_t b) { return bm[b / 8] >> (b % 8) & 1; }
 static inline void cache_bit_set(uint8_t *bm, uint64_t b) { bm[b / 8] |= (uint8_t)(1u << (b % 8)); }
 static inline void cache_bit_clr(uint8_t *bm, uint64_t b) { bm[b / 8] &= (uint8_t)~(1u << (b % 8)); }
@@ -305,15 +315,6 @@ void fill_drop_finished_locked(struct cver *v);
  * copied from (@given_fd, owned by the run once this returns 0). */
 int fill_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
                       uint64_t follow_to, int given_fd);
-/* be_sink.on_meta of a run (@cls the fetch): -ESTALE when @m is not the version's object. */
-int fill_on_meta(void *cls, const struct be_meta *m);
-/* The outcome of a read that joined a running fetch, or started one. */
-void fill_outcome_waiting(struct cache_obj *h);
-void fill_outcome_started(struct cache_obj *h);
-/* Whether every byte of [@off, @end) is present or has landed in a fetch in flight. */
-int fill_range_landed_locked(const struct cver *v, uint64_t off, uint64_t end);
-/* The block after the last one of @h's range. */
-uint64_t fill_range_end_block(struct cache_obj *h, struct cver *v);
 
 /* Ends run @f with @rc (no lock held): blocks landed whole are synced and marked present,
  * waiters woken, the fetch freed (or kept for readers), its job done. */

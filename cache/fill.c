@@ -104,16 +104,6 @@ static void fetch_shrink_locked(struct fetch *f)
     cache_wake_locked(&v->waiters);
 }
 
-int fill_on_meta(void *cls, const struct be_meta *m)
-{
-    struct fetch *f = cls;
-    struct cver *v = f->v;
-    if (m->size != v->meta.size || (m->etag[0] && v->meta.etag[0]
-                                    && strcmp(m->etag, v->meta.etag) != 0))
-        return -ESTALE; /* the object changed since its metadata was cached */
-    return 0;
-}
-
 /* Marks blocks [@from, @to) of @f done: present in the index after an fdatasync. */
 static int fetch_complete_blocks(struct fetch *f, uint64_t from, uint64_t to)
 {
@@ -473,7 +463,7 @@ static int fetch_to_memory(struct fetch *f)
     f->bypass = 1;
     v->bypass_seen++;
     pthread_mutex_unlock(&c->mu);
-    struct be_sink sink = { fill_on_meta, fetch_on_data, f };
+    struct be_sink sink = { cache_fetch_on_meta, fetch_on_data, f };
     int rc = backend_get(c->be, v->key->bucket, v->key->key, f->off, f->end - f->off, &sink);
     if (!rc && f->landed < f->end)
         rc = -EIO; /* short body */
@@ -554,7 +544,7 @@ static void fetch_run(void *arg)
         pthread_mutex_unlock(&c->mu);
     }
     if (windowed) {
-        struct be_sink sink = { fill_on_meta, fillwin_on_data, f };
+        struct be_sink sink = { cache_fetch_on_meta, fillwin_on_data, f };
         if (!f->err)
             rc = backend_get(c->be, ck->bucket, ck->key, f->off, f->end - f->off, &sink);
         if (f->err && !rc)
@@ -572,7 +562,7 @@ static void fetch_run(void *arg)
         else
             rc = -ENOTSUP;
         if (rc == -ENOTSUP) {
-            struct be_sink sink = { fill_on_meta, fetch_on_data, f };
+            struct be_sink sink = { cache_fetch_on_meta, fetch_on_data, f };
             if (direct && !f->bypass) {
                 store_preallocate(v->fd, f->off, f->end - f->off, c->in_memory);
                 fetch_stage_open(f);
@@ -775,46 +765,6 @@ static uint64_t ra_blocks(struct cache *c, struct cver *v)
     return (c->readahead + v->bs - 1) / v->bs;
 }
 
-uint64_t fill_range_end_block(struct cache_obj *h, struct cver *v)
-{
-    uint64_t end = S3C_MIN(h->range_end, v->meta.size);
-    return (end + v->bs - 1) / v->bs;
-}
-
-void fill_outcome_waiting(struct cache_obj *h)
-{
-    /* a guessed miss that found another request's fetch already running joined it */
-    if (h->how == CACHE_HIT || h->guessed)
-        h->how = CACHE_COALESCED;
-    h->guessed = 0;
-}
-
-void fill_outcome_started(struct cache_obj *h)
-{
-    if (h->how == CACHE_HIT || h->guessed)
-        h->how = h->v && h->v->first_fetch_owned ? CACHE_COALESCED : CACHE_MISS;
-    if (h->v)
-        h->v->first_fetch_owned = 0;
-    h->guessed = 0;
-}
-
-/* Whether every byte of [@off, @end) is present or has landed in a fetch in flight. */
-int fill_range_landed_locked(const struct cver *v, uint64_t off, uint64_t end)
-{
-    for (uint64_t b = off / v->bs; b * v->bs < end; b++) {
-        if (cache_bit(v->present, b))
-            continue;
-        uint64_t need = S3C_MIN(end, (b + 1) * v->bs);
-        const struct fetch *f = v->fetches;
-        while (f && !(b >= f->first && b < f->first + f->n && f->landed >= need && !f->err &&
-                      (!f->win || !window_block_dropped(f->win, (unsigned)(b - f->first)))))
-            f = f->next;
-        if (!f)
-            return 0;
-    }
-    return 1;
-}
-
 /* cache_obj_open_range(), and with a waiter (cache_obj_open_get) a cold range may be sent from
  * the backend's file (missource.c). */
 static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct cache_waiter *w,
@@ -892,13 +842,13 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
     if (cache_bit(v->fetching, miss)) {
         /* Joining a fetch whose bytes for this range have all landed (only their sync is
          * pending) costs the reader no wait: that is a hit. */
-        if (fill_range_landed_locked(v, off, end)) {
+        if (cache_ver_landed_locked(v, off, end)) {
             if (o->guessed || o->how == CACHE_HIT) {
                 o->how = CACHE_HIT;
                 o->guessed = 0;
             }
         } else {
-            fill_outcome_waiting(o);
+            cache_outcome_waiting(o);
         }
         rc = -EAGAIN;
     } else {
@@ -908,7 +858,7 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
         uint64_t last = S3C_MIN(b1, miss + win);
         rc = fill_ensure_locked(c, v, miss, last);
         if (rc >= 0) {
-            fill_outcome_started(o);
+            cache_outcome_started(o);
             if (o->how == CACHE_MISS && o->hit_bytes > 0)
                 o->how = CACHE_PARTIAL; /* its cached blocks come from the SSD */
             rc = -EAGAIN;
@@ -973,7 +923,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
         o->waited_data = 0;
         if (sequential && c->readahead && !v->bypass_seen && !failed)
             fill_ensure_locked(c, v, b + 1,
-                               S3C_MIN(fill_range_end_block(o, v), b + 1 + ra_blocks(c, v)));
+                               S3C_MIN(cache_obj_end_block(o, v), b + 1 + ra_blocks(c, v)));
         rc = (ssize_t)n;
         goto out;
     }
@@ -1000,13 +950,13 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
                 o->next_pos = pos + n;
                 o->waited_data = 0;
                 if (sequential && c->readahead && !v->bypass_seen)
-                    fill_ensure_locked(c, v, b + 1, S3C_MIN(fill_range_end_block(o, v),
+                    fill_ensure_locked(c, v, b + 1, S3C_MIN(cache_obj_end_block(o, v),
                                                              b + 1 + ra_blocks(c, v)));
                 rc = (ssize_t)n;
                 goto out;
             }
         } else if (f) {
-            fill_outcome_waiting(o);
+            cache_outcome_waiting(o);
             fillwin_starved_locked(f);
             fillwin_attach_locked(o, f, pos);
             o->waited_data = 1;
@@ -1020,7 +970,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
                 rc = v->last_err ? v->last_err : -EIO;
                 goto out;
             }
-            uint64_t last = S3C_MIN(fill_range_end_block(o, v), b + 1 + ra_blocks(c, v));
+            uint64_t last = S3C_MIN(cache_obj_end_block(o, v), b + 1 + ra_blocks(c, v));
             if (last <= b)
                 last = b + 1;
             if (v->bypass_seen)
@@ -1030,7 +980,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
                 rc = r;
                 goto out;
             }
-            fill_outcome_started(o);
+            cache_outcome_started(o);
             o->waited_data = 1;
             o->err_gen = v->err_gen;
             cache_arm_locked(o, &v->waiters, w);
@@ -1041,7 +991,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
     o->waited_data = 0;
     if (sequential && c->readahead && !v->bypass_seen)
         fill_ensure_locked(c, v, b + 1,
-                           S3C_MIN(fill_range_end_block(o, v), b + 1 + ra_blocks(c, v)));
+                           S3C_MIN(cache_obj_end_block(o, v), b + 1 + ra_blocks(c, v)));
     if ((rc = cache_ver_fd_locked(c, v, 0, &fd))) {
         cache_ver_broken_locked(c, v);
         rc = -S3E_INTERNAL;

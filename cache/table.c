@@ -566,3 +566,55 @@ int cache_ver_fd_locked(struct cache *c, struct cver *v, int create, int *fd)
     return rc;
 }
 
+
+/* ---- a run's and a read's state, as the stages of a fill see it ------------------------- */
+
+int cache_fetch_on_meta(void *cls, const struct be_meta *m)
+{
+    struct fetch *f = cls;
+    struct cver *v = f->v;
+    if (m->size != v->meta.size || (m->etag[0] && v->meta.etag[0]
+                                    && strcmp(m->etag, v->meta.etag) != 0))
+        return -ESTALE; /* the object changed since its metadata was cached */
+    return 0;
+}
+
+/* Whether every byte of [@off, @end) is present or has landed in a fetch in flight. */
+int cache_ver_landed_locked(const struct cver *v, uint64_t off, uint64_t end)
+{
+    for (uint64_t b = off / v->bs; b * v->bs < end; b++) {
+        if (cache_bit(v->present, b))
+            continue;
+        uint64_t need = S3C_MIN(end, (b + 1) * v->bs);
+        const struct fetch *f = v->fetches;
+        while (f && !(b >= f->first && b < f->first + f->n && f->landed >= need && !f->err &&
+                      (!f->win || !window_block_dropped(f->win, (unsigned)(b - f->first)))))
+            f = f->next;
+        if (!f)
+            return 0;
+    }
+    return 1;
+}
+
+uint64_t cache_obj_end_block(struct cache_obj *h, struct cver *v)
+{
+    uint64_t end = S3C_MIN(h->range_end, v->meta.size);
+    return (end + v->bs - 1) / v->bs;
+}
+
+void cache_outcome_waiting(struct cache_obj *h)
+{
+    /* a guessed miss that found another request's fetch already running joined it */
+    if (h->how == CACHE_HIT || h->guessed)
+        h->how = CACHE_COALESCED;
+    h->guessed = 0;
+}
+
+void cache_outcome_started(struct cache_obj *h)
+{
+    if (h->how == CACHE_HIT || h->guessed)
+        h->how = h->v && h->v->first_fetch_owned ? CACHE_COALESCED : CACHE_MISS;
+    if (h->v)
+        h->v->first_fetch_owned = 0;
+    h->guessed = 0;
+}
