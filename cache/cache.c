@@ -61,6 +61,9 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
         c->block_size = 1u << 30;
     c->readahead = cf->readahead;
     c->miss_source = missource_enabled(cf, be);
+    c->up.run_start_locked = fill_start_locked; /* the pipeline's calls up (cache_priv.h) */
+    c->up.run_end = fill_end_run;
+    c->up.ver_whole_locked = members_note_whole_locked;
     c->revalidate_ms = cf->revalidate_never ? -1 : cf->revalidate_after;
     c->touch = calloc(CACHE_TOUCH_MAX, sizeof(*c->touch));
     if (!c->touch) {

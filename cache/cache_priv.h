@@ -171,6 +171,21 @@ struct cache_obj {
     int wf_scan;
 };
 
+/* The calls that go up the pipeline (docs/design.md, "The files of cache/"): a stage of a fill
+ * hands back to the orchestrator above it, fill.c, and the fill tells members.c of a version
+ * made whole. cache_open() sets them (to fill_start_locked, fill_end_run and
+ * members_note_whole_locked); the stages call them through c->up, so that no file of cache/
+ * calls a file above it. */
+struct cache_up {
+    /* missource.c: starts the next run of a chain, as fill_start_locked() (mu held). */
+    int (*run_start_locked)(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
+                            uint64_t follow_to, int given_fd);
+    /* fillwin.c: the writer ends a run handed to it, as fill_end_run() (no lock held). */
+    void (*run_end)(struct fetch *f, int rc);
+    /* fill.c: @v became whole, as members_note_whole_locked() (mu held). */
+    void (*ver_whole_locked)(struct cache *c, struct cver *v, int direct);
+};
+
 struct unlink_item {
     struct unlink_item *next;
     char path[];
@@ -188,6 +203,8 @@ struct cache {
     int64_t valid_after_ns; /* entries validated before this are revalidated (cluster restart) */
     int miss_source;       /* cold GETs send from the local backend's file (--miss-source) */
     int in_memory;         /* the cache directory is tmpfs or ramfs (fileio_medium_of_path) */
+
+    struct cache_up up; /* set once by cache_open() */
 
     pthread_mutex_t mu;
     pthread_cond_t jobs_cv;

@@ -145,7 +145,7 @@ static int fetch_complete_blocks(struct fetch *f, uint64_t from, uint64_t to)
     }
     f->marked = to - f->first;
     if (indexed && v->npresent == v->nblocks)
-        members_note_whole_locked(c, v, f->direct); /* a tar read whole: index it now */
+        c->up.ver_whole_locked(c, v, f->direct); /* members.c: a tar read whole, indexed now */
     cache_wake_locked(&v->waiters);
     pthread_mutex_unlock(&c->mu);
     return 0;

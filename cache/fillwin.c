@@ -288,7 +288,7 @@ static void fillwin_write_job(void *arg)
             fillwin_wake_runs_locked(c);
             pthread_mutex_unlock(&c->mu);
             if (end)
-                fill_end_run(f, f->run_rc);
+                f->c->up.run_end(f, f->run_rc); /* fill_end_run() */
             return;
         }
         int fd, rc = cache_ver_fd_locked(c, v, 1, &fd);

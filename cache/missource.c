@@ -107,7 +107,7 @@ static int missource_chain_next_locked(struct cache *c, struct cver *v, uint64_t
     while (e < follow_to && e - b < CACHE_FETCH_MAX_BLOCKS && !cache_bit(v->present, e) &&
            !cache_bit(v->fetching, e))
         e++;
-    int rc = fill_start_locked(c, v, b, e - b, follow_to, src_fd);
+    int rc = c->up.run_start_locked(c, v, b, e - b, follow_to, src_fd); /* fill.c */
     if (rc)
         return rc;
     /* Its GETs send from the backend's file, not from the cache's: the run may write around
