@@ -16,6 +16,13 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "evict_priv.h"
+#include "fill_priv.h"
+#include "fillwin_priv.h"
+#include "journal_priv.h"
+#include "members_priv.h"
+#include "missource_priv.h"
+#include "table_priv.h"
 #include "lib/arr.h"
 #include "lib/conf.h"
 #include "lib/fileio.h"

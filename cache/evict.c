@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "evict_priv.h"
+#include "table_priv.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
 #include "lib/workq.h"

@@ -16,6 +16,11 @@
 #include <sys/mman.h>
 
 #include "cache_priv.h"
+#include "evict_priv.h"
+#include "fill_priv.h"
+#include "fillwin_priv.h"
+#include "missource_priv.h"
+#include "table_priv.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
 #include "lib/workq.h"

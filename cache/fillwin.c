@@ -29,6 +29,9 @@
 #include <sys/resource.h>
 
 #include "cache_priv.h"
+#include "evict_priv.h"
+#include "fillwin_priv.h"
+#include "table_priv.h"
 #include "lib/conf.h"
 #include "lib/log.h"
 #include "lib/s3err.h"

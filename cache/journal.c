@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "journal_priv.h"
+#include "table_priv.h"
 
 /* ---- the engine's hooks ----------------------------------------------------------------- */
 

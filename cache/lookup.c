@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "evict_priv.h"
+#include "missource_priv.h"
+#include "table_priv.h"
 #include "lib/conf.h"
 #include "lib/log.h"
 #include "lib/s3err.h"

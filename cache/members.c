@@ -15,6 +15,11 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "fill_priv.h"
+#include "fillwin_priv.h"
+#include "members_priv.h"
+#include "prefetch_priv.h"
+#include "table_priv.h"
 #include "lib/tar.h"
 #include "lib/workq.h"
 

@@ -15,6 +15,8 @@
 
 #include "backends/backend.h"
 #include "cache_priv.h"
+#include "missource_priv.h"
+#include "table_priv.h"
 #include "lib/conf.h"
 
 /* The smallest cold range sent from the backend's file. A smaller one streams from the cache

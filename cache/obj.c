@@ -9,6 +9,10 @@
 #include <stdlib.h>
 
 #include "cache_priv.h"
+#include "evict_priv.h"
+#include "fill_priv.h"
+#include "fillwin_priv.h"
+#include "table_priv.h"
 #include "lib/s3err.h"
 
 /* ---- handles --------------------------------------------------------------------------- */

@@ -17,6 +17,9 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "fill_priv.h"
+#include "prefetch_priv.h"
+#include "table_priv.h"
 #include "lib/log.h"
 #include "lib/s3c.h"
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "table_priv.h"
 #include "lib/conf.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
