@@ -272,10 +272,9 @@ static void *drainer(void *arg)
         }
 
         pthread_mutex_lock(&dr->mu);
-        d = bucket && key ? find_locked(dr, bucket, key)
-                          : NULL; /* may have been forgotten or overwritten meanwhile */
-        if (d)
-            d->inflight = 0;
+        /* d is still the key's record: one is never freed while inflight (a forget or an
+         * overwrite meanwhile set its version to 0 or to the newer one) */
+        d->inflight = 0;
         if (rc == 0) {
             dr->uploaded_objects++;
             dr->uploaded_bytes += size;
@@ -299,7 +298,8 @@ static void *drainer(void *arg)
             d->next_try_ms = now_ms() + backoff_ms(d->attempts);
             if (d->attempts == 1 || d->attempts % 20 == 0)
                 log_warn("drain: \"%s/%s\" (%llu bytes) not uploaded (attempt %u, retrying): %s",
-                         bucket, key, (unsigned long long)size, d->attempts, s3c_strerror(rc));
+                         d->bucket, d->key, (unsigned long long)size, d->attempts,
+                         s3c_strerror(rc));
         }
         pthread_cond_broadcast(&dr->done_cv);
         pthread_mutex_unlock(&dr->mu);
