@@ -9,7 +9,8 @@
  * (cache_journal_scan()), added when the cache says a dirty version was adopted (the note
  * hook), removed when the drain of its newest version is confirmed or the key is forgotten
  * (the forget hook). dr->mu guards it all; nothing holds dr->mu across backend, disk or index
- * I/O, nor across a call into the cache.
+ * I/O, nor across a call into the cache, but drain_open() while it loads the journal (no other
+ * thread can take it yet).
  */
 #include <errno.h>
 #include <fcntl.h>
