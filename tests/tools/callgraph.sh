@@ -17,6 +17,7 @@ edges=$(for o in "$d"/*.o; do
         [[ -n $t && $t != "$b" ]] && echo "$b $t $s"
     done
 done | sort)
+[[ -n $edges ]] || exit 0 # no calls between its objects
 awk '{k = $1 " -> " $2; a[k] = a[k] " " $3; n[k]++}
      END {for (k in a) print k " (" n[k] "):" a[k]}' <<<"$edges" | sort
 if ! loops=$(awk '{print $1, $2}' <<<"$edges" | tsort 2>&1 >/dev/null); then
