@@ -30,7 +30,7 @@ LIBS     := $(MHD_LIB) $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lc
 TESTLIBS := $(LIBS) -lcmocka
 
 # The folders are layers, bottom to top (tests/lint.sh keeps the includes going down only).
-DIRS     := lib sig backends cache ring objects acct peer http s3 admin cmd
+DIRS     := lib sig backends cache writeback ring objects acct peer http s3 admin cmd
 SRCS     := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
 MAIN     := cmd/main.c
 LIBSRCS  := $(filter-out $(MAIN),$(SRCS))

@@ -21,6 +21,7 @@
 #include "http/server.h"
 #include "lib/json.h"
 #include "lib/s3err.h"
+#include "objects/objects.h"
 #include "objects/warm.h"
 #include "peer/cstats.h"
 #include "peer/cwarm.h"
@@ -483,7 +484,7 @@ struct flush_state {
     char *bucket, *prefix;
     int64_t timeout_ms;
     int rc; /* not rq->rc: a timeout is an answer here, not a failed job */
-    struct cache_flush_result res;
+    struct drain_flush_result res;
     /* cluster mode: the same flush at every other gateway, answered when all are */
     pthread_mutex_t mu;
     int pending;               /* parts not answered yet (this gateway's, the others') */
@@ -514,8 +515,8 @@ static void flush_part_done(struct req *rq)
         req_resume(rq);
 }
 
-/* The flush's answer (cache_flush_cb, from the drain's flush thread). */
-static void flush_done(void *arg, int rc, const struct cache_flush_result *res)
+/* The flush's answer (drain_flush_cb, from the drain's flush thread). */
+static void flush_done(void *arg, int rc, const struct drain_flush_result *res)
 {
     struct req *rq = arg;
     struct flush_state *s = rq->job_state;
@@ -565,7 +566,7 @@ static void flush_fan_start(struct req *rq, struct flush_state *s)
 static int flush_answer_cluster(struct req *rq, struct flush_state *s)
 {
     struct buf b;
-    struct cache_flush_result t = s->res;
+    struct drain_flush_result t = s->res;
     int all = !s->rc && s->fan_rc >= 0;
     buf_init(&b, 1u << 20);
     buf_puts(&b, "\"nodes\":[{\"node\":");
@@ -682,8 +683,8 @@ static int admin_flush(struct req *rq)
     req_suspend(rq);
     if (cluster)
         flush_fan_start(rq, s);
-    int rc = cache_flush_start(rq->srv->cache, s->bucket, s->prefix, s->timeout_ms, flush_done,
-                               rq);
+    int rc = objects_flush_start(rq->srv->obj, s->bucket, s->prefix, s->timeout_ms, flush_done,
+                                 rq);
     if (rc) {
         s->rc = rc;
         flush_part_done(rq); /* answered with the error once the others answered */

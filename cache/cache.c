@@ -1,9 +1,11 @@
 /*
- * cache.c: the public API of cache/cache.h: open and close, request handles (cache_obj_*),
- * pins, adopt, invalidate and forget, the staging of uploads and the stats. Keys and versions
- * live in table.c, metadata lookups in lookup.c, block fetches and reads in fill.c (with
- * --miss-source in missource.c), capacity and LRU in evict.c, keep or LRU per prefix in
- * policy.c, write-back in drain.c, the index in index.c.
+ * cache.c: the public API of cache/cache.h: open and close, adopt, invalidate and forget, the
+ * staging of uploads, the stats and the policies: the facade, on top of the folder's other
+ * files (docs/design.md, "The files of cache/"). Request handles and pins are in obj.c, keys
+ * and versions in table.c, metadata lookups in lookup.c, block fetches and reads in fill.c
+ * (with --miss-source in missource.c, windows in fillwin.c), capacity and LRU in evict.c, keep
+ * or LRU per prefix in policy.c, the write-back journal in journal.c (the engine is
+ * writeback/drain.c), the index in index.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +16,13 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "evict_priv.h"
+#include "fill_priv.h"
+#include "fillwin_priv.h"
+#include "journal_priv.h"
+#include "members_priv.h"
+#include "missource_priv.h"
+#include "table_priv.h"
 #include "lib/arr.h"
 #include "lib/conf.h"
 #include "lib/fileio.h"
@@ -59,6 +68,9 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
         c->block_size = 1u << 30;
     c->readahead = cf->readahead;
     c->miss_source = missource_enabled(cf, be);
+    c->up.run_start_locked = fill_start_locked; /* the pipeline's calls up (cache_priv.h) */
+    c->up.run_end = fill_end_run;
+    c->up.ver_whole_locked = members_note_whole_locked;
     c->revalidate_ms = cf->revalidate_never ? -1 : cf->revalidate_after;
     c->touch = calloc(CACHE_TOUCH_MAX, sizeof(*c->touch));
     if (!c->touch) {
@@ -69,6 +81,7 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     pthread_mutex_init(&c->evict_mu, NULL);
     pthread_mutex_init(&c->record_mu, NULL);
     pthread_cond_init(&c->jobs_cv, NULL);
+    pthread_cond_init(&c->journal_cv, NULL);
     if ((rc = policy_new(cf->keep_prefix, cf->lru_prefix, cf->keep_auto, cf->keep_idle,
                          s3c_real_ns(), &c->pol, em))) {
         if (rc == -ENOMEM)
@@ -92,10 +105,6 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     c->st.capacity_bytes = c->cap;
     if ((rc = fillwin_open(c, em)))
         goto fail;
-    if ((rc = drain_open(c, em))) {
-        fillwin_close(c);
-        goto fail;
-    }
     *out = c;
     return 0;
 fail:
@@ -105,6 +114,7 @@ fail:
     pthread_mutex_destroy(&c->evict_mu);
     pthread_mutex_destroy(&c->record_mu);
     pthread_cond_destroy(&c->jobs_cv);
+    pthread_cond_destroy(&c->journal_cv);
     free(c->touch);
     free(c);
     return rc;
@@ -115,8 +125,9 @@ void cache_close(struct cache *c)
     if (!c)
         return;
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    if (drain_close(c))
-        return; /* an upload outlived the shutdown timeout: left to the exiting process */
+    if (journal_attached(c))
+        return; /* a write-back engine could not stop (an upload outlived the shutdown
+                 * timeout) and still uses the cache: left to the exiting process */
     pthread_mutex_lock(&c->mu);
     c->closing = 1;
     for (unsigned i = 0; i < CACHE_KEY_BUCKETS; i++) {
@@ -155,7 +166,7 @@ void cache_close(struct cache *c)
     }
     pthread_mutex_unlock(&c->mu);
     evict_flush_touches(c);
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
     pthread_mutex_lock(&c->mu);
     /* keys still referenced by requests that were never released: nothing to do safely
      * but drop our view of them */
@@ -168,172 +179,10 @@ void cache_close(struct cache *c)
     pthread_mutex_destroy(&c->evict_mu);
     pthread_mutex_destroy(&c->record_mu);
     pthread_cond_destroy(&c->jobs_cv);
+    pthread_cond_destroy(&c->journal_cv);
     free(c->touch);
     c->magic = 0;
     free(c);
-}
-
-/* ---- handles --------------------------------------------------------------------------- */
-
-int cache_obj_get(struct cache *c, const char *bucket, const char *key, struct cache_obj **out)
-{
-    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct cache_obj *h = calloc(1, sizeof(*h));
-    struct index_key k;
-    if (!h)
-        return -ENOMEM;
-    index_key_make(bucket, key, &k);
-    policy_touch(c->pol, k.b, k.len, s3c_real_ns()); /* its prefix is in use */
-    pthread_mutex_lock(&c->mu);
-    h->k = cache_key_get_locked(c, bucket, key, &k);
-    pthread_mutex_unlock(&c->mu);
-    if (!h->k) {
-        free(h);
-        return -ENOMEM;
-    }
-    h->magic = CACHE_OBJ_MAGIC;
-    h->c = c;
-    h->next_pos = UINT64_MAX;
-    h->range_end = UINT64_MAX;
-    *out = h;
-    return 0;
-}
-
-void cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w)
-{
-    CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
-    struct cache *c = o->c;
-    pthread_mutex_lock(&c->mu);
-    if (w->armed) {
-        if (!cache_unlink_waiter(&o->k->waiters, w) && o->v)
-            cache_unlink_waiter(&o->v->waiters, w);
-        w->armed = 0;
-    }
-    if (o->w_armed == w)
-        o->w_armed = NULL;
-    pthread_mutex_unlock(&c->mu);
-}
-
-/* The request whose lookup created this version is its miss, and one that starts the first
- * fetch meanwhile is not another. Done without having started any fetch (a HEAD, a failed
- * precondition), it leaves the next request that does to be a miss. */
-static void fetch_none_locked(struct cache_obj *o)
-{
-    if (o->v->first_fetch_owned && o->how == CACHE_MISS && !o->guessed)
-        o->v->first_fetch_owned = 0;
-}
-
-void cache_obj_release(struct cache_obj *o)
-{
-    if (!o)
-        return;
-    CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
-    struct cache *c = o->c;
-    pthread_mutex_lock(&c->mu);
-    struct cache_waiter *w = o->w_armed;
-    if (w && w->armed) {
-        if (!cache_unlink_waiter(&o->k->waiters, w) && o->v)
-            cache_unlink_waiter(&o->v->waiters, w);
-        w->armed = 0;
-    }
-    fillwin_detach_locked(o);
-    if (o->v) {
-        fetch_none_locked(o);
-        if (o->from_source)
-            o->v->src_readers--;
-        switch (o->how) {
-        case CACHE_HIT: c->st.hits++; break;
-        case CACHE_MISS: c->st.misses++; break;
-        case CACHE_COALESCED: c->st.coalesced++; break;
-        case CACHE_BYPASS: c->st.bypassed++; break;
-        case CACHE_PARTIAL: c->st.partial++; break;
-        }
-        evict_touch_locked(c, o->v, 0);
-        if (o->opened && !o->internal) {
-            uint64_t asked = o->read_end - o->read_off, hb = S3C_MIN(o->hit_bytes, asked);
-            c->st.hit_bytes += hb;
-            c->st.miss_bytes += asked - hb;
-            struct policy_read pr = { o->v->meta.size, o->read_end - o->read_off,
-                                      S3C_MIN(o->hit_bytes, o->read_end - o->read_off),
-                                      o->how != CACHE_HIT };
-            policy_read(c->pol, o->k->k.b, o->k->k.len, &pr, s3c_real_ns());
-        }
-        /* the last reader gone: the windows of its ended fills go back to the pool */
-        unsigned running = 0;
-        for (struct fetch *f = o->v->fetches; f; f = f->next)
-            running += f->running;
-        if (o->v->refs <= 1 + running + (o->k->cur == o->v))
-            fillwin_idle_locked(c, o->v);
-    }
-    if (o->v && o->v->refs <= 1 + (o->k->cur == o->v))
-        fill_drop_finished_locked(o->v); /* the last reader: bypass bytes go */
-    cache_ver_put_locked(c, o->v);
-    cache_key_put_locked(c, o->k);
-    evict_kick_locked(c);
-    pthread_mutex_unlock(&c->mu);
-    o->magic = 0;
-    free(o);
-}
-
-void cache_obj_fetch_none(struct cache_obj *o)
-{
-    CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
-    pthread_mutex_lock(&o->c->mu);
-    if (o->v)
-        fetch_none_locked(o);
-    pthread_mutex_unlock(&o->c->mu);
-}
-
-enum cache_outcome cache_obj_outcome(struct cache_obj *o)
-{
-    CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
-    pthread_mutex_lock(&o->c->mu);
-    enum cache_outcome how = o->how;
-    pthread_mutex_unlock(&o->c->mu);
-    return how;
-}
-
-/* ---- pins ------------------------------------------------------------------------------ */
-
-int cache_pin(struct cache *c, const char *bucket, const char *key, int on)
-{
-    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct index_key k;
-    index_key_make(bucket, key, &k);
-    pthread_mutex_lock(&c->mu);
-    struct ckey *ck = cache_key_get_locked(c, bucket, key, &k);
-    if (!ck) {
-        pthread_mutex_unlock(&c->mu);
-        return -ENOMEM;
-    }
-    cache_key_load_locked(c, ck);
-    struct cver *v = ck->cur;
-    int rc = -ENOENT;
-    uint64_t version = 0;
-    if (v) {
-        version = v->version;
-        v->refs++;
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (v)
-        cache_ver_record(c, v); /* a version only in memory is indexed first */
-    if (v)
-        rc = index_set_pinned(c->ix, &k, version, on);
-    if (rc == -ESTALE)
-        rc = -ENOENT;
-    pthread_mutex_lock(&c->mu);
-    if (v && !rc) {
-        if (on)
-            v->flags |= INDEX_F_PINNED;
-        else
-            v->flags &= ~INDEX_F_PINNED;
-        c->evict_gen += !on; /* evictable again */
-    }
-    cache_ver_put_locked(c, v);
-    cache_key_put_locked(c, ck);
-    pthread_mutex_unlock(&c->mu);
-    evict_drain_unlinks(c);
-    return rc;
 }
 
 /* ---- adopt / invalidate ---------------------------------------------------------------- */
@@ -371,11 +220,11 @@ static int forget(struct cache *c, const char *bucket, const char *key, int dirt
     if (version)
         cache_index_drop(c, ck, version);
     if (was_dirty)
-        drain_forget(c, &k);
+        journal_forget(c, bucket, key);
     pthread_mutex_lock(&c->mu);
     cache_key_put_locked(c, ck);
     pthread_mutex_unlock(&c->mu);
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
     return 0;
 }
 
@@ -387,49 +236,6 @@ int cache_invalidate(struct cache *c, const char *bucket, const char *key)
 int cache_forget(struct cache *c, const char *bucket, const char *key)
 {
     return forget(c, bucket, key, 1);
-}
-
-void cache_ver_clean(struct cache *c, const struct index_key *k, uint64_t version,
-                     const char *etag, int64_t mtime_ns)
-{
-    pthread_mutex_lock(&c->mu);
-    struct ckey *ck = cache_key_find_locked(c, k);
-    struct cver *v = ck ? ck->cur : NULL;
-    if (!v || v->version != version) {
-        pthread_mutex_unlock(&c->mu);
-        return;
-    }
-    c->evict_gen++; /* clean: evictable */
-    int same = (!etag || !etag[0] || !strcmp(etag, v->meta.etag)) &&
-               (!mtime_ns || mtime_ns == v->meta.mtime_ns);
-    if (same) {
-        v->flags &= ~INDEX_F_DIRTY;
-        v->validated_ns = s3c_real_ns();
-        pthread_mutex_unlock(&c->mu);
-        return;
-    }
-    /* Readers hold pointers into v->meta: the backend's view goes into a new in-memory
-     * version of the same data file (not dropped: the file stays). */
-    struct be_meta m = v->meta;
-    if (etag && etag[0])
-        snprintf(m.etag, sizeof(m.etag), "%s", etag);
-    if (mtime_ns)
-        m.mtime_ns = mtime_ns;
-    struct cver *nv = cache_ver_new(ck, version, &m, v->bs);
-    if (!nv) {
-        v->flags &= ~INDEX_F_DIRTY; /* the key reloads from the index when it goes idle */
-        pthread_mutex_unlock(&c->mu);
-        return;
-    }
-    nv->flags = v->flags & ~INDEX_F_DIRTY;
-    nv->validated_ns = s3c_real_ns();
-    if (nv->nblocks) {
-        memcpy(nv->present, v->present, (nv->nblocks + 7) / 8);
-        nv->npresent = v->npresent;
-    }
-    ck->cur = nv;
-    cache_ver_put_locked(c, v);
-    pthread_mutex_unlock(&c->mu);
 }
 
 struct prefix_scan {
@@ -655,7 +461,7 @@ static int adopt(struct cache *c, const char *bucket, const char *key, const cha
     if (oldv && oldv != curv) {
         char op[STORE_PATH_MAX];
         store_data_path(c->dir, k.b, k.len, oldv, op);
-        evict_queue_unlink_locked(c, op);
+        cache_unlink_queue_locked(c, op);
     }
     struct cver *v = cache_ver_new(ck, e.version, meta, e.block_size);
     if (v) {
@@ -669,9 +475,9 @@ static int adopt(struct cache *c, const char *bucket, const char *key, const cha
     ck->loaded = v != NULL;
     pthread_mutex_unlock(&c->mu);
     if (dirty)
-        drain_note(c, bucket, key, &k, e.version, e.size);
+        journal_note(c, bucket, key, e.version, e.size);
     else
-        drain_forget(c, &k); /* a clean version replaced whatever was dirty */
+        journal_forget(c, bucket, key); /* a clean version replaced whatever was dirty */
     rc = 0;
     goto out;
 unreserve:
@@ -688,7 +494,7 @@ out:
     pthread_mutex_lock(&c->mu);
     cache_key_put_locked(c, ck);
     pthread_mutex_unlock(&c->mu);
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
     return rc;
 }
 
@@ -733,17 +539,7 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     out->pinned_bytes = t.pinned_bytes;
     out->dirty_objects = t.dirty_objects;
     out->dirty_bytes = t.dirty_bytes;
-    struct cache_drain_stats ds;
-    cache_drain_stats(c, &ds);
-    out->dirty_limit_bytes = ds.limit_bytes;
-    out->dirty_staged_bytes = ds.staged_bytes;
-    out->drain_uploaded_objects = ds.uploaded_objects;
-    out->drain_uploaded_bytes = ds.uploaded_bytes;
-    out->drain_errors = ds.errors;
-    out->drain_inflight = ds.inflight;
-    out->drain_cancelled = ds.cancelled;
-    out->drain_rate_bps = ds.rate_bps;
-    out->drain_oldest_dirty_age_s = ds.oldest_dirty_age_s;
+    journal_stats(c, out); /* the write-back engine's figures */
 }
 
 void cache_set_valid_after(struct cache *c, int64_t ns)

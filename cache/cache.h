@@ -61,7 +61,7 @@ struct cache_stats {
     uint64_t uncached_bytes, uncached_blocks, window_bytes, window_limit_bytes;
     uint64_t window_forced_drops; /* blocks let go before their readers copied them */
     uint64_t dirty_objects, dirty_bytes;
-    /* write-back drain (drain.c) */
+    /* write-back drain (writeback/drain.c) */
     uint64_t dirty_limit_bytes, dirty_staged_bytes; /* staged: admitted writes in progress */
     uint64_t drain_uploaded_objects, drain_uploaded_bytes, drain_errors, drain_inflight;
     uint64_t drain_cancelled; /* uploads stopped because a newer write superseded them */
@@ -165,74 +165,62 @@ int cache_forget(struct cache *c, const char *bucket, const char *key);
  * looked at. */
 int cache_invalidate_prefix(struct cache *c, const char *bucket, const char *prefix, uint64_t *n);
 
-/* --- write-back (cache/drain.c) ------------------------------------------------------------
+/* --- write-back: dirty entries and their journal ------------------------------------------
  * An object written in --write-mode back is adopted dirty: durable in the cache (data fsync'd,
  * the index row and its journal row committed in one LMDB transaction), served to readers at
- * once, never evicted nor revalidated, and uploaded by the drainer threads (oldest first,
- * bounded parallelism, retried with backoff while the backend fails) until the backend
- * confirms; only then is it clean. Dirty entries found at start are drained. */
+ * once, never evicted nor revalidated, until the write-back engine (writeback/drain.c) has
+ * uploaded it and marks it clean here. The cache keeps the journal; the engine reads it with
+ * the calls below and hears of its changes through the hooks it attaches. */
 
 /* cache_adopt() for write-back: @path (fsync'd by the caller) becomes the dirty version. 0,
  * -S3E_SLOW_DOWN when the capacity is all dirty or pinned, or an index/disk error. Always
  * consumes @path. */
 int cache_adopt_dirty(struct cache *c, const char *bucket, const char *key, const char *path,
                       const struct be_meta *meta);
-/* Reserves @bytes of the dirty limit for a write in progress: 0, -S3E_SLOW_DOWN (limit
- * reached: the client backs off and retries), -S3E_ENTITY_TOO_LARGE (more than the limit).
- * cache_dirty_unadmit() returns the reservation when the write ended either way. */
-int cache_dirty_admit(struct cache *c, uint64_t bytes);
-void cache_dirty_unadmit(struct cache *c, uint64_t bytes);
-/* cache_dirty_admit() of a body of unknown length, as its bytes arrive: grows the reservation
- * *@held to @total. 0, -S3E_ENTITY_TOO_LARGE (@total is over the limit itself) or
- * -S3E_SLOW_DOWN (no room now); *@held unchanged on failure. Release with
- * cache_dirty_unadmit(*@held). */
-int cache_dirty_grow(struct cache *c, uint64_t *held, uint64_t total);
-/* Counts @bytes held outside the index (staged multipart parts) against the dirty limit and
- * as staged bytes of the capacity (cache_stage_force()), unconditionally; cache_dirty_release()
- * releases them. */
-void cache_dirty_hold(struct cache *c, uint64_t bytes);
-/* Releases what cache_dirty_hold() counted (@bytes at most of either). */
-void cache_dirty_release(struct cache *c, uint64_t bytes);
-/* Excludes (@bucket, @key) from draining while a gateway write of it runs (DELETE, a
- * write-through PUT over a dirty key): waits for an upload of it in flight to end. Blocking
- * (workers only); pair with cache_write_end(). */
-int cache_write_begin(struct cache *c, const char *bucket, const char *key);
-void cache_write_end(struct cache *c, const char *bucket, const char *key);
 
-struct cache_flush_result {
-    uint64_t remaining_objects, remaining_bytes; /* of those written before the call */
-    uint64_t uploaded_objects, uploaded_bytes;   /* uploads that ended during the call */
-    double seconds;
+/* What the write-back engine hears from the cache. Called with no cache lock held, never
+ * after cache_journal_detach() returned. */
+struct cache_journal_ops {
+    /* (@bucket, @key) was just indexed dirty at @version (@size bytes): the journal row is
+     * committed. */
+    void (*note)(void *cls, const char *bucket, const char *key, uint64_t version,
+                 uint64_t size);
+    /* (@bucket, @key) is no longer dirty in the index (forgotten, or replaced by a clean
+     * version). */
+    void (*forget)(void *cls, const char *bucket, const char *key);
+    /* cache_get_stats(): fills the write-back fields of @out (dirty_limit_bytes and
+     * dirty_staged_bytes, drain_*). */
+    void (*stats)(void *cls, struct cache_stats *out);
+    void *cls;
 };
-/* A flush's answer: @rc 0 once everything written before it (in its bucket, under its
- * prefix) is on the backend, -ETIMEDOUT after its timeout, -S3E_SERVICE_UNAVAILABLE when the
- * server stops. Called once, from the drain's flush thread, with no cache lock held. */
-typedef void (*cache_flush_cb)(void *arg, int rc, const struct cache_flush_result *res);
-/* Starts a flush of what was written before the call (in @bucket, under @prefix; NULL/"" =
- * all) and returns at once: @cb(@arg, ...) answers it later, never from within this call.
- * @timeout_ms < 0: no limit. Objects in backoff are retried at once. A waiting flush holds no
- * thread (many ranks of a job may flush at its end). 0, or an error and @cb is never called. */
-int cache_flush_start(struct cache *c, const char *bucket, const char *prefix,
-                      int64_t timeout_ms, cache_flush_cb cb, void *arg);
-/* cache_flush_start() waited for on the calling thread: returns its @rc, fills @out. */
-int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t timeout_ms,
-                struct cache_flush_result *out);
-/* The server is stopping: every flush waiting, and every later one, is answered
- * -S3E_SERVICE_UNAVAILABLE at once (what was written stays journaled and drains after the
- * restart), so no request is left suspended when the HTTP daemon stops. */
-void cache_flush_abort(struct cache *c);
-/* Not-yet-drained keys of @bucket under @prefix, sorted by key (size, ETag, Last-Modified
- * filled): for listings to merge. The caller frees every key, then the array. */
-int cache_dirty_keys(struct cache *c, const char *bucket, const char *prefix,
-                     struct be_list_entry **out, size_t *n);
-
-struct cache_drain_stats {
-    uint64_t dirty_objects, dirty_bytes, staged_bytes, limit_bytes, inflight;
-    uint64_t uploaded_objects, uploaded_bytes, errors, rate_bps;
-    uint64_t cancelled;
-    double oldest_dirty_age_s;
-};
-void cache_drain_stats(struct cache *c, struct cache_drain_stats *out);
+/* Attaches the engine's hooks (@ops copied): one engine at a time. */
+void cache_journal_attach(struct cache *c, const struct cache_journal_ops *ops);
+/* Detaches them, waiting for hook calls in flight to return. While an engine is attached,
+ * cache_close() leaves the cache allocated (an engine that could not stop still uses it). */
+void cache_journal_detach(struct cache *c);
+/* Calls @cb for every journal row (dirty entry): its name, version and size, until @cb
+ * returns non-zero (the scan stops; 0 is returned). One read transaction: @cb must not call
+ * the cache. 0 or the index's error. */
+typedef int cache_journal_f(void *arg, const char *bucket, const char *key, uint64_t version,
+                            uint64_t size);
+int cache_journal_scan(struct cache *c, cache_journal_f *cb, void *arg);
+/* The metadata of the indexed version of (@bucket, @key): 0 with *@meta, or -ENOENT. */
+int cache_journal_get(struct cache *c, const char *bucket, const char *key,
+                      struct be_meta *meta);
+/* Opens the data file of dirty @version of (@bucket, @key) for its upload: 0 with *@fd (the
+ * caller's, O_RDONLY) and *@meta; -ESTALE when the key is gone, has another version or is not
+ * dirty (overwritten or deleted meanwhile); or the open's error (@path names the file). */
+int cache_journal_open(struct cache *c, const char *bucket, const char *key, uint64_t version,
+                       int *fd, struct be_meta *meta, char path[4096]);
+/* @version of (@bucket, @key) is on the backend: its journal row goes, the entry becomes
+ * clean (evictable) and takes the backend's ETag/Last-Modified (@etag ""/NULL, @mtime_ns 0:
+ * ours kept), in the index and in memory. 0, -ESTALE when it is gone, has another version or
+ * is not dirty, or the index's error. */
+int cache_journal_clean(struct cache *c, const char *bucket, const char *key, uint64_t version,
+                        const char *etag, int64_t mtime_ns);
+/* Unlinks the data files that the cache queued for unlinking (no lock held): the engine's
+ * drainers do it after each upload. */
+void cache_journal_unlinks(struct cache *c);
 
 void cache_get_stats(struct cache *c, struct cache_stats *out);
 /* Entries last validated before @ns (CLOCK_REALTIME) are checked with the backend before they

@@ -1,11 +1,13 @@
 /*
- * cache_priv.h: the in-memory state shared by cache.c (API), table.c (keys,
- * versions), lookup.c (metadata lookups), fill.c (block fetches, reads),
- * missource.c (--miss-source), drain.c (write-back) and evict.c (capacity, LRU,
- * unlinks), which asks policy.c (keep or LRU, per prefix) what it may take, fillwin.c
- * (fills through a memory window, the cache writer). One mutex, c->mu, guards
- * everything here; waiters are suspended and resumed under it (policy.c has its
- * own, taken last). Nothing holds c->mu across backend, disk or index I/O.
+ * cache_priv.h: the in-memory state shared by the files of cache/: struct cache, struct ckey,
+ * struct cver, struct fetch and struct cache_obj, and nothing else but their constants. What
+ * each file offers the others is declared in its own private header (table_priv.h,
+ * evict_priv.h, missource_priv.h, fillwin_priv.h, fill_priv.h, prefetch_priv.h,
+ * members_priv.h, journal_priv.h), and a file includes the headers of the files it calls:
+ * its includes show its place in the pipeline (docs/design.md, "The files of cache/"), and
+ * make lint fails when they go round in a circle. One mutex, c->mu, guards everything here;
+ * waiters are suspended and resumed under it (policy.c has its own, taken last). Nothing
+ * holds c->mu across backend, disk or index I/O.
  *
  *   struct ckey   one per (bucket, key) while referenced; authoritative over
  *                 the index while alive (loaded once from it).
@@ -171,6 +173,21 @@ struct cache_obj {
     int wf_scan;
 };
 
+/* The calls that go up the pipeline (docs/design.md, "The files of cache/"): a stage of a fill
+ * hands back to the orchestrator above it, fill.c, and the fill tells members.c of a version
+ * made whole. cache_open() sets them (to fill_start_locked, fill_end_run and
+ * members_note_whole_locked); the stages call them through c->up, so that no file of cache/
+ * calls a file above it. */
+struct cache_up {
+    /* missource.c: starts the next run of a chain, as fill_start_locked() (mu held). */
+    int (*run_start_locked)(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
+                            uint64_t follow_to, int given_fd);
+    /* fillwin.c: the writer ends a run handed to it, as fill_end_run() (no lock held). */
+    void (*run_end)(struct fetch *f, int rc);
+    /* fill.c: @v became whole, as members_note_whole_locked() (mu held). */
+    void (*ver_whole_locked)(struct cache *c, struct cver *v, int direct);
+};
+
 struct unlink_item {
     struct unlink_item *next;
     char path[];
@@ -188,6 +205,8 @@ struct cache {
     int64_t valid_after_ns; /* entries validated before this are revalidated (cluster restart) */
     int miss_source;       /* cold GETs send from the local backend's file (--miss-source) */
     int in_memory;         /* the cache directory is tmpfs or ramfs (fileio_medium_of_path) */
+
+    struct cache_up up; /* set once by cache_open() */
 
     pthread_mutex_t mu;
     pthread_cond_t jobs_cv;
@@ -225,191 +244,18 @@ struct cache {
     uint64_t keep_memo_gen;
     int64_t keep_memo_ns, keep_memo_since;
     pthread_mutex_t record_mu; /* one cache_ver_record() at a time (taken before mu) */
-    struct drain *dr;         /* write-back (drain.c) */
+    /* The write-back engine's hooks (journal.c): called without mu, counted in journal_calls
+     * so that cache_journal_detach() waits for them (journal_cv). */
+    struct cache_journal_ops journal;
+    int journal_on;
+    unsigned journal_calls;
+    pthread_cond_t journal_cv;
     uint64_t members_mem;     /* bytes of member indexes held by versions (members.c) */
 };
 
-/* cache.c, table.c, lookup.c */
-/* Takes @w off @list: 1 when it was on it. */
-int cache_unlink_waiter(struct cache_waiter **list, struct cache_waiter *w);
-/* @ck leaves the LRU of idle keys (it is referenced again, or freed). */
-void cache_idle_remove_locked(struct cache *c, struct ckey *ck);
-/* A new version of @ck (one reference, the caller's), @m its metadata, blocks of @bs bytes. */
-struct cver *cache_ver_new(struct ckey *ck, uint64_t version, const struct be_meta *m, uint32_t bs);
-void cache_key_free_locked(struct cache *c, struct ckey *ck);
-/* Removes @version of @ck from the index (no lock held). */
-void cache_index_drop(struct cache *c, struct ckey *ck, uint64_t version);
-
-/* Indexes @v if it is only in memory (unrecorded); when the index does not take it, @v becomes
- * unindexed (served uncached). @v held by the caller; no lock held. */
-void cache_ver_record(struct cache *c, struct cver *v);
-int cache_submit(struct cache *c, enum workq_prio prio, workq_fn_f *fn, void *arg); /* mu held */
-void cache_job_done(struct cache *c);                                               /* mu held */
-struct ckey *cache_key_find_locked(struct cache *c, const struct index_key *k);
-struct ckey *cache_key_get_locked(struct cache *c, const char *bucket, const char *key,
-                                  const struct index_key *k);
-void cache_key_load_locked(struct cache *c, struct ckey *ck);
-/* After a write of @ck's index record returned @rc: a delete that failed (@rc other than 0 and
- * -ESTALE) marks the record stale (ckey.index_stale), one that succeeded (or any successful
- * put) ends that. */
-void cache_key_index_written_locked(struct cache *c, struct ckey *ck, int rc, int is_delete);
-void cache_key_put_locked(struct cache *c, struct ckey *ck);
-void cache_ver_put_locked(struct cache *c, struct cver *v);
-void cache_ver_drop_locked(struct cache *c, struct ckey *ck); /* cur -> NULL, dropped */
-/* @v's data file is gone: stop serving it (the index entry is dropped in the background). */
-void cache_ver_broken_locked(struct cache *c, struct cver *v);
-void cache_wake_locked(struct cache_waiter **list);
-void cache_arm_locked(struct cache_obj *h, struct cache_waiter **list, struct cache_waiter *w);
-void cache_ver_path(struct cache *c, const struct cver *v, char out[STORE_PATH_MAX]);
-int cache_ver_fd_locked(struct cache *c, struct cver *v, int create, int *fd);
+/* A version's block bitmaps (present, fetching). */
 static inline int cache_bit(const uint8_t *bm, uint64_t b) { return bm[b / 8] >> (b % 8) & 1; }
 static inline void cache_bit_set(uint8_t *bm, uint64_t b) { bm[b / 8] |= (uint8_t)(1u << (b % 8)); }
 static inline void cache_bit_clr(uint8_t *bm, uint64_t b) { bm[b / 8] &= (uint8_t)~(1u << (b % 8)); }
-
-/* @version of @k is on the backend (index_clean() done): the in-memory version stops being
- * dirty and takes the backend's ETag/Last-Modified (@etag ""/@mtime_ns 0: unchanged). */
-void cache_ver_clean(struct cache *c, const struct index_key *k, uint64_t version,
-                     const char *etag, int64_t mtime_ns);
-
-/* drain.c */
-int drain_open(struct cache *c, struct errmsg *em); /* loads the journal, starts drainers */
-/* Stops the drainers, waiting up to --shutdown-timeout for uploads in flight; -EBUSY when some
- * are still running (the cache must then not be freed: the process is about to exit). */
-int drain_close(struct cache *c);
-/* (@bucket, @key) was just indexed dirty at @version. */
-void drain_note(struct cache *c, const char *bucket, const char *key, const struct index_key *k,
-                uint64_t version, uint64_t size);
-/* (@k) is no longer dirty in the index (forgotten, or replaced by a clean version). */
-void drain_forget(struct cache *c, const struct index_key *k);
-
-/* fill.c */
-/* Starts fetches for the missing, not yet fetching blocks of [b0, b1). Returns how many started
- * or a negative error. */
-int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1);
-struct fetch *fill_find_locked(struct cver *v, uint64_t pos);
-void fill_fail_all_locked(struct cache *c, int err);
-void fill_free(struct fetch *f);
-/* Frees @v's finished fetches kept for their readers (bypass bytes in memory): when no request
- * reads @v any more. An idle version must not hold them (blocks of memory per key). */
-void fill_drop_finished_locked(struct cver *v);
-/* Starts a run of blocks [@first, @first + @n) on a worker. A chain run also names the block
- * its chain ends at (@follow_to, else 0) and may be handed the backend file the previous run
- * copied from (@given_fd, owned by the run once this returns 0). */
-int fill_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
-                      uint64_t follow_to, int given_fd);
-/* be_sink.on_meta of a run (@cls the fetch): -ESTALE when @m is not the version's object. */
-int fill_on_meta(void *cls, const struct be_meta *m);
-/* The outcome of a read that joined a running fetch, or started one. */
-void fill_outcome_waiting(struct cache_obj *h);
-void fill_outcome_started(struct cache_obj *h);
-/* Whether every byte of [@off, @end) is present or has landed in a fetch in flight. */
-int fill_range_landed_locked(const struct cver *v, uint64_t off, uint64_t end);
-/* The block after the last one of @h's range. */
-uint64_t fill_range_end_block(struct cache_obj *h, struct cver *v);
-
-/* Whether a fetch of @v is running (a kept one, ended, does not count). */
-int fill_running_locked(const struct cver *v);
-/* Ends run @f with @rc (no lock held): blocks landed whole are synced and marked present,
- * waiters woken, the fetch freed (or kept for readers), its job done. */
-void fill_end_run(struct fetch *f, int rc);
-/* Frees @f, or keeps it until its last reader copying from its window is done (mu held). */
-void fill_retire_locked(struct fetch *f);
-
-/* fillwin.c: fills through a window (window.h) and the cache writer */
-int fillwin_open(struct cache *c, struct errmsg *em); /* the pool and the writer's threads */
-void fillwin_close(struct cache *c);                  /* after every run ended */
-/* Whether @f runs through a window; creates it (mu held, in the run, before the backend). */
-int fillwin_begin_locked(struct fetch *f);
-/* be_sink.on_data of a windowed run. */
-int fillwin_on_data(void *cls, const void *buf, size_t len);
-/* The backend call of windowed run @f ended with @rc: 1 when the writer ends the run (the
- * caller must not touch @f again), 0 when the caller ends it now (fill_end_run). */
-int fillwin_received(struct fetch *f, int rc);
-/* At the end of a windowed run: syncs and marks present the blocks written whole; *@unsynced
- * the sync's error when none could be (bytes served, not cached). Counts what was dropped. */
-int fillwin_complete(struct fetch *f, int *unsynced);
-/* The fetching bits of windowed run @f that are still its own are cleared (mu held). */
-void fillwin_clear_fetching_locked(struct fetch *f);
-/* A reader of @v at @pos: the fetch whose window holds the byte (copy it with
- * fillwin_copy()), else NULL (mu held). */
-struct fetch *fillwin_find_locked(struct cver *v, uint64_t pos, const unsigned char **mem,
-                                  size_t *avail);
-/* Copies @n bytes from @mem (found by fillwin_find_locked at @pos) into @buf without the lock:
- * 1 when the copy is good, 0 when the window let the bytes go meanwhile (read again), 2 when
- * the copy is good but @f ended meanwhile and this was its last copier: @f is freed (the
- * caller must not touch it again). Called and returns with mu held. */
-int fillwin_copy(struct fetch *f, uint64_t pos, const unsigned char *mem, void *buf, size_t n);
-/* A reader waits for bytes of @f past what it received (mu held). */
-void fillwin_starved_locked(struct fetch *f);
-/* Reader @o reads windowed run @f at @pos (copies from its window, reads what its writer wrote,
- * or waits for it): the run keeps every byte from @pos on for it (mu held). */
-void fillwin_attach_locked(struct cache_obj *o, struct fetch *f, uint64_t pos);
-/* Reader @o reads at @pos next: it leaves its run when @pos is outside the run's range, else
- * the run may let go of what lies behind @pos (mu held). */
-void fillwin_reader_at_locked(struct cache_obj *o, uint64_t pos);
-/* Reader @o is gone (mu held). */
-void fillwin_detach_locked(struct cache_obj *o);
-/* @f is freed: its readers are attached to nothing (mu held). */
-void fillwin_forget_readers_locked(struct fetch *f);
-/* @v has no reader left but @self: its ended windows go back to the pool (mu held). */
-void fillwin_idle_locked(struct cache *c, struct cver *v);
-
-/* missource.c (--miss-source) */
-int missource_enabled(const struct conf *cf, struct backend *be); /* at open: c->miss_source */
-/* A new version of @size bytes (no earlier one, not pinned): its index record may wait for the
- * fill, so its first GET, sent from the backend's file, does not wait for that write. */
-int missource_defer_record(const struct cache *c, uint64_t size);
-/* The fill's side, from a run of @f: opens the backend file before the cache file (the GETs'
- * first byte waits for nothing else), ... */
-void missource_run_start(struct fetch *f);
-/* ... or says there will be none (GETs waiting stream from the cache; mu held) ... */
-void missource_run_none_locked(struct fetch *f);
-/* ... opens, checks and publishes it (idempotent; 0 or the error), ... */
-int missource_fetch_open(struct fetch *f);
-/* ... and when the run ended well, hands the file to the chain's next run (mu held). */
-void missource_run_end_locked(struct fetch *f);
-/* A GET's side: [@off, @end) of @v not all present, blocks [@b0, @b1) to fill: 1 with *@fd to
- * send from, -EINPROGRESS after @w->suspend() while a run opens the file, -ENOENT: stream from
- * the cache. mu held. */
-int missource_open_locked(struct cache_obj *o, struct cver *v, uint64_t off, uint64_t end,
-                          uint64_t b0, uint64_t b1, struct cache_waiter *w, int *fd);
-
-/* prefetch.c: a waiter for threads that may block (workers): resume() signals a condition
- * variable that cache_pwait_wait() sleeps on (once per suspend). */
-struct cache_pwait {
-    struct cache_waiter w;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int woken;
-};
-void cache_pwait_init(struct cache_pwait *p);
-void cache_pwait_wait(struct cache_pwait *p);
-void cache_pwait_destroy(struct cache_pwait *p);
-
-/* members.c: @v just became whole (every block present and indexed): a tar (a key ending in
- * ".tar") gets its member index built in the background: from its warm pages, or, when its
- * last run was a warm-up's (@direct: written around the page cache), with O_DIRECT reads
- * that leave the page cache as the warm-up did. mu held. */
-void members_note_whole_locked(struct cache *c, struct cver *v, int direct);
-/* @v is being freed: its member index leaves memory. mu held. */
-void members_forget_locked(struct cache *c, struct cver *v);
-/* Member indexes held in memory by versions, at most (beyond it, hits read the LMDB copy). */
-#define CACHE_MEMBERS_MEM_MAX (256ull << 20)
-
-/* evict.c */
-/* Reserves @bytes of capacity, evicting LRU entries if needed: for a keep prefix's fetch
- * (@for_keep) only entries that are not a keep prefix's in use and were last read before
- * @since (its pass's start, policy_keeps()); otherwise those first (waiting up to 500 ms for
- * LRU objects other than @self, the reserving object's entry or NULL, that are open or being
- * filled), then keep entries for the bytes still needed. Blocks (worker only). 0 or -ENOSPC
- * when nothing more can be evicted (the caller bypasses). */
-int evict_reserve(struct cache *c, uint64_t bytes, int for_keep, int64_t since,
-                  const struct index_key *self);
-void evict_unreserve_locked(struct cache *c, uint64_t bytes);
-void evict_touch_locked(struct cache *c, struct cver *v, int64_t validated_ns);
-void evict_flush_touches(struct cache *c);
-void evict_queue_unlink_locked(struct cache *c, const char *path);
-void evict_drain_unlinks(struct cache *c); /* mu not held */
-void evict_kick_locked(struct cache *c);   /* queue background unlinks/touch flush if due */
 
 #endif

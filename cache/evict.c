@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "evict_priv.h"
+#include "table_priv.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
 #include "lib/workq.h"
@@ -82,37 +84,10 @@ void evict_flush_touches(struct cache *c)
 
 /* ---- unlinks --------------------------------------------------------------------------- */
 
-void evict_queue_unlink_locked(struct cache *c, const char *path)
-{
-    size_t l = strlen(path);
-    struct unlink_item *u = malloc(sizeof(*u) + l + 1);
-    if (!u) {
-        unlink(path); /* better late than leaked */
-        return;
-    }
-    memcpy(u->path, path, l + 1);
-    u->next = c->unlinks;
-    c->unlinks = u;
-}
-
-void evict_drain_unlinks(struct cache *c)
-{
-    pthread_mutex_lock(&c->mu);
-    struct unlink_item *u = c->unlinks;
-    c->unlinks = NULL;
-    pthread_mutex_unlock(&c->mu);
-    while (u) {
-        struct unlink_item *n = u->next;
-        unlink(u->path);
-        free(u);
-        u = n;
-    }
-}
-
 static void background_run(void *arg)
 {
     struct cache *c = arg;
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
     evict_flush_touches(c);
     pthread_mutex_lock(&c->mu);
     c->unlink_queued = 0;
@@ -172,7 +147,7 @@ static int victim_cb(void *arg, const struct index_key *k, uint64_t version, uin
         if (!ck->loaded)
             take = 1;
         else if (cur && cur->version == version
-                 && (cur->refs > 1 || fill_running_locked(cur) || (cur->flags & INDEX_F_PINNED))) {
+                 && (cur->refs > 1 || cache_ver_running_locked(cur) || (cur->flags & INDEX_F_PINNED))) {
             take = 0; /* open by readers, being filled or pinned */
             vs->busy += !(cur->flags & INDEX_F_PINNED) && !vs->keep_too
                         && !(vs->self && vs->self->len == k->len
@@ -238,7 +213,7 @@ static size_t evict_batch(struct cache *c, struct victim *vbuf, uint64_t want, i
         cache_key_put_locked(c, ck);
         pthread_mutex_unlock(&c->mu);
     }
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
     if (busy)
         *busy = vs.busy && vs.kept;
     return vs.n;

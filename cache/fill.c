@@ -16,25 +16,14 @@
 #include <sys/mman.h>
 
 #include "cache_priv.h"
+#include "evict_priv.h"
+#include "fill_priv.h"
+#include "fillwin_priv.h"
+#include "missource_priv.h"
+#include "table_priv.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
 #include "lib/workq.h"
-
-void fill_free(struct fetch *f)
-{
-    if (!f)
-        return;
-    if (f->win) { /* mu held */
-        fillwin_forget_readers_locked(f);
-        window_free(&f->c->pool, f->win);
-        if (f->c->win_waiters)
-            pthread_cond_broadcast(&f->c->win_cv);
-    }
-    if (f->dfd >= 0)
-        close(f->dfd);
-    free(f->mem);
-    free(f);
-}
 
 struct fetch *fill_find_locked(struct cver *v, uint64_t pos)
 {
@@ -61,17 +50,6 @@ static void fetch_unlink_locked(struct cache *c, struct fetch *f)
     f->all_next = NULL;
 }
 
-static void fetch_remove_locked(struct cver *v, struct fetch *f)
-{
-    for (struct fetch **p = &v->fetches; *p; p = &(*p)->next) {
-        if (*p == f) {
-            *p = f->next;
-            break;
-        }
-    }
-    f->next = NULL;
-}
-
 /* Keeps a bounded number of finished bypass fetches (their bytes) per version; @just, which
  * just finished and whose readers have not taken its bytes yet, is never the one dropped (it
  * was: a reader then fetched the block again, and again, while older bytes were kept). */
@@ -88,8 +66,8 @@ static void prune_bypass_locked(struct cver *v, struct fetch *just)
                 low = f;
         if (!low)
             break;
-        fetch_remove_locked(v, low);
-        fill_free(low);
+        cache_fetch_remove_locked(v, low);
+        cache_fetch_free(low);
         n--;
     }
 }
@@ -103,7 +81,7 @@ void fill_drop_finished_locked(struct cver *v)
             continue;
         }
         *p = f->next;
-        fill_free(f);
+        cache_fetch_free(f);
     }
 }
 
@@ -129,16 +107,6 @@ static void fetch_shrink_locked(struct fetch *f)
     f->n = 1;
     f->end = S3C_MIN(f->off + v->bs, v->meta.size);
     cache_wake_locked(&v->waiters);
-}
-
-int fill_on_meta(void *cls, const struct be_meta *m)
-{
-    struct fetch *f = cls;
-    struct cver *v = f->v;
-    if (m->size != v->meta.size || (m->etag[0] && v->meta.etag[0]
-                                    && strcmp(m->etag, v->meta.etag) != 0))
-        return -ESTALE; /* the object changed since its metadata was cached */
-    return 0;
 }
 
 /* Marks blocks [@from, @to) of @f done: present in the index after an fdatasync. */
@@ -182,7 +150,7 @@ static int fetch_complete_blocks(struct fetch *f, uint64_t from, uint64_t to)
     }
     f->marked = to - f->first;
     if (indexed && v->npresent == v->nblocks)
-        members_note_whole_locked(c, v, f->direct); /* a tar read whole: index it now */
+        c->up.ver_whole_locked(c, v, f->direct); /* members.c: a tar read whole, indexed now */
     cache_wake_locked(&v->waiters);
     pthread_mutex_unlock(&c->mu);
     return 0;
@@ -500,7 +468,7 @@ static int fetch_to_memory(struct fetch *f)
     f->bypass = 1;
     v->bypass_seen++;
     pthread_mutex_unlock(&c->mu);
-    struct be_sink sink = { fill_on_meta, fetch_on_data, f };
+    struct be_sink sink = { cache_fetch_on_meta, fetch_on_data, f };
     int rc = backend_get(c->be, v->key->bucket, v->key->key, f->off, f->end - f->off, &sink);
     if (!rc && f->landed < f->end)
         rc = -EIO; /* short body */
@@ -581,7 +549,7 @@ static void fetch_run(void *arg)
         pthread_mutex_unlock(&c->mu);
     }
     if (windowed) {
-        struct be_sink sink = { fill_on_meta, fillwin_on_data, f };
+        struct be_sink sink = { cache_fetch_on_meta, fillwin_on_data, f };
         if (!f->err)
             rc = backend_get(c->be, ck->bucket, ck->key, f->off, f->end - f->off, &sink);
         if (f->err && !rc)
@@ -599,7 +567,7 @@ static void fetch_run(void *arg)
         else
             rc = -ENOTSUP;
         if (rc == -ENOTSUP) {
-            struct be_sink sink = { fill_on_meta, fetch_on_data, f };
+            struct be_sink sink = { cache_fetch_on_meta, fetch_on_data, f };
             if (direct && !f->bypass) {
                 store_preallocate(v->fd, f->off, f->end - f->off, c->in_memory);
                 fetch_stage_open(f);
@@ -681,13 +649,13 @@ void fill_end_run(struct fetch *f, int rc)
             f->err = rc;
         v->err_gen++;
         v->last_err = rc == -ESTALE ? -S3E_SERVICE_UNAVAILABLE : rc;
-        fill_retire_locked(f);
+        cache_fetch_retire_locked(f);
     } else if (f->win) {
         /* Kept while readers may still copy from its window (freed when none is left, or
          * its slots were all taken back); served from the file when unsynced. */
         f->kept = 1;
         if (!window_held(f->win) && !f->copiers && !unsynced)
-            fill_retire_locked(f);
+            cache_fetch_retire_locked(f);
     } else if (f->bypass || unsynced) {
         /* kept for the readers still streaming its bytes; with none left (they went while it
          * ran: read-ahead), nobody will read them */
@@ -699,8 +667,8 @@ void fill_end_run(struct fetch *f, int rc)
         else
             prune_bypass_locked(v, f);
     } else {
-        fetch_remove_locked(v, f);
-        fill_free(f);
+        cache_fetch_remove_locked(v, f);
+        cache_fetch_free(f);
     }
     cache_wake_locked(&v->waiters);
     pthread_mutex_unlock(&c->mu);
@@ -713,30 +681,12 @@ void fill_end_run(struct fetch *f, int rc)
     if (unsynced)
         log_warn("cache: syncing \"%s/%s\": %s: served, not cached", ck->bucket, ck->key,
                  s3c_strerror(unsynced));
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
     pthread_mutex_lock(&c->mu);
     cache_ver_put_locked(c, v);
     cache_key_put_locked(c, ck);
     cache_job_done(c);
     pthread_mutex_unlock(&c->mu);
-}
-
-void fill_retire_locked(struct fetch *f)
-{
-    if (f->copiers) {
-        f->kept = 2; /* the last reader copying from its window frees it */
-        return;
-    }
-    fetch_remove_locked(f->v, f);
-    fill_free(f);
-}
-
-int fill_running_locked(const struct cver *v)
-{
-    for (const struct fetch *f = v->fetches; f; f = f->next)
-        if (f->running)
-            return 1;
-    return 0;
 }
 
 /* Starts a run of blocks [@first, @first + @n) on a worker. A chain run also names the block
@@ -820,46 +770,6 @@ static uint64_t ra_blocks(struct cache *c, struct cver *v)
     return (c->readahead + v->bs - 1) / v->bs;
 }
 
-uint64_t fill_range_end_block(struct cache_obj *h, struct cver *v)
-{
-    uint64_t end = S3C_MIN(h->range_end, v->meta.size);
-    return (end + v->bs - 1) / v->bs;
-}
-
-void fill_outcome_waiting(struct cache_obj *h)
-{
-    /* a guessed miss that found another request's fetch already running joined it */
-    if (h->how == CACHE_HIT || h->guessed)
-        h->how = CACHE_COALESCED;
-    h->guessed = 0;
-}
-
-void fill_outcome_started(struct cache_obj *h)
-{
-    if (h->how == CACHE_HIT || h->guessed)
-        h->how = h->v && h->v->first_fetch_owned ? CACHE_COALESCED : CACHE_MISS;
-    if (h->v)
-        h->v->first_fetch_owned = 0;
-    h->guessed = 0;
-}
-
-/* Whether every byte of [@off, @end) is present or has landed in a fetch in flight. */
-int fill_range_landed_locked(const struct cver *v, uint64_t off, uint64_t end)
-{
-    for (uint64_t b = off / v->bs; b * v->bs < end; b++) {
-        if (cache_bit(v->present, b))
-            continue;
-        uint64_t need = S3C_MIN(end, (b + 1) * v->bs);
-        const struct fetch *f = v->fetches;
-        while (f && !(b >= f->first && b < f->first + f->n && f->landed >= need && !f->err &&
-                      (!f->win || !window_block_dropped(f->win, (unsigned)(b - f->first)))))
-            f = f->next;
-        if (!f)
-            return 0;
-    }
-    return 1;
-}
-
 /* cache_obj_open_range(), and with a waiter (cache_obj_open_get) a cold range may be sent from
  * the backend's file (missource.c). */
 static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct cache_waiter *w,
@@ -937,13 +847,13 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
     if (cache_bit(v->fetching, miss)) {
         /* Joining a fetch whose bytes for this range have all landed (only their sync is
          * pending) costs the reader no wait: that is a hit. */
-        if (fill_range_landed_locked(v, off, end)) {
+        if (cache_ver_landed_locked(v, off, end)) {
             if (o->guessed || o->how == CACHE_HIT) {
                 o->how = CACHE_HIT;
                 o->guessed = 0;
             }
         } else {
-            fill_outcome_waiting(o);
+            cache_outcome_waiting(o);
         }
         rc = -EAGAIN;
     } else {
@@ -953,7 +863,7 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
         uint64_t last = S3C_MIN(b1, miss + win);
         rc = fill_ensure_locked(c, v, miss, last);
         if (rc >= 0) {
-            fill_outcome_started(o);
+            cache_outcome_started(o);
             if (o->how == CACHE_MISS && o->hit_bytes > 0)
                 o->how = CACHE_PARTIAL; /* its cached blocks come from the SSD */
             rc = -EAGAIN;
@@ -1018,7 +928,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
         o->waited_data = 0;
         if (sequential && c->readahead && !v->bypass_seen && !failed)
             fill_ensure_locked(c, v, b + 1,
-                               S3C_MIN(fill_range_end_block(o, v), b + 1 + ra_blocks(c, v)));
+                               S3C_MIN(cache_obj_end_block(o, v), b + 1 + ra_blocks(c, v)));
         rc = (ssize_t)n;
         goto out;
     }
@@ -1045,13 +955,13 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
                 o->next_pos = pos + n;
                 o->waited_data = 0;
                 if (sequential && c->readahead && !v->bypass_seen)
-                    fill_ensure_locked(c, v, b + 1, S3C_MIN(fill_range_end_block(o, v),
+                    fill_ensure_locked(c, v, b + 1, S3C_MIN(cache_obj_end_block(o, v),
                                                              b + 1 + ra_blocks(c, v)));
                 rc = (ssize_t)n;
                 goto out;
             }
         } else if (f) {
-            fill_outcome_waiting(o);
+            cache_outcome_waiting(o);
             fillwin_starved_locked(f);
             fillwin_attach_locked(o, f, pos);
             o->waited_data = 1;
@@ -1065,7 +975,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
                 rc = v->last_err ? v->last_err : -EIO;
                 goto out;
             }
-            uint64_t last = S3C_MIN(fill_range_end_block(o, v), b + 1 + ra_blocks(c, v));
+            uint64_t last = S3C_MIN(cache_obj_end_block(o, v), b + 1 + ra_blocks(c, v));
             if (last <= b)
                 last = b + 1;
             if (v->bypass_seen)
@@ -1075,7 +985,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
                 rc = r;
                 goto out;
             }
-            fill_outcome_started(o);
+            cache_outcome_started(o);
             o->waited_data = 1;
             o->err_gen = v->err_gen;
             cache_arm_locked(o, &v->waiters, w);
@@ -1086,7 +996,7 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
     o->waited_data = 0;
     if (sequential && c->readahead && !v->bypass_seen)
         fill_ensure_locked(c, v, b + 1,
-                           S3C_MIN(fill_range_end_block(o, v), b + 1 + ra_blocks(c, v)));
+                           S3C_MIN(cache_obj_end_block(o, v), b + 1 + ra_blocks(c, v)));
     if ((rc = cache_ver_fd_locked(c, v, 0, &fd))) {
         cache_ver_broken_locked(c, v);
         rc = -S3E_INTERNAL;

@@ -29,6 +29,9 @@
 #include <sys/resource.h>
 
 #include "cache_priv.h"
+#include "evict_priv.h"
+#include "fillwin_priv.h"
+#include "table_priv.h"
 #include "lib/conf.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
@@ -295,7 +298,7 @@ static void fillwin_write_job(void *arg)
             fillwin_wake_runs_locked(c);
             pthread_mutex_unlock(&c->mu);
             if (end)
-                fill_end_run(f, f->run_rc);
+                f->c->up.run_end(f, f->run_rc); /* fill_end_run() */
             return;
         }
         int fd, rc = cache_ver_fd_locked(c, v, 1, &fd);
@@ -406,7 +409,7 @@ struct fetch *fillwin_find_locked(struct cver *v, uint64_t pos, const unsigned c
                     *pp = f->next;
                     break;
                 }
-            fill_free(f);
+            cache_fetch_free(f);
         }
     }
     return NULL;
@@ -422,7 +425,7 @@ int fillwin_copy(struct fetch *f, uint64_t pos, const unsigned char *mem, void *
     f->copiers--;
     int good = window_still(f->win, pos, mem);
     if (!f->copiers && f->kept == 2) {
-        fill_retire_locked(f); /* it ended and was left to us: freed */
+        cache_fetch_retire_locked(f); /* it ended and was left to us: freed */
         return good ? 2 : 0;
     }
     return good;
@@ -435,7 +438,7 @@ void fillwin_idle_locked(struct cache *c, struct cver *v)
         struct fetch *f = *pp;
         if (f->win && f->kept == 1 && !f->copiers) {
             *pp = f->next;
-            fill_free(f);
+            cache_fetch_free(f);
         } else {
             pp = &f->next;
         }
@@ -500,14 +503,4 @@ void fillwin_reader_at_locked(struct cache_obj *o, uint64_t pos)
 {
     if (o->wf)
         fillwin_attach_locked(o, o->wf, pos);
-}
-
-void fillwin_forget_readers_locked(struct fetch *f)
-{
-    for (struct cache_obj *o = f->wreaders, *next; o; o = next) {
-        next = o->wf_next;
-        o->wf = NULL;
-        o->wf_next = NULL;
-    }
-    f->wreaders = NULL;
 }

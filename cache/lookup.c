@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "evict_priv.h"
+#include "missource_priv.h"
+#include "table_priv.h"
 #include "lib/conf.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
@@ -48,20 +51,6 @@ static void lookup_finish_locked(struct cache *c, struct ckey *ck, uint64_t seq,
         ck->lookup_same = same;
     }
     cache_wake_locked(&ck->waiters);
-}
-
-/* Deletes @version of @ck from the index (no lock held) and accounts for it. */
-void cache_index_drop(struct cache *c, struct ckey *ck, uint64_t version)
-{
-    int64_t delta = 0;
-    int rc = index_del(c->ix, &ck->k, version, &delta);
-    if (rc && rc != -ESTALE)
-        log_err("cache: index_del \"%s/%s\": %s", ck->bucket, ck->key, s3c_strerror(rc));
-    pthread_mutex_lock(&c->mu);
-    if (!rc)
-        c->used = (uint64_t)((int64_t)c->used + delta);
-    cache_key_index_written_locked(c, ck, rc, 1);
-    pthread_mutex_unlock(&c->mu);
 }
 
 /* Indexes a new version of @ck with metadata @m (no blocks yet). 0 and *@out (one ref), or
@@ -128,7 +117,7 @@ static int version_create(struct cache *c, struct ckey *ck, const struct be_meta
         /* a version we no longer held in memory: its file goes too */
         char p[STORE_PATH_MAX];
         store_data_path(c->dir, ck->k.b, ck->k.len, oldv, p);
-        evict_queue_unlink_locked(c, p);
+        cache_unlink_queue_locked(c, p);
     }
     pthread_mutex_unlock(&c->mu);
     *out = v;
@@ -257,7 +246,7 @@ finish:
                  s3c_strerror(rc));
     if (drop_version)
         cache_index_drop(c, ck, drop_version);
-    evict_drain_unlinks(c);
+    cache_unlinks_run(c);
     pthread_mutex_lock(&c->mu);
     cache_key_put_locked(c, ck);
     cache_job_done(c);
@@ -400,44 +389,5 @@ unsigned cache_busy(struct cache *c)
     unsigned n = c->njobs;
     pthread_mutex_unlock(&c->mu);
     return n;
-}
-
-struct drop_job {
-    struct cache *c;
-    struct ckey *ck;
-    uint64_t version;
-};
-
-static void drop_run(void *arg)
-{
-    struct drop_job *j = arg;
-    cache_index_drop(j->c, j->ck, j->version);
-    evict_drain_unlinks(j->c);
-    pthread_mutex_lock(&j->c->mu);
-    cache_key_put_locked(j->c, j->ck);
-    cache_job_done(j->c);
-    pthread_mutex_unlock(&j->c->mu);
-    free(j);
-}
-
-void cache_ver_broken_locked(struct cache *c, struct cver *v)
-{
-    struct ckey *ck = v->key;
-    if (ck->cur != v)
-        return;
-    log_err("cache: data of \"%s/%s\" is missing: dropping the entry", ck->bucket, ck->key);
-    uint64_t version = v->version;
-    struct drop_job *j = calloc(1, sizeof(*j));
-    cache_ver_drop_locked(c, ck); /* may free v */
-    if (!j)
-        return;
-    j->c = c;
-    j->ck = ck;
-    j->version = version;
-    ck->refs++;
-    if (cache_submit(c, WORKQ_LOW, drop_run, j)) {
-        ck->refs--;
-        free(j);
-    }
 }
 

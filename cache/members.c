@@ -15,6 +15,11 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "fill_priv.h"
+#include "fillwin_priv.h"
+#include "members_priv.h"
+#include "prefetch_priv.h"
+#include "table_priv.h"
 #include "lib/tar.h"
 #include "lib/workq.h"
 
@@ -78,15 +83,6 @@ static void members_keep(struct cache *c, struct cver *v, const void *blob, size
     }
     pthread_mutex_unlock(&c->mu);
     free(copy);
-}
-
-void members_forget_locked(struct cache *c, struct cver *v)
-{
-    if (!v->members)
-        return;
-    c->members_mem -= v->members_len;
-    free(v->members);
-    v->members = NULL;
 }
 
 struct members_copy {

@@ -15,6 +15,8 @@
 
 #include "backends/backend.h"
 #include "cache_priv.h"
+#include "missource_priv.h"
+#include "table_priv.h"
 #include "lib/conf.h"
 
 /* The smallest cold range sent from the backend's file. A smaller one streams from the cache
@@ -51,7 +53,7 @@ int missource_fetch_open(struct fetch *f)
     if (bfd < 0) { /* else the previous run of a chain checked it against v already */
         rc = backend_open_fd(c->be, v->key->bucket, v->key->key, &bfd, &m);
         if (!rc)
-            rc = fill_on_meta(f, &m);
+            rc = cache_fetch_on_meta(f, &m);
         else
             bfd = -1;
     }
@@ -107,7 +109,7 @@ static int missource_chain_next_locked(struct cache *c, struct cver *v, uint64_t
     while (e < follow_to && e - b < CACHE_FETCH_MAX_BLOCKS && !cache_bit(v->present, e) &&
            !cache_bit(v->fetching, e))
         e++;
-    int rc = fill_start_locked(c, v, b, e - b, follow_to, src_fd);
+    int rc = c->up.run_start_locked(c, v, b, e - b, follow_to, src_fd); /* fill.c */
     if (rc)
         return rc;
     /* Its GETs send from the backend's file, not from the cache's: the run may write around
@@ -156,9 +158,9 @@ static int missource_send_locked(struct cache *c, struct cache_obj *o, struct cv
         if (r < 0)
             return -ENOENT;
         if (r > 0)
-            fill_outcome_started(o);
+            cache_outcome_started(o);
         else
-            fill_outcome_waiting(o);
+            cache_outcome_waiting(o);
     }
     struct fetch *src = NULL, *pending = NULL;
     for (struct fetch *f = v->fetches; f && !src; f = f->next) {
@@ -205,7 +207,7 @@ int missource_open_locked(struct cache_obj *o, struct cver *v, uint64_t off, uin
 {
     struct cache *c = o->c;
     if (!c->miss_source || end - off < MISSOURCE_MIN || v->bypass_seen || v->unindexed ||
-        fill_range_landed_locked(v, off, end))
+        cache_ver_landed_locked(v, off, end))
         return -ENOENT;
     return missource_send_locked(c, o, v, b0, b1, w, fd);
 }
@@ -216,7 +218,7 @@ void cache_obj_delivered(struct cache_obj *o)
     struct cache *c = o->c;
     pthread_mutex_lock(&c->mu);
     if (o->v && o->from_source) {
-        uint64_t to = fill_range_end_block(o, o->v);
+        uint64_t to = cache_obj_end_block(o, o->v);
         if (to > o->v->src_done_to)
             o->v->src_done_to = to;
     }

@@ -17,6 +17,9 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "fill_priv.h"
+#include "prefetch_priv.h"
+#include "table_priv.h"
 #include "lib/log.h"
 #include "lib/s3c.h"
 
@@ -102,10 +105,11 @@ static int prefetch_pin(struct cache *c, struct cache_obj *o, const char *bucket
     if (already)
         return 0;
     pthread_mutex_lock(&pin_mu);
-    struct cache_stats cs;
-    cache_get_stats(c, &cs);
+    struct index_totals t; /* pinned bytes are the index's figure (as cache_get_stats()) */
+    memset(&t, 0, sizeof(t));
+    index_totals(c->ix, &t);
     int rc;
-    if (cs.pinned_bytes + need > cs.capacity_bytes / CACHE_PIN_SHARE_DIV)
+    if (t.pinned_bytes + need > c->cap / CACHE_PIN_SHARE_DIV)
         rc = -S3E_INSUFFICIENT_STORAGE; /* cached, but the pin share is full */
     else
         rc = cache_pin(c, bucket, key, 1);
@@ -120,7 +124,7 @@ static void prefetch_drain(struct cache *c, struct cache_obj *o, struct cache_pw
     for (;;) {
         pthread_mutex_lock(&c->mu);
         struct cver *v = o->v;
-        int busy = fill_running_locked(v);
+        int busy = cache_ver_running_locked(v);
         if (busy)
             cache_arm_locked(o, &v->waiters, &p->w);
         pthread_mutex_unlock(&c->mu);

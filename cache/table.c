@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cache_priv.h"
+#include "table_priv.h"
 #include "lib/conf.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
@@ -200,6 +201,153 @@ void cache_ver_path(struct cache *c, const struct cver *v, char out[STORE_PATH_M
     store_data_path(c->dir, v->key->k.b, v->key->k.len, v->version, out);
 }
 
+/* ---- the end of a version: its index record, its data file, its fetches ----------------- */
+
+/* Deletes @version of @ck from the index (no lock held) and accounts for it. */
+void cache_index_drop(struct cache *c, struct ckey *ck, uint64_t version)
+{
+    int64_t delta = 0;
+    int rc = index_del(c->ix, &ck->k, version, &delta);
+    if (rc && rc != -ESTALE)
+        log_err("cache: index_del \"%s/%s\": %s", ck->bucket, ck->key, s3c_strerror(rc));
+    pthread_mutex_lock(&c->mu);
+    if (!rc)
+        c->used = (uint64_t)((int64_t)c->used + delta);
+    cache_key_index_written_locked(c, ck, rc, 1);
+    pthread_mutex_unlock(&c->mu);
+}
+
+struct drop_job {
+    struct cache *c;
+    struct ckey *ck;
+    uint64_t version;
+};
+
+static void drop_run(void *arg)
+{
+    struct drop_job *j = arg;
+    cache_index_drop(j->c, j->ck, j->version);
+    cache_unlinks_run(j->c);
+    pthread_mutex_lock(&j->c->mu);
+    cache_key_put_locked(j->c, j->ck);
+    cache_job_done(j->c);
+    pthread_mutex_unlock(&j->c->mu);
+    free(j);
+}
+
+void cache_ver_broken_locked(struct cache *c, struct cver *v)
+{
+    struct ckey *ck = v->key;
+    if (ck->cur != v)
+        return;
+    log_err("cache: data of \"%s/%s\" is missing: dropping the entry", ck->bucket, ck->key);
+    uint64_t version = v->version;
+    struct drop_job *j = calloc(1, sizeof(*j));
+    cache_ver_drop_locked(c, ck); /* may free v */
+    if (!j)
+        return;
+    j->c = c;
+    j->ck = ck;
+    j->version = version;
+    ck->refs++;
+    if (cache_submit(c, WORKQ_LOW, drop_run, j)) {
+        ck->refs--;
+        free(j);
+    }
+}
+
+void cache_unlink_queue_locked(struct cache *c, const char *path)
+{
+    size_t l = strlen(path);
+    struct unlink_item *u = malloc(sizeof(*u) + l + 1);
+    if (!u) {
+        unlink(path); /* better late than leaked */
+        return;
+    }
+    memcpy(u->path, path, l + 1);
+    u->next = c->unlinks;
+    c->unlinks = u;
+}
+
+void cache_unlinks_run(struct cache *c)
+{
+    pthread_mutex_lock(&c->mu);
+    struct unlink_item *u = c->unlinks;
+    c->unlinks = NULL;
+    pthread_mutex_unlock(&c->mu);
+    while (u) {
+        struct unlink_item *n = u->next;
+        unlink(u->path);
+        free(u);
+        u = n;
+    }
+}
+
+void cache_fetch_remove_locked(struct cver *v, struct fetch *f)
+{
+    for (struct fetch **p = &v->fetches; *p; p = &(*p)->next) {
+        if (*p == f) {
+            *p = f->next;
+            break;
+        }
+    }
+    f->next = NULL;
+}
+
+static void fetch_forget_readers_locked(struct fetch *f)
+{
+    for (struct cache_obj *o = f->wreaders, *next; o; o = next) {
+        next = o->wf_next;
+        o->wf = NULL;
+        o->wf_next = NULL;
+    }
+    f->wreaders = NULL;
+}
+
+void cache_fetch_free(struct fetch *f)
+{
+    if (!f)
+        return;
+    if (f->win) { /* mu held */
+        fetch_forget_readers_locked(f);
+        window_free(&f->c->pool, f->win);
+        if (f->c->win_waiters)
+            pthread_cond_broadcast(&f->c->win_cv);
+    }
+    if (f->dfd >= 0)
+        close(f->dfd);
+    free(f->mem);
+    free(f);
+}
+
+void cache_fetch_retire_locked(struct fetch *f)
+{
+    if (f->copiers) {
+        f->kept = 2; /* the last reader copying from its window frees it */
+        return;
+    }
+    cache_fetch_remove_locked(f->v, f);
+    cache_fetch_free(f);
+}
+
+int cache_ver_running_locked(const struct cver *v)
+{
+    for (const struct fetch *f = v->fetches; f; f = f->next)
+        if (f->running)
+            return 1;
+    return 0;
+}
+
+/* @v is being freed: its member index leaves memory (members.c keeps it). mu held. */
+static void ver_members_forget_locked(struct cache *c, struct cver *v)
+{
+    if (!v->members)
+        return;
+    c->members_mem -= v->members_len;
+    free(v->members);
+    v->members = NULL;
+}
+
 void cache_ver_put_locked(struct cache *c, struct cver *v)
 {
     if (!v)
@@ -212,16 +360,16 @@ void cache_ver_put_locked(struct cache *c, struct cver *v)
         struct fetch *f = v->fetches;
         S3C_ASSERT(!f->running);
         v->fetches = f->next;
-        fill_free(f);
+        cache_fetch_free(f);
     }
     if (v->fd >= 0)
         close(v->fd);
     if (v->dropped && !v->unindexed) {
         char p[STORE_PATH_MAX];
         cache_ver_path(c, v, p);
-        evict_queue_unlink_locked(c, p);
+        cache_unlink_queue_locked(c, p);
     }
-    members_forget_locked(c, v);
+    ver_members_forget_locked(c, v);
     free(v->present);
     free(v->fetching);
     free(v);
@@ -419,3 +567,55 @@ int cache_ver_fd_locked(struct cache *c, struct cver *v, int create, int *fd)
     return rc;
 }
 
+
+/* ---- a run's and a read's state, as the stages of a fill see it ------------------------- */
+
+int cache_fetch_on_meta(void *cls, const struct be_meta *m)
+{
+    struct fetch *f = cls;
+    struct cver *v = f->v;
+    if (m->size != v->meta.size || (m->etag[0] && v->meta.etag[0]
+                                    && strcmp(m->etag, v->meta.etag) != 0))
+        return -ESTALE; /* the object changed since its metadata was cached */
+    return 0;
+}
+
+/* Whether every byte of [@off, @end) is present or has landed in a fetch in flight. */
+int cache_ver_landed_locked(const struct cver *v, uint64_t off, uint64_t end)
+{
+    for (uint64_t b = off / v->bs; b * v->bs < end; b++) {
+        if (cache_bit(v->present, b))
+            continue;
+        uint64_t need = S3C_MIN(end, (b + 1) * v->bs);
+        const struct fetch *f = v->fetches;
+        while (f && !(b >= f->first && b < f->first + f->n && f->landed >= need && !f->err &&
+                      (!f->win || !window_block_dropped(f->win, (unsigned)(b - f->first)))))
+            f = f->next;
+        if (!f)
+            return 0;
+    }
+    return 1;
+}
+
+uint64_t cache_obj_end_block(struct cache_obj *h, struct cver *v)
+{
+    uint64_t end = S3C_MIN(h->range_end, v->meta.size);
+    return (end + v->bs - 1) / v->bs;
+}
+
+void cache_outcome_waiting(struct cache_obj *h)
+{
+    /* a guessed miss that found another request's fetch already running joined it */
+    if (h->how == CACHE_HIT || h->guessed)
+        h->how = CACHE_COALESCED;
+    h->guessed = 0;
+}
+
+void cache_outcome_started(struct cache_obj *h)
+{
+    if (h->how == CACHE_HIT || h->guessed)
+        h->how = h->v && h->v->first_fetch_owned ? CACHE_COALESCED : CACHE_MISS;
+    if (h->v)
+        h->v->first_fetch_owned = 0;
+    h->guessed = 0;
+}

@@ -277,10 +277,8 @@ static int server_open(struct server *srv, struct errmsg *em)
         errmsg_set(em, "cannot start warm-up jobs: %s", strerror(-rc));
         return rc;
     }
-    if ((rc = objects_new(cf, srv->be, srv->cache, srv->warm, &srv->obj))) {
-        errmsg_set(em, "cannot start the object layer: %s", strerror(-rc));
+    if ((rc = objects_new(cf, srv->be, srv->cache, srv->warm, &srv->obj, em)))
         return rc;
-    }
     if ((rc = rl_new(&srv->rl))) {
         errmsg_set(em, "cannot start the rate limiter: %s", strerror(-rc));
         return rc;
@@ -438,7 +436,7 @@ static void server_shutdown(struct server *srv)
      * limit unless asked) are answered 503 now and given a moment to be sent: the daemon must
      * not stop with a connection suspended. */
     backend_stop(srv->be);
-    cache_flush_abort(srv->cache);
+    objects_flush_abort(srv->obj);
     wait_inflight(srv, s3c_mono_ns() + 2000000000ull);
     warm_free(srv->warm); /* cancels jobs; their workers end before the queue stops */
     workq_free(srv->wq_wait); /* its jobs end as their fills do, and resume their requests */

@@ -31,7 +31,7 @@ int bucket_delete(struct objects *o, const char *bucket)
     struct be_list_entry *dk = NULL;
     size_t dn = 0;
     /* written back but not drained: the bucket is not empty, whatever the backend holds */
-    if (cache_dirty_keys(o->cache, bucket, "", &dk, &dn) == 0 && dn) {
+    if (drain_dirty_keys(o->dr, bucket, "", &dk, &dn) == 0 && dn) {
         for (size_t i = 0; i < dn; i++)
             free(dk[i].key);
         free(dk);

@@ -109,7 +109,7 @@ int listing_objects(struct objects *o, const struct be_list_req *lr, struct be_l
     int rc = backend_list(o->be, lr, page);
     struct be_list_entry *dk = NULL;
     size_t dn = 0;
-    if (cache_dirty_keys(o->cache, lr->bucket, lr->prefix ? lr->prefix : "", &dk, &dn) || !dn)
+    if (drain_dirty_keys(o->dr, lr->bucket, lr->prefix ? lr->prefix : "", &dk, &dn) || !dn)
         return rc;
     /* Keys written back but not drained are listed even while the backend is unreachable (a
      * listing of those alone); a backend that answers for the bucket otherwise wins. */

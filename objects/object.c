@@ -31,7 +31,7 @@ int object_copy(struct objects *o, const char *src_bucket, const char *src_key,
 
 int object_delete(struct objects *o, const char *bucket, const char *key)
 {
-    cache_write_begin(o->cache, bucket, key); /* waits out an upload of it in flight */
+    drain_write_begin(o->dr, bucket, key); /* waits out an upload of it in flight */
     int rc = backend_del(o->be, bucket, key);
     if (rc == -S3E_NO_SUCH_KEY)
         rc = 0;
@@ -39,7 +39,7 @@ int object_delete(struct objects *o, const char *bucket, const char *key)
         cache_forget(o->cache, bucket, key);
     else
         cache_invalidate(o->cache, bucket, key); /* a dirty copy stays: it was not deleted */
-    cache_write_end(o->cache, bucket, key);
+    drain_write_end(o->dr, bucket, key);
     if (!rc)
         objects_changed(o, bucket, key, 0);
     return rc;

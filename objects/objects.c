@@ -15,11 +15,13 @@
 #include "write_priv.h"
 
 int objects_new(const struct conf *cf, struct backend *be, struct cache *c, struct warm *warm,
-                struct objects **out)
+                struct objects **out, struct errmsg *em)
 {
     struct objects *o = calloc(1, sizeof(*o));
-    if (!o)
+    if (!o) {
+        errmsg_set(em, "cannot start the object layer: %s", strerror(ENOMEM));
         return -ENOMEM;
+    }
     o->magic = OBJECTS_MAGIC;
     o->cf = cf;
     o->be = be;
@@ -27,7 +29,12 @@ int objects_new(const struct conf *cf, struct backend *be, struct cache *c, stru
     o->warm = warm;
     /* the one place the write mode is asked: everything else calls through o->write */
     o->write = cf->write_mode == CONF_WRITE_BACK ? &write_back_ops : &write_through_ops;
-    cache_dirty_hold(c, wb_mpu_staged_bytes(o)); /* write-back parts of a past run */
+    int rc = drain_open(cf, c, be, &o->dr, em);
+    if (rc) {
+        free(o);
+        return rc;
+    }
+    drain_hold(o->dr, wb_mpu_staged_bytes(o)); /* write-back parts of a past run */
     *out = o;
     return 0;
 }
@@ -36,8 +43,22 @@ void objects_free(struct objects *o)
 {
     if (!o)
         return;
+    if (drain_close(o->dr))
+        return; /* an upload outlived the shutdown timeout: left to the exiting process */
     o->magic = 0;
     free(o);
+}
+
+int objects_flush_start(struct objects *o, const char *bucket, const char *prefix,
+                        int64_t timeout_ms, drain_flush_cb cb, void *arg)
+{
+    return drain_flush_start(o->dr, bucket, prefix, timeout_ms, cb, arg);
+}
+
+void objects_flush_abort(struct objects *o)
+{
+    if (o)
+        drain_flush_abort(o->dr);
 }
 
 void objects_set_peer_ops(struct objects *o, const struct objects_peer_ops *ops)
@@ -168,7 +189,7 @@ int objects_admit_more(struct objects *o, uint64_t total, uint64_t *admitted)
 void objects_unadmit(struct objects *o, uint64_t admitted)
 {
     if (admitted)
-        cache_dirty_unadmit(o->cache, admitted);
+        drain_unadmit(o->dr, admitted);
 }
 
 int objects_copy_conditions(const struct cond_hdrs *cond, const struct be_meta *src)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "lib/conf.h"
+#include "writeback/drain.h"
 
 struct backend;
 struct cache;
@@ -58,17 +59,31 @@ struct objects {
     const struct conf *cf;
     struct backend *be;
     struct cache *cache;
+    /* The write-back engine (writeback/drain.h), in either mode: write-through drains what a
+     * past write-back run left dirty, and keeps its own writes of a key apart from that drain
+     * (drain_write_begin()). Opened and closed here; the cache tells it of dirty versions. */
+    struct drain *dr;
     struct warm *warm;         /* fetches written objects back into the cache (write-through) */
     const struct objects_write_ops *write; /* --write-mode's implementation, picked once */
     struct objects_peer_ops peer; /* cluster mode; all NULL otherwise */
 };
 
 /* The object layer over @be and @c (borrowed: they outlive it); @warm (borrowed, NULL: none)
- * fetches objects made on the backend back into the cache. Parts staged by a past run in
- * write-back count against the dirty limit from now on. 0 or -ENOMEM. */
+ * fetches objects made on the backend back into the cache. Starts the write-back engine
+ * (drain_open(): the dirty entries of the cache are drained from now on). Parts staged by a
+ * past run in write-back count against the dirty limit from now on. 0, or an error with @em. */
 int objects_new(const struct conf *cf, struct backend *be, struct cache *c, struct warm *warm,
-                struct objects **out);
+                struct objects **out, struct errmsg *em);
+/* Stops the write-back engine (drain_close(): when an upload outlives --shutdown-timeout, the
+ * engine and the cache are left to the exiting process, cache_close() then returning at once)
+ * and frees @o. */
 void objects_free(struct objects *o);
+/* POST /_/flush: drain_flush_start() of the write-back engine (whatever the mode: a flush in
+ * write-through waits for what a past write-back run left). */
+int objects_flush_start(struct objects *o, const char *bucket, const char *prefix,
+                        int64_t timeout_ms, drain_flush_cb cb, void *arg);
+/* The server is stopping: drain_flush_abort(). */
+void objects_flush_abort(struct objects *o);
 /* Cluster mode: @ops (copied) from now on. Before serving. */
 void objects_set_peer_ops(struct objects *o, const struct objects_peer_ops *ops);
 /* Whether this gateway keeps a cached copy of what it writes to (@bucket, @key) (always but

@@ -320,7 +320,7 @@ static void drop_others(struct objects *o, const char *dir, unsigned number, con
         char old[4096 + 64];
         snprintf(old, sizeof(old), "%s/%s", dir, ps[i].name);
         if (unlink(old) == 0)
-            cache_dirty_release(o->cache, ps[i].size);
+            drain_release(o->dr, ps[i].size);
     }
     free(ps);
 }
@@ -568,7 +568,7 @@ int wb_mpu_abort(struct objects *o, const char *bucket, const char *key, const c
     if (!rc)
         rc = rm_upload(dir, &bytes);
     if (bytes)
-        cache_dirty_release(o->cache, bytes);
+        drain_release(o->dr, bytes);
     return rc;
 }
 
@@ -846,7 +846,7 @@ int wb_mpu_finish(struct objects *o, const char *bucket, const char *key,
     if (!rc)
         rc = rm_upload(dir, &bytes);
     if (bytes) {
-        cache_dirty_unadmit(o->cache, bytes);
+        drain_unadmit(o->dr, bytes);
         if (bytes > handed) /* parts the object did not take over (one raced the Complete) */
             cache_stage_drop(o->cache, bytes - handed);
     }

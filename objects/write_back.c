@@ -1,6 +1,6 @@
 /*
  * write_back.c: the write-back mode (write_priv.h). A write is answered once it is durable in
- * the cache directory as a dirty entry; the drainer (cache/drain.c) uploads it later. Bodies
+ * the cache directory as a dirty entry; the drainer (writeback/drain.c) uploads it later. Bodies
  * are reserved against the dirty limit as they arrive (objects_admit()) and written around
  * the page cache when large (objects_stage_direct()). Copies read their source through the
  * cache (it may exist nowhere else yet). Multipart uploads are staged in the cache directory
@@ -25,7 +25,7 @@
 static int write_back_admit(struct objects *o, uint64_t bytes, uint64_t *admitted)
 {
     *admitted = 0;
-    int rc = cache_dirty_admit(o->cache, bytes);
+    int rc = drain_admit(o->dr, bytes);
     if (!rc)
         *admitted = bytes;
     return rc;
@@ -34,7 +34,7 @@ static int write_back_admit(struct objects *o, uint64_t bytes, uint64_t *admitte
 /* A body of unknown length: the dirty limit's reservation grows to @total bytes. */
 static int write_back_admit_more(struct objects *o, uint64_t total, uint64_t *admitted)
 {
-    return cache_dirty_grow(o->cache, admitted, total);
+    return drain_grow(o->dr, admitted, total);
 }
 
 static int write_back_put(struct objects *o, const char *bucket, const char *key, int fd,
@@ -63,7 +63,7 @@ static int write_back_copy(struct objects *o, const char *src_bucket, const char
         rc = objects_copy_conditions(cond, &src);
     if (!rc && src.size > o->cf->max_object_size)
         rc = -S3E_ENTITY_TOO_LARGE;
-    if (!rc && !(rc = cache_dirty_admit(o->cache, src.size)))
+    if (!rc && !(rc = drain_admit(o->dr, src.size)))
         admitted = src.size;
     if (!rc) /* the staged copy's room in the cache, the new entry's once adopted */
         rc = cache_stage_reserve(o->cache, &space, src.size);
@@ -101,7 +101,7 @@ out:
     if (in >= 0)
         close(in);
     if (admitted)
-        cache_dirty_unadmit(o->cache, admitted);
+        drain_unadmit(o->dr, admitted);
     return rc;
 }
 
@@ -126,7 +126,7 @@ static int write_back_mp_put_part(struct objects *o, const char *bucket, const c
     if (!rc) {
         if (space)
             cache_stage_release(o->cache, space);
-        cache_dirty_hold(o->cache, part->size);
+        drain_hold(o->dr, part->size);
     }
     return rc;
 }
@@ -155,7 +155,7 @@ static int write_back_mp_copy_part(struct objects *o, const char *bucket, const 
     if (!rc && len > MULTIPART_PART_MAX)
         rc = -S3E_ENTITY_TOO_LARGE;
     if (!rc)
-        rc = cache_dirty_admit(o->cache, len);
+        rc = drain_admit(o->dr, len);
     if (rc)
         goto out;
     uint64_t space = 0; /* the staged part's room in the cache until the part holds it */
@@ -195,10 +195,10 @@ static int write_back_mp_copy_part(struct objects *o, const char *bucket, const 
             unlink(path);
         cache_stage_release(o->cache, &space);
         if (!rc)
-            cache_dirty_hold(o->cache, len);
+            drain_hold(o->dr, len);
     }
     cache_stage_release(o->cache, &space);
-    cache_dirty_unadmit(o->cache, len);
+    drain_unadmit(o->dr, len);
 out:
     if (in >= 0)
         close(in);
@@ -218,7 +218,7 @@ static int write_back_mp_complete(struct objects *o, const char *bucket, const c
     int rc = wb_mpu_complete(o, bucket, key, upload_id, parts, n, out, staged, &held, &seal);
     if (rc == 1) /* a repeat: answered as the first time, nothing more to do */
         return 0;
-    /* the parts' staged bytes (cache_dirty_hold()) become the object's */
+    /* the parts' staged bytes (drain_hold()) become the object's */
     uint64_t cap = held;
     if (!rc)
         rc = cache_adopt_held(o->cache, bucket, key, staged, out, 1, &cap);

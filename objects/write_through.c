@@ -3,7 +3,7 @@
  * first and is answered once the backend has it; then the cache adopts the staged bytes
  * (read-after-write holds) or forgets the key, and objects made on the backend (a copy, a
  * completed multipart upload) are fetched back by a warm-up. A dirty copy of the key (from a
- * past write-back run) is not drained meanwhile (cache_write_begin()). Nothing is reserved
+ * past write-back run) is not drained meanwhile (drain_write_begin()). Nothing is reserved
  * against the dirty limit.
  */
 #include <stdlib.h>
@@ -39,11 +39,11 @@ static int write_through_put(struct objects *o, const char *bucket, const char *
                              const char *staged, uint64_t *space, struct be_meta *meta,
                              int *staged_taken)
 {
-    cache_write_begin(o->cache, bucket, key); /* no drain of an older dirty copy */
+    drain_write_begin(o->dr, bucket, key); /* no drain of an older dirty copy */
     int rc = backend_put(o->be, bucket, key, fd, meta->size, meta);
     if (rc) {
         cache_invalidate(o->cache, bucket, key);
-        cache_write_end(o->cache, bucket, key);
+        drain_write_end(o->dr, bucket, key);
         return rc;
     }
     /* The backend's own view (Last-Modified, and the ETag an S3 upstream gives a large PUT it
@@ -60,13 +60,13 @@ static int write_through_put(struct objects *o, const char *bucket, const char *
     } else {
         cache_forget(o->cache, bucket, key); /* cluster mode: the owner caches it */
     }
-    cache_write_end(o->cache, bucket, key);
+    drain_write_end(o->dr, bucket, key);
     objects_changed(o, bucket, key, !keep);
     return 0;
 }
 
 /* After the backend made (@rc 0) or failed to make (@rc) (@bucket, @key) of @size bytes under
- * cache_write_begin(): the cache forgets its copy (the backend's object is newer), or
+ * drain_write_begin(): the cache forgets its copy (the backend's object is newer), or
  * invalidates it on failure (a dirty copy stays: it was not replaced). A fresh object stays in
  * the cache in both modes, fetched back in the background (a warm-up job; a GET before it ends
  * joins its fill; in cluster mode the owner's). Best effort: the write succeeded either way.
@@ -78,7 +78,7 @@ static int write_through_made(struct objects *o, const char *bucket, const char 
         cache_invalidate(o->cache, bucket, key);
     else
         cache_forget(o->cache, bucket, key);
-    cache_write_end(o->cache, bucket, key);
+    drain_write_end(o->dr, bucket, key);
     if (rc)
         return rc;
     int keep = objects_keep(o, bucket, key);
@@ -102,7 +102,7 @@ static int write_through_copy(struct objects *o, const char *src_bucket, const c
         rc = -S3E_ENTITY_TOO_LARGE;
     if (rc)
         return rc;
-    cache_write_begin(o->cache, bucket, key);
+    drain_write_begin(o->dr, bucket, key);
     rc = backend_copy(o->be, src_bucket, src_key, bucket, key, replace, out);
     return write_through_made(o, bucket, key, rc, src.size);
 }
@@ -206,7 +206,7 @@ static int write_through_mp_complete(struct objects *o, const char *bucket, cons
     int rc = write_through_size_check(o, bucket, key, upload_id, parts, n);
     if (rc)
         return rc;
-    cache_write_begin(o->cache, bucket, key);
+    drain_write_begin(o->dr, bucket, key);
     rc = backend_mp_complete(o->be, bucket, key, upload_id, parts, n, out);
     if (!rc && out->size > o->cf->max_object_size)
         rc = -S3E_ENTITY_TOO_LARGE; /* a check skipped above (backend without ListParts) */

@@ -7,7 +7,8 @@
 # Folders are layers. A file of folder F may include a header of folder X ("X/name.h", with
 # -I.) only when rank(X) <= rank(F); a bare "name.h" must be a header of F itself; a private
 # header (*_priv.h, req_mhd.h) only from its own folder; the folders' include graph has no
-# circle (equal ranks are siblings that must not include each other both ways). Every .c/.h
+# circle (equal ranks are siblings that must not include each other both ways), nor do the
+# files of one folder through their private headers (X_priv.h of X.c). Every .c/.h
 # outside tests/, bench/, deploy/ and build*/ lives in a ranked folder: a new folder is added
 # to RANKS on purpose.
 set -u
@@ -18,7 +19,7 @@ fail() { echo "lint: $*"; bad=1; }
 # bottom to top
 # peer/ (cluster mode: the peer client, fan-outs, cluster warm-ups and stats) sits beside acct/:
 # it uses the ring (ring/), the object layer's hooks and warm-ups (objects/); http/ uses it.
-RANKS="lib:0 sig:1 backends:2 cache:3 ring:4 objects:5 acct:6 peer:6 http:7 s3:8 admin:8 cmd:9"
+RANKS="lib:0 sig:1 backends:2 cache:3 writeback:4 ring:5 objects:6 acct:7 peer:7 http:8 s3:9 admin:9 cmd:10"
 declare -A rank
 for r in $RANKS; do rank[${r%%:*}]=${r##*:}; done
 DIRS=$(for r in $RANKS; do echo "${r%%:*}"; done)
@@ -65,6 +66,31 @@ if ! loops=$(sort -u "$edges" | tsort 2>&1 >/dev/null); then
     fail "the folders' includes go round in a circle: $(echo "$loops" | sed -n 's/^tsort: //p' |
                                                          grep -v 'contains a loop' | tr '\n' ' ')"
 fi
+
+# --- no circle among the files of a folder (issue 33) ------------------------------------------
+# In a folder, X_priv.h (beside X.c) declares what X.c offers the folder's other files, and a
+# file includes the private headers of the files it calls (the compiler refuses a call of a
+# function it has no declaration of): its includes show what it depends on. They must not go
+# round in a circle, so that the files of a folder read as a pipeline, bottom to top. The
+# folder's own private header (cache/cache_priv.h: the shared state) is no file's.
+for d in $DIRS; do
+    fedges=$(for f in "$d"/*.c "$d"/*.h; do
+        [[ -e $f ]] || continue
+        x=${f##*/}
+        x=${x%.[ch]}
+        x=${x%_priv}
+        sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([a-z0-9_]*\)_priv\.h".*/\1/p' "$f" |
+            while read -r y; do
+                [[ $y != "$x" && $y != "$d" && -e $d/$y.c ]] && echo "$x $y"
+            done
+    done | sort -u)
+    [[ -n $fedges ]] || continue
+    if ! loops=$(tsort <<<"$fedges" 2>&1 >/dev/null); then
+        fail "$d/: its files include each other's private headers in a circle: $(echo "$loops" |
+                  sed -n 's/^tsort: //p' | grep -v 'contains a loop' | awk '!seen[$0]++' |
+                  sed "s|^|$d/|" | tr '\n' ' ')"
+    fi
+done
 
 # --- confinement of the libraries ---------------------------------------------------------
 only_in() { # HEADER FILE...

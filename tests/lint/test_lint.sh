@@ -74,6 +74,17 @@ add_include admin/h_admin.c '#include "s3/s3.h"'
 expect_fail "a circle between sibling folders (s3 <-> admin)" 'circle' 'admin'
 
 fresh
+add_include cache/table.c '#include "fill_priv.h"'
+expect_fail "a circle among a folder's files (table.c includes fill_priv.h)" 'cache/table' \
+    "private headers in a circle"
+
+fresh
+echo '#include "missource_priv.h"' >> "$tmp/t/cache/fillwin_priv.h"
+echo '#include "fillwin_priv.h"' >> "$tmp/t/cache/missource.c"
+expect_fail "a circle through a private header (fillwin <-> missource)" 'cache/fillwin' \
+    "private headers in a circle"
+
+fresh
 add_include http/router.c '#include "backends/be_file_priv.h"'
 expect_fail "another folder's private header" http/router.c 'private to backends/'
 

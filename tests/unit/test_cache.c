@@ -25,6 +25,7 @@
 #include "fake_backend.h"
 #include "lib/s3err.h"
 #include "lib/workq.h"
+#include "writeback/drain.h"
 
 #define BS (64u << 10)
 
@@ -34,6 +35,7 @@ struct env {
     struct fake_be *fb;
     struct workq *wq;
     struct cache *c;
+    struct drain *dr; /* the write-back engine over c */
 };
 
 /* ---- the fake waiter ------------------------------------------------------------------- */
@@ -136,6 +138,18 @@ static void env_open(struct env *e)
     if (rc)
         fprintf(stderr, "cache_open: %s\n", em.buf);
     assert_int_equal(rc, 0);
+    rc = drain_open(&e->cf, e->c, &e->fb->be, &e->dr, &em);
+    if (rc)
+        fprintf(stderr, "drain_open: %s\n", em.buf);
+    assert_int_equal(rc, 0);
+}
+
+/* The engine first, as objects_free() before cache_close() in the server. */
+static void env_close(struct env *e)
+{
+    assert_int_equal(drain_close(e->dr), 0);
+    e->dr = NULL;
+    cache_close(e->c);
 }
 
 static int setup_with(void **state, uint64_t cache_size, uint64_t readahead, int64_t reval_ms)
@@ -156,7 +170,7 @@ static int setup(void **state) { return setup_with(state, 64u << 20, 0, 60000); 
 static int teardown(void **state)
 {
     struct env *e = *state;
-    cache_close(e->c);
+    env_close(e);
     workq_free(e->wq);
     fake_be_free(e->fb);
     char cmd[512];
@@ -168,7 +182,7 @@ static int teardown(void **state)
 
 static void env_reopen(struct env *e)
 {
-    cache_close(e->c);
+    env_close(e);
     e->c = NULL;
     env_open(e);
 }
@@ -949,7 +963,7 @@ static void test_cache_fail_midblock_loop(void **state)
         assert_int_equal(got, size);
         check_gen(buf, 0, size, 900 + (uint64_t)i);
         if (g1 >= FAKE_GET_LOG - 16) { /* the log is full: a fresh fake */
-            cache_close(e->c);
+            env_close(e);
             fake_be_free(e->fb);
             e->fb = fake_be_new();
             e->fb->chunk = 1u << 20;
@@ -1125,7 +1139,7 @@ static void test_cache_write_back(void **state)
     enum cache_outcome how;
     char path[4096];
     struct be_meta m;
-    struct cache_flush_result fr;
+    struct drain_flush_result fr;
     memset(&m, 0, sizeof(m));
     m.size = 10;
     snprintf(m.etag, sizeof(m.etag), "%s", "00112233445566778899aabbccddeeff");
@@ -1142,19 +1156,19 @@ static void test_cache_write_back(void **state)
     /* listed for a listing to merge */
     struct be_list_entry *dk;
     size_t dn;
-    assert_int_equal(cache_dirty_keys(e->c, "bkt", "ck/", &dk, &dn), 0);
+    assert_int_equal(drain_dirty_keys(e->dr, "bkt", "ck/", &dk, &dn), 0);
     assert_int_equal(dn, 1);
     assert_string_equal(dk[0].key, "ck/1");
     assert_int_equal(dk[0].size, 10);
     free(dk[0].key);
     free(dk);
     /* the limit: half the 64 MiB cache by default */
-    assert_int_equal(cache_dirty_admit(e->c, 40u << 20), -S3E_ENTITY_TOO_LARGE);
-    assert_int_equal(cache_dirty_admit(e->c, 30u << 20), 0);
-    assert_int_equal(cache_dirty_admit(e->c, 3u << 20), -S3E_SLOW_DOWN);
-    cache_dirty_unadmit(e->c, 30u << 20);
-    assert_int_equal(cache_dirty_admit(e->c, 3u << 20), 0);
-    cache_dirty_unadmit(e->c, 3u << 20);
+    assert_int_equal(drain_admit(e->dr, 40u << 20), -S3E_ENTITY_TOO_LARGE);
+    assert_int_equal(drain_admit(e->dr, 30u << 20), 0);
+    assert_int_equal(drain_admit(e->dr, 3u << 20), -S3E_SLOW_DOWN);
+    drain_unadmit(e->dr, 30u << 20);
+    assert_int_equal(drain_admit(e->dr, 3u << 20), 0);
+    drain_unadmit(e->dr, 3u << 20);
     /* kill and restart: still dirty, still served, not revalidated */
     env_reopen(e);
     e->fb->fail_all = -S3E_SERVICE_UNAVAILABLE;
@@ -1163,7 +1177,7 @@ static void test_cache_write_back(void **state)
     assert_memory_equal(buf, "ckpt-00001", 10);
     assert_int_equal(fake_be_heads(e->fb), heads);
     assert_int_equal(fake_be_gets(e->fb), gets);
-    assert_int_equal(cache_flush(e->c, NULL, NULL, 300, &fr), -ETIMEDOUT);
+    assert_int_equal(drain_flush(e->dr, NULL, NULL, 300, &fr), -ETIMEDOUT);
     assert_int_equal(fr.remaining_objects, 1);
     /* an overwrite while dirty: only the newest reaches the backend */
     m.size = 9;
@@ -1171,7 +1185,7 @@ static void test_cache_write_back(void **state)
     assert_int_equal(cache_adopt_dirty(e->c, "bkt", "ck/1", path, &m), 0);
     assert_int_equal(stats(e).dirty_objects, 1);
     e->fb->fail_all = 0; /* the backend is back */
-    assert_int_equal(cache_flush(e->c, "bkt", "ck/", 10000, &fr), 0);
+    assert_int_equal(drain_flush(e->dr, "bkt", "ck/", 10000, &fr), 0);
     assert_int_equal(fr.remaining_objects, 0);
     assert_int_equal(stats(e).dirty_objects, 0);
     assert_int_equal(stats(e).dirty_bytes, 0);
@@ -1182,7 +1196,7 @@ static void test_cache_write_back(void **state)
     assert_int_equal(how, CACHE_MISS);
     assert_int_equal(size, 9);
     assert_memory_equal(buf, "ckpt-0002", 9);
-    assert_int_equal(cache_dirty_keys(e->c, "bkt", "", &dk, &dn), 0);
+    assert_int_equal(drain_dirty_keys(e->dr, "bkt", "", &dk, &dn), 0);
     assert_int_equal(dn, 0);
     free(dk);
 }
@@ -1193,7 +1207,7 @@ static void test_cache_write_back_forget(void **state)
     struct env *e = *state;
     char path[4096];
     struct be_meta m;
-    struct cache_flush_result fr;
+    struct drain_flush_result fr;
     memset(&m, 0, sizeof(m));
     m.size = 4;
     e->fb->fail_all = -S3E_SERVICE_UNAVAILABLE;
@@ -1204,7 +1218,7 @@ static void test_cache_write_back_forget(void **state)
     env_reopen(e);
     unsigned puts = e->fb->n_put;
     e->fb->fail_all = 0;
-    assert_int_equal(cache_flush(e->c, NULL, NULL, 2000, &fr), 0);
+    assert_int_equal(drain_flush(e->dr, NULL, NULL, 2000, &fr), 0);
     usleep(300000); /* a drainer would have started by now */
     assert_int_equal(e->fb->n_put, puts);
 }
@@ -1349,7 +1363,7 @@ struct closer {
 static void *close_main(void *p)
 {
     struct env *e = p;
-    cache_close(e->c);
+    env_close(e);
     return NULL;
 }
 

@@ -61,7 +61,7 @@ static int setup_mode(void **state, int write_back)
     e->fb = fake_be_new_full();
     assert_int_equal(workq_new(4, &e->wq), 0);
     assert_int_equal(cache_open(&e->cf, &e->fb->be, e->wq, &e->c, &em), 0);
-    assert_int_equal(objects_new(&e->cf, &e->fb->be, e->c, NULL, &e->o), 0);
+    assert_int_equal(objects_new(&e->cf, &e->fb->be, e->c, NULL, &e->o, &em), 0);
     *state = e;
     return 0;
 }
@@ -174,7 +174,7 @@ static int dirty_has(struct env *e, const char *key)
     struct be_list_entry *d = NULL;
     size_t n = 0;
     int found = 0;
-    assert_int_equal(cache_dirty_keys(e->c, "bkt", "", &d, &n), 0);
+    assert_int_equal(drain_dirty_keys(e->o->dr, "bkt", "", &d, &n), 0);
     for (size_t i = 0; i < n; i++) {
         found |= !strcmp(d[i].key, key);
         free(d[i].key);
@@ -375,8 +375,8 @@ static void test_multipart_back(void **state)
     assert_string_equal(again.etag, out.etag);
     /* drained once the backend is back */
     e->fb->fail_writes = 0;
-    struct cache_flush_result fr;
-    assert_int_equal(cache_flush(e->c, NULL, NULL, 20000, &fr), 0);
+    struct drain_flush_result fr;
+    assert_int_equal(drain_flush(e->o->dr, NULL, NULL, 20000, &fr), 0);
     uint64_t len;
     unsigned char *got = fake_be_data(e->fb, "bkt", "ck", &len);
     assert_non_null(got);

@@ -55,7 +55,7 @@ static void env_open(struct env *e, int write_back, int with_warm)
     assert_int_equal(cache_open(&e->cf, &e->fb->be, e->wq, &e->c, &em), 0);
     if (with_warm)
         assert_int_equal(warm_new(&e->cf, &e->fb->be, e->c, e->wq, &e->w), 0);
-    assert_int_equal(objects_new(&e->cf, &e->fb->be, e->c, e->w, &e->o), 0);
+    assert_int_equal(objects_new(&e->cf, &e->fb->be, e->c, e->w, &e->o, &em), 0);
 }
 
 static void env_close(struct env *e)
@@ -193,7 +193,7 @@ static int dirty_has(struct env *e, const char *bucket, const char *key)
     struct be_list_entry *d = NULL;
     size_t n = 0;
     int found = 0;
-    assert_int_equal(cache_dirty_keys(e->c, bucket, "", &d, &n), 0);
+    assert_int_equal(drain_dirty_keys(e->o->dr, bucket, "", &d, &n), 0);
     for (size_t i = 0; i < n; i++) {
         found |= !strcmp(d[i].key, key);
         free(d[i].key);
@@ -204,8 +204,8 @@ static int dirty_has(struct env *e, const char *bucket, const char *key)
 
 static void flush_all(struct env *e)
 {
-    struct cache_flush_result res;
-    assert_int_equal(cache_flush(e->c, NULL, NULL, 20000, &res), 0);
+    struct drain_flush_result res;
+    assert_int_equal(drain_flush(e->o->dr, NULL, NULL, 20000, &res), 0);
     assert_int_equal(res.remaining_objects, 0);
 }
 
@@ -581,7 +581,8 @@ static void test_object_mode_chosen_once(void **state)
     objects_unadmit(e->o, admitted);
     /* made again in write-back: now it is, whatever the configuration says later */
     objects_free(e->o);
-    assert_int_equal(objects_new(&e->cf, &e->fb->be, e->c, NULL, &e->o), 0);
+    struct errmsg em = {""};
+    assert_int_equal(objects_new(&e->cf, &e->fb->be, e->c, NULL, &e->o, &em), 0);
     e->cf.write_mode = CONF_WRITE_THROUGH;
     assert_ptr_equal(e->o->write, &write_back_ops);
     assert_int_equal(objects_stage_direct(e->o), 1);

@@ -26,6 +26,7 @@
 #include "lib/conf.h"
 #include "lib/s3err.h"
 #include "lib/workq.h"
+#include "writeback/drain.h"
 
 #define SEC 1000000000LL
 #define MIN_NS (60 * SEC)
@@ -333,6 +334,7 @@ struct env {
     struct fake_be *fb;
     struct workq *wq;
     struct cache *c;
+    struct drain *dr; /* the write-back engine over c */
 };
 
 struct twaiter {
@@ -394,6 +396,7 @@ static int setup_conf(void **state, const char *keep, int auto_on)
     if (rc)
         fprintf(stderr, "cache_open: %s\n", em.buf);
     assert_int_equal(rc, 0);
+    assert_int_equal(drain_open(&e->cf, e->c, &e->fb->be, &e->dr, &em), 0);
     char key[64];
     for (int i = 0; i < NOBJ; i++) {
         snprintf(key, sizeof(key), "train/%02d", i);
@@ -412,6 +415,7 @@ static int setup_lru(void **state) { return setup_conf(state, NULL, 0); }
 static int teardown(void **state)
 {
     struct env *e = *state;
+    assert_int_equal(drain_close(e->dr), 0);
     cache_close(e->c);
     workq_free(e->wq);
     fake_be_free(e->fb);
@@ -713,8 +717,8 @@ static void test_policy_keep_guarantees(void **state)
         assert_int_equal(cache_adopt_dirty(e->c, "dset", key, path, &m), 0);
         assert_true(used(e) <= CAP);
     }
-    struct cache_flush_result fr;
-    assert_int_equal(cache_flush(e->c, NULL, NULL, 10000, &fr), 0);
+    struct drain_flush_result fr;
+    assert_int_equal(drain_flush(e->dr, NULL, NULL, 10000, &fr), 0);
     pthread_mutex_lock(&e->fb->mu);
     assert_int_equal(e->fb->n_put, 4); /* each uploaded once */
     pthread_mutex_unlock(&e->fb->mu);

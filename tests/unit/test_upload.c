@@ -86,7 +86,7 @@ static void env_open(struct env *e, int write_back)
     struct errmsg em = {""};
     e->cf.write_mode = write_back ? CONF_WRITE_BACK : CONF_WRITE_THROUGH;
     assert_int_equal(cache_open(&e->cf, &e->fb->be, e->wq, &e->c, &em), 0);
-    assert_int_equal(objects_new(&e->cf, &e->fb->be, e->c, NULL, &e->o), 0);
+    assert_int_equal(objects_new(&e->cf, &e->fb->be, e->c, NULL, &e->o, &em), 0);
     e->srv.magic = SERVER_MAGIC;
     e->srv.cf = &e->cf;
     e->srv.cache = e->c;
@@ -760,7 +760,7 @@ static void test_upload_unknown_length_write_back(void **state)
     assert_int_equal(upload_fd(&t.rq), -1);
     upload_free(&t.rq);
     /* others hold 60 MiB: 5 MiB do not fit */
-    assert_int_equal(cache_dirty_admit(e->c, 60 * MIB), 0);
+    assert_int_equal(drain_admit(e->o->dr, 60 * MIB), 0);
     assert_int_equal(unknown_feed(&t, e, 5 * MIB), -S3E_SLOW_DOWN);
     cache_get_stats(e->c, &cs);
     assert_int_equal(cs.dirty_staged_bytes, 60 * MIB);
@@ -777,7 +777,7 @@ static void test_upload_unknown_length_write_back(void **state)
     assert_int_equal(m.size, 4 * MIB);
     upload_free(&t.rq);
     assert_int_equal(stat(path, &st), -1);
-    cache_dirty_unadmit(e->c, 60 * MIB);
+    drain_unadmit(e->o->dr, 60 * MIB);
     cache_get_stats(e->c, &cs);
     assert_int_equal(cs.dirty_staged_bytes, 0);
     assert_int_equal(cs.staged_bytes, 0);

@@ -52,7 +52,7 @@ static void env_open(struct env *e)
 {
     struct errmsg em = {""};
     assert_int_equal(cache_open(&e->cf, &e->fb->be, e->wq, &e->c, &em), 0);
-    assert_int_equal(objects_new(&e->cf, &e->fb->be, e->c, NULL, &e->o), 0);
+    assert_int_equal(objects_new(&e->cf, &e->fb->be, e->c, NULL, &e->o, &em), 0);
 }
 
 static void env_close(struct env *e)
@@ -162,7 +162,7 @@ static int put_file(struct env *e, const char *key, const char *id, unsigned n, 
     if (rc)
         unlink(path); /* not consumed */
     else
-        cache_dirty_hold(e->c, len); /* as multipart_put_part() */
+        drain_hold(e->o->dr, len); /* as multipart_put_part() */
     return rc;
 }
 
@@ -187,7 +187,7 @@ static int put_part(struct env *e, const char *key, const char *id, unsigned n, 
     close(fd);
     if (rc)
         return rc;
-    cache_dirty_hold(e->c, len);
+    drain_hold(e->o->dr, len);
     return 1;
 }
 

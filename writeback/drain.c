@@ -1,36 +1,41 @@
 /*
- * drain.c: write-back. Objects written in --write-mode back are adopted into
- * the cache as dirty entries (INDEX_F_DIRTY plus a row of the index's dirty
- * table: the journal); this file drains them to the backend with a few
- * threads of its own, oldest first, and marks each clean only after the
- * backend confirmed it. It also keeps the dirty limit, excludes gateway
- * writes of a key from its drain (cache_write_begin/end), and answers flushes.
+ * drain.c: the write-back engine (drain.h). Objects written in --write-mode back are adopted
+ * into the cache as dirty entries (the cache's journal: cache.h, "write-back"); this file
+ * drains them to the backend with a few threads of its own, oldest first, and marks each clean
+ * only after the backend confirmed it. It also keeps the dirty limit, excludes gateway writes
+ * of a key from its drain (drain_write_begin/end), and answers flushes.
  *
- * Memory mirrors the journal: one struct dirty per dirty key, loaded from the
- * index at open, added by cache_adopt(dirty), removed when the drain of its
- * newest version is confirmed or the key is forgotten. dr->mu guards it all;
- * nothing holds dr->mu across backend, disk or index I/O.
+ * Memory mirrors the journal: one struct dirty per dirty key, loaded from the journal at open
+ * (cache_journal_scan()), added when the cache says a dirty version was adopted (the note
+ * hook), removed when the drain of its newest version is confirmed or the key is forgotten
+ * (the forget hook). dr->mu guards it all; nothing holds dr->mu across backend, disk or index
+ * I/O, nor across a call into the cache, but drain_open() while it loads the journal (no other
+ * thread can take it yet).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "cache_priv.h"
+#include "cache/cache.h"
 #include "lib/arr.h"
 #include "lib/conf.h"
 #include "lib/log.h"
+#include "lib/s3c.h"
+#include "lib/s3err.h"
+#include "drain.h"
 
 #define DRAIN_BACKOFF_MIN_MS 200
 #define DRAIN_BACKOFF_MAX_MS 30000
 #define DRAIN_THREADS_MAX 32
+#define DRAIN_ERR_CLOSING (-S3E_SERVICE_UNAVAILABLE)
 
 struct dirty {
     struct dirty *next;
-    struct index_key k;
     char *bucket, *key;
     uint64_t version, size;
     uint64_t seq;       /* of the newest write */
@@ -45,37 +50,39 @@ struct dirty {
 
 struct wlock {
     struct wlock *next;
-    struct index_key k;
-    unsigned n;
+    char *bucket, *key;
 };
 
-/* A flush being waited for (cache_flush_start): answered by the flush thread. */
+/* A flush being waited for (drain_flush_start): answered by the flush thread. */
 struct flush_wait {
     struct flush_wait *next;
-    char *bucket, *prefix; /* NULL: all */
-    uint64_t upto;         /* dr->seq at its start: only what was written before counts */
-    uint64_t up0, upb0;    /* dr->uploaded_* at its start */
+    char *bucket, *prefix;      /* NULL: all */
+    uint64_t upto;              /* dr->seq at its start: only what was written before counts */
+    uint64_t up0, upb0;         /* dr->uploaded_* at its start */
     int64_t t0_ms, deadline_ms; /* deadline < 0: none */
-    cache_flush_cb cb;
+    drain_flush_cb cb;
     void *arg;
 };
 
 struct drain {
+    const struct conf *cf;
     struct cache *c;
+    struct backend *be;
+    int attached; /* its hooks are attached to the cache */
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* drainers: new work, closing */
     pthread_cond_t done_cv; /* flush thread, write locks: an upload ended, a flush began */
     struct flush_wait *waits;
     pthread_t flush_thread;
     int flush_thread_started;
-    struct dirty *list;     /* unordered; small (bounded by the dirty limit) */
+    struct dirty *list; /* unordered; small (bounded by the dirty limit) */
     struct wlock *locks;
     uint64_t seq;
     uint64_t dirty_bytes, staged_bytes, limit;
     unsigned nthreads;
     pthread_t threads[DRAIN_THREADS_MAX];
     int closing;
-    int flush_abort; /* the server is stopping: flushes return now (cache_flush_abort) */
+    int flush_abort; /* the server is stopping: flushes return now (drain_flush_abort) */
     /* stats */
     uint64_t uploaded_objects, uploaded_bytes, errors, cancelled;
     int64_t rate_t0_ms;
@@ -87,25 +94,34 @@ static int64_t now_ms(void)
     return s3c_mono_ns() / 1000000;
 }
 
-static int key_eq(const struct index_key *a, const struct index_key *b)
+static int key_eq(const char *b1, const char *k1, const char *b2, const char *k2)
 {
-    return a->len == b->len && memcmp(a->b, b->b, a->len) == 0;
+    return strcmp(k1, k2) == 0 && strcmp(b1, b2) == 0;
 }
 
-static struct dirty *find_locked(struct drain *dr, const struct index_key *k)
+static struct dirty *find_locked(struct drain *dr, const char *bucket, const char *key)
 {
     for (struct dirty *d = dr->list; d; d = d->next)
-        if (key_eq(&d->k, k))
+        if (key_eq(d->bucket, d->key, bucket, key))
             return d;
     return NULL;
 }
 
-static int locked_locked(struct drain *dr, const struct index_key *k)
+static int locked_locked(struct drain *dr, const char *bucket, const char *key)
 {
     for (struct wlock *l = dr->locks; l; l = l->next)
-        if (key_eq(&l->k, k))
+        if (key_eq(l->bucket, l->key, bucket, key))
             return 1;
     return 0;
+}
+
+static void wlock_free(struct wlock *l)
+{
+    if (!l)
+        return;
+    free(l->bucket);
+    free(l->key);
+    free(l);
 }
 
 static void dirty_free(struct dirty *d)
@@ -136,17 +152,16 @@ static void cancel_locked(struct dirty *d)
 }
 
 /* Adds or updates the record of a dirty (@bucket, @key) at @version. mu held. */
-static int note_locked(struct drain *dr, const char *bucket, const char *key,
-                       const struct index_key *k, uint64_t version, uint64_t size)
+static int note_locked(struct drain *dr, const char *bucket, const char *key, uint64_t version,
+                       uint64_t size)
 {
-    struct dirty *d = find_locked(dr, k);
+    struct dirty *d = find_locked(dr, bucket, key);
     if (!d) {
         d = calloc(1, sizeof(*d));
         if (!d || !(d->bucket = strdup(bucket)) || !(d->key = strdup(key))) {
             dirty_free(d);
             return -ENOMEM;
         }
-        d->k = *k;
         d->since_seq = dr->seq + 1;
         d->since_ns = s3c_real_ns();
         d->next = dr->list;
@@ -173,7 +188,7 @@ static struct dirty *pick_locked(struct drain *dr, int64_t *wait_ms)
     int64_t now = now_ms();
     *wait_ms = 1000;
     for (struct dirty *d = dr->list; d; d = d->next) {
-        if (d->inflight || locked_locked(dr, &d->k))
+        if (d->inflight || locked_locked(dr, d->bucket, d->key))
             continue;
         if (d->next_try_ms > now) {
             *wait_ms = S3C_MIN(*wait_ms, d->next_try_ms - now);
@@ -200,38 +215,27 @@ static unsigned backoff_ms(unsigned attempts)
 /* Uploads @version of (@bucket, @key) from its cache file. 0, or the backend's/disk's error
  * (-ECANCELED once *@cancel is set). *@etag and *@mtime_ns: the backend's view of what it
  * stored (empty/0 when unknown). */
-static int upload_one(struct cache *c, const struct index_key *k, const char *bucket,
-                      const char *key, uint64_t version, const int *cancel,
-                      char etag[BE_ETAG_MAX], int64_t *mtime_ns)
+static int upload_one(struct drain *dr, const char *bucket, const char *key, uint64_t version,
+                      const int *cancel, char etag[BE_ETAG_MAX], int64_t *mtime_ns)
 {
-    struct index_entry e;
-    char p[STORE_PATH_MAX];
-    int fd = -1, rc = index_get(c->ix, k, &e);
+    struct be_meta m;
+    char p[4096];
+    int fd = -1;
     etag[0] = '\0';
     *mtime_ns = 0;
-    if (rc)
-        return rc == -ENOENT ? -ESTALE : rc;
-    if (e.version != version || !(e.flags & INDEX_F_DIRTY)) {
-        index_entry_clear(&e);
-        return -ESTALE;
-    }
-    store_data_path(c->dir, k->b, k->len, version, p);
-    fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = -errno;
-        log_err("drain: \"%s/%s\": cannot open its cache file %s: %s", bucket, key, p,
-                strerror(-rc));
-        index_entry_clear(&e);
+    int rc = cache_journal_open(dr->c, bucket, key, version, &fd, &m, p);
+    if (rc) {
+        if (rc != -ESTALE && p[0])
+            log_err("drain: \"%s/%s\": cannot open its cache file %s: %s", bucket, key, p,
+                    strerror(-rc));
         return rc;
     }
-    struct be_meta m = e.meta;
-    index_entry_clear(&e);
-    rc = backend_put_cancellable(c->be, bucket, key, fd, m.size, &m, cancel);
+    rc = backend_put_cancellable(dr->be, bucket, key, fd, m.size, &m, cancel);
     close(fd);
     if (rc)
         return rc;
     struct be_meta stored;
-    if (backend_head(c->be, bucket, key, &stored) == 0 && stored.size == m.size) {
+    if (backend_head(dr->be, bucket, key, &stored) == 0 && stored.size == m.size) {
         snprintf(etag, BE_ETAG_MAX, "%s", stored.etag);
         *mtime_ns = stored.mtime_ns;
     }
@@ -241,7 +245,6 @@ static int upload_one(struct cache *c, const struct index_key *k, const char *bu
 static void *drainer(void *arg)
 {
     struct drain *dr = arg;
-    struct cache *c = dr->c;
     pthread_mutex_lock(&dr->mu);
     while (!dr->closing) {
         int64_t wait_ms;
@@ -255,27 +258,24 @@ static void *drainer(void *arg)
         d->inflight = 1;
         __atomic_store_n(&d->cancel, 0, __ATOMIC_RELAXED);
         const int *cancel = &d->cancel; /* d stays allocated while inflight */
-        struct index_key k = d->k;
         uint64_t version = d->version, size = d->size;
         char *bucket = strdup(d->bucket), *key = strdup(d->key);
         pthread_mutex_unlock(&dr->mu);
 
         char etag[BE_ETAG_MAX];
         int64_t mtime = 0;
-        int rc = bucket && key ? upload_one(c, &k, bucket, key, version, cancel, etag, &mtime)
-                              : -ENOMEM;
+        int rc = bucket && key ? upload_one(dr, bucket, key, version, cancel, etag, &mtime)
+                               : -ENOMEM;
         if (rc == 0) {
-            int crc = index_clean(c->ix, &k, version, etag, mtime);
-            if (crc == 0)
-                cache_ver_clean(c, &k, version, etag, mtime);
-            else if (crc != -ESTALE)
+            int crc = cache_journal_clean(dr->c, bucket, key, version, etag, mtime);
+            if (crc != 0 && crc != -ESTALE)
                 log_err("drain: \"%s/%s\": marking clean: %s", bucket, key, s3c_strerror(crc));
         }
 
         pthread_mutex_lock(&dr->mu);
-        d = find_locked(dr, &k); /* may have been forgotten or overwritten meanwhile */
-        if (d)
-            d->inflight = 0;
+        /* d is still the key's record: one is never freed while inflight (a forget or an
+         * overwrite meanwhile set its version to 0 or to the newer one) */
+        d->inflight = 0;
         if (rc == 0) {
             dr->uploaded_objects++;
             dr->uploaded_bytes += size;
@@ -299,11 +299,12 @@ static void *drainer(void *arg)
             d->next_try_ms = now_ms() + backoff_ms(d->attempts);
             if (d->attempts == 1 || d->attempts % 20 == 0)
                 log_warn("drain: \"%s/%s\" (%llu bytes) not uploaded (attempt %u, retrying): %s",
-                         bucket, key, (unsigned long long)size, d->attempts, s3c_strerror(rc));
+                         d->bucket, d->key, (unsigned long long)size, d->attempts,
+                         s3c_strerror(rc));
         }
         pthread_cond_broadcast(&dr->done_cv);
         pthread_mutex_unlock(&dr->mu);
-        evict_drain_unlinks(c);
+        cache_journal_unlinks(dr->c);
         free(bucket);
         free(key);
         pthread_mutex_lock(&dr->mu);
@@ -320,20 +321,10 @@ struct load_arg {
     uint64_t n;
 };
 
-static int load_cb(void *arg, const struct index_key *k, const char *name,
-                   const struct index_entry *e)
+static int load_cb(void *arg, const char *bucket, const char *key, uint64_t version, uint64_t size)
 {
     struct load_arg *la = arg;
-    const char *slash = strchr(name, '/');
-    if (!slash)
-        return 0;
-    char *bucket = strndup(name, (size_t)(slash - name));
-    if (!bucket) {
-        la->err = -ENOMEM;
-        return 1;
-    }
-    int rc = note_locked(la->dr, bucket, slash + 1, k, e->version, e->size);
-    free(bucket);
+    int rc = note_locked(la->dr, bucket, key, version, size);
     if (rc) {
         la->err = rc;
         return 1;
@@ -342,57 +333,108 @@ static int load_cb(void *arg, const struct index_key *k, const char *name,
     return 0;
 }
 
+/* The cache's hooks (cache_journal_ops). */
+static void hook_note(void *cls, const char *bucket, const char *key, uint64_t version,
+                      uint64_t size)
+{
+    struct drain *dr = cls;
+    pthread_mutex_lock(&dr->mu);
+    if (note_locked(dr, bucket, key, version, size))
+        log_err("drain: no memory to track \"%s/%s\": it drains after a restart", bucket, key);
+    pthread_mutex_unlock(&dr->mu);
+}
+
+static void hook_forget(void *cls, const char *bucket, const char *key)
+{
+    struct drain *dr = cls;
+    pthread_mutex_lock(&dr->mu);
+    struct dirty *d = find_locked(dr, bucket, key);
+    if (d && !d->inflight) {
+        unlink_locked(dr, d);
+    } else if (d) {
+        d->version = 0; /* the drainer drops it when its upload ends */
+        cancel_locked(d);
+    }
+    pthread_cond_broadcast(&dr->done_cv);
+    pthread_mutex_unlock(&dr->mu);
+}
+
+static void hook_stats(void *cls, struct cache_stats *out)
+{
+    struct drain_stats ds;
+    drain_get_stats(cls, &ds);
+    out->dirty_limit_bytes = ds.limit_bytes;
+    out->dirty_staged_bytes = ds.staged_bytes;
+    out->drain_uploaded_objects = ds.uploaded_objects;
+    out->drain_uploaded_bytes = ds.uploaded_bytes;
+    out->drain_errors = ds.errors;
+    out->drain_inflight = ds.inflight;
+    out->drain_cancelled = ds.cancelled;
+    out->drain_rate_bps = ds.rate_bps;
+    out->drain_oldest_dirty_age_s = ds.oldest_dirty_age_s;
+}
+
 static void *flusher(void *arg);
 
-int drain_open(struct cache *c, struct errmsg *em)
+int drain_open(const struct conf *cf, struct cache *c, struct backend *be, struct drain **out,
+               struct errmsg *em)
 {
     struct drain *dr = calloc(1, sizeof(*dr));
+    *out = NULL;
     if (!dr)
         return -ENOMEM;
+    dr->cf = cf;
     dr->c = c;
+    dr->be = be;
     pthread_mutex_init(&dr->mu, NULL);
     pthread_cond_init(&dr->work_cv, NULL);
     pthread_cond_init(&dr->done_cv, NULL);
-    dr->limit = c->cf->dirty_limit ? c->cf->dirty_limit : c->cap / 2;
+    dr->limit = cf->dirty_limit ? cf->dirty_limit : cf->cache_size / 2;
     dr->rate_t0_ms = now_ms();
-    struct load_arg la = { dr, 0, 0 };
+    struct load_arg la = {dr, 0, 0};
     pthread_mutex_lock(&dr->mu);
-    int rc = index_dirty_scan(c->ix, load_cb, &la);
+    int rc = cache_journal_scan(c, load_cb, &la);
     pthread_mutex_unlock(&dr->mu);
     if (!rc)
         rc = la.err;
     if (rc) {
         errmsg_set(em, "cache: reading the write-back journal: %s", s3c_strerror(rc));
-        c->dr = dr;
-        drain_close(c);
+        drain_close(dr);
         return rc;
     }
     if (la.n)
         log_info("drain: %llu objects (%llu bytes) written back but not yet on the backend: "
-                 "draining them", (unsigned long long)la.n, (unsigned long long)dr->dirty_bytes);
-    int64_t want = c->cf->drain_concurrency > 0 ? c->cf->drain_concurrency : 4;
+                 "draining them",
+                 (unsigned long long)la.n, (unsigned long long)dr->dirty_bytes);
+    /* from now on the cache tells of new dirty versions and forgotten keys */
+    struct cache_journal_ops ops = {.note = hook_note,
+                                    .forget = hook_forget,
+                                    .stats = hook_stats,
+                                    .cls = dr};
+    cache_journal_attach(c, &ops);
+    dr->attached = 1;
+    int64_t want = cf->drain_concurrency > 0 ? cf->drain_concurrency : 4;
     want = S3C_MIN(want, (int64_t)DRAIN_THREADS_MAX);
-    c->dr = dr;
     if (pthread_create(&dr->flush_thread, NULL, flusher, dr)) {
         errmsg_set(em, "cache: starting the flush thread: %s", strerror(errno));
-        drain_close(c);
+        drain_close(dr);
         return -EAGAIN;
     }
     dr->flush_thread_started = 1;
     for (int64_t i = 0; i < want; i++) {
         if (pthread_create(&dr->threads[dr->nthreads], NULL, drainer, dr)) {
             errmsg_set(em, "cache: starting drain threads: %s", strerror(errno));
-            drain_close(c);
+            drain_close(dr);
             return -EAGAIN;
         }
         dr->nthreads++;
     }
+    *out = dr;
     return 0;
 }
 
-int drain_close(struct cache *c)
+int drain_close(struct drain *dr)
 {
-    struct drain *dr = c->dr;
     if (!dr)
         return 0;
     pthread_mutex_lock(&dr->mu);
@@ -407,7 +449,7 @@ int drain_close(struct cache *c)
     /* An upload in flight may take long (a big object, a slow backend): wait a bounded time,
      * then leave it; its journal row makes the next start upload it again. */
     struct timespec until;
-    s3c_deadline(CLOCK_REALTIME, c->cf->shutdown_timeout > 0 ? c->cf->shutdown_timeout : 10000,
+    s3c_deadline(CLOCK_REALTIME, dr->cf->shutdown_timeout > 0 ? dr->cf->shutdown_timeout : 10000,
                  &until);
     for (unsigned i = 0; i < dr->nthreads; i++) {
         if (pthread_timedjoin_np(dr->threads[i], NULL, &until)) {
@@ -415,6 +457,8 @@ int drain_close(struct cache *c)
             return -EBUSY; /* threads still use the cache: it must stay allocated */
         }
     }
+    if (dr->attached) /* waits for the cache's calls of the hooks in flight */
+        cache_journal_detach(dr->c);
     while (dr->list) {
         struct dirty *d = dr->list;
         dr->list = d->next;
@@ -423,56 +467,29 @@ int drain_close(struct cache *c)
     while (dr->locks) {
         struct wlock *l = dr->locks;
         dr->locks = l->next;
-        free(l);
+        wlock_free(l);
     }
     pthread_mutex_destroy(&dr->mu);
     pthread_cond_destroy(&dr->work_cv);
     pthread_cond_destroy(&dr->done_cv);
     free(dr);
-    c->dr = NULL;
     return 0;
-}
-
-void drain_note(struct cache *c, const char *bucket, const char *key, const struct index_key *k,
-                uint64_t version, uint64_t size)
-{
-    struct drain *dr = c->dr;
-    pthread_mutex_lock(&dr->mu);
-    if (note_locked(dr, bucket, key, k, version, size))
-        log_err("drain: no memory to track \"%s/%s\": it drains after a restart", bucket, key);
-    pthread_mutex_unlock(&dr->mu);
-}
-
-void drain_forget(struct cache *c, const struct index_key *k)
-{
-    struct drain *dr = c->dr;
-    pthread_mutex_lock(&dr->mu);
-    struct dirty *d = find_locked(dr, k);
-    if (d && !d->inflight) {
-        unlink_locked(dr, d);
-    } else if (d) {
-        d->version = 0; /* the drainer drops it when its upload ends */
-        cancel_locked(d);
-    }
-    pthread_cond_broadcast(&dr->done_cv);
-    pthread_mutex_unlock(&dr->mu);
 }
 
 /* ---- the public API ------------------------------------------------------------------- */
 
-int cache_write_begin(struct cache *c, const char *bucket, const char *key)
+int drain_write_begin(struct drain *dr, const char *bucket, const char *key)
 {
-    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct drain *dr = c->dr;
     struct wlock *l = calloc(1, sizeof(*l));
-    if (!l)
+    if (!l || !(l->bucket = strdup(bucket)) || !(l->key = strdup(key))) {
+        wlock_free(l);
         return -ENOMEM;
-    index_key_make(bucket, key, &l->k);
+    }
     pthread_mutex_lock(&dr->mu);
     l->next = dr->locks;
     dr->locks = l;
     for (;;) {
-        struct dirty *d = find_locked(dr, &l->k);
+        struct dirty *d = find_locked(dr, bucket, key);
         if (!d || !d->inflight || dr->closing)
             break;
         cancel_locked(d); /* this write supersedes it; a write that fails leaves it dirty */
@@ -482,18 +499,14 @@ int cache_write_begin(struct cache *c, const char *bucket, const char *key)
     return 0;
 }
 
-void cache_write_end(struct cache *c, const char *bucket, const char *key)
+void drain_write_end(struct drain *dr, const char *bucket, const char *key)
 {
-    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct drain *dr = c->dr;
-    struct index_key k;
-    index_key_make(bucket, key, &k);
     pthread_mutex_lock(&dr->mu);
     for (struct wlock **p = &dr->locks; *p; p = &(*p)->next) {
-        if (key_eq(&(*p)->k, &k)) {
+        if (key_eq((*p)->bucket, (*p)->key, bucket, key)) {
             struct wlock *l = *p;
             *p = l->next;
-            free(l);
+            wlock_free(l);
             break;
         }
     }
@@ -501,10 +514,8 @@ void cache_write_end(struct cache *c, const char *bucket, const char *key)
     pthread_mutex_unlock(&dr->mu);
 }
 
-int cache_dirty_admit(struct cache *c, uint64_t bytes)
+int drain_admit(struct drain *dr, uint64_t bytes)
 {
-    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct drain *dr = c->dr;
     int rc = 0;
     pthread_mutex_lock(&dr->mu);
     if (dr->dirty_bytes + dr->staged_bytes + bytes > dr->limit && bytes)
@@ -515,10 +526,8 @@ int cache_dirty_admit(struct cache *c, uint64_t bytes)
     return rc;
 }
 
-int cache_dirty_grow(struct cache *c, uint64_t *held, uint64_t total)
+int drain_grow(struct drain *dr, uint64_t *held, uint64_t total)
 {
-    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct drain *dr = c->dr;
     int rc = 0;
     if (total <= *held)
         return 0;
@@ -536,26 +545,22 @@ int cache_dirty_grow(struct cache *c, uint64_t *held, uint64_t total)
     return rc;
 }
 
-void cache_dirty_hold(struct cache *c, uint64_t bytes)
+void drain_hold(struct drain *dr, uint64_t bytes)
 {
-    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct drain *dr = c->dr;
     pthread_mutex_lock(&dr->mu);
     dr->staged_bytes += bytes;
     pthread_mutex_unlock(&dr->mu);
-    cache_stage_force(c, bytes);
+    cache_stage_force(dr->c, bytes);
 }
 
-void cache_dirty_release(struct cache *c, uint64_t bytes)
+void drain_release(struct drain *dr, uint64_t bytes)
 {
-    cache_dirty_unadmit(c, bytes);
-    cache_stage_drop(c, bytes);
+    drain_unadmit(dr, bytes);
+    cache_stage_drop(dr->c, bytes);
 }
 
-void cache_dirty_unadmit(struct cache *c, uint64_t bytes)
+void drain_unadmit(struct drain *dr, uint64_t bytes)
 {
-    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct drain *dr = c->dr;
     pthread_mutex_lock(&dr->mu);
     dr->staged_bytes -= S3C_MIN(dr->staged_bytes, bytes);
     pthread_mutex_unlock(&dr->mu);
@@ -576,10 +581,10 @@ static void flush_wait_free(struct flush_wait *w)
 }
 
 /* Whether flush @w has its answer: 0 (everything it waits for is on the backend),
- * -ETIMEDOUT, CACHE_ERR_CLOSING, or 1 (not yet). Fills @out. Objects it waits for that are
+ * -ETIMEDOUT, DRAIN_ERR_CLOSING, or 1 (not yet). Fills @out. Objects it waits for that are
  * in backoff are retried at once. */
 static int flush_check_locked(struct drain *dr, const struct flush_wait *w, int64_t now,
-                              struct cache_flush_result *out)
+                              struct drain_flush_result *out)
 {
     uint64_t n = 0, bytes = 0;
     for (struct dirty *d = dr->list; d; d = d->next) {
@@ -602,7 +607,7 @@ static int flush_check_locked(struct drain *dr, const struct flush_wait *w, int6
     if (!n)
         return 0;
     if (dr->closing || dr->flush_abort)
-        return CACHE_ERR_CLOSING;
+        return DRAIN_ERR_CLOSING;
     if (w->deadline_ms >= 0 && now >= w->deadline_ms)
         return -ETIMEDOUT;
     return 1;
@@ -618,7 +623,7 @@ static void *flusher(void *arg)
     for (;;) {
         int64_t now = now_ms(), wake = now + 1000;
         struct flush_wait *w = dr->waits, **pp = &dr->waits;
-        struct cache_flush_result res;
+        struct drain_flush_result res;
         int rc = 1;
         for (; w; pp = &w->next, w = w->next) {
             if ((rc = flush_check_locked(dr, w, now, &res)) != 1)
@@ -644,11 +649,9 @@ static void *flusher(void *arg)
     return NULL;
 }
 
-int cache_flush_start(struct cache *c, const char *bucket, const char *prefix,
-                      int64_t timeout_ms, cache_flush_cb cb, void *arg)
+int drain_flush_start(struct drain *dr, const char *bucket, const char *prefix, int64_t timeout_ms,
+                      drain_flush_cb cb, void *arg)
 {
-    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct drain *dr = c->dr;
     struct flush_wait *w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;
@@ -665,7 +668,7 @@ int cache_flush_start(struct cache *c, const char *bucket, const char *prefix,
     if (!dr->flush_thread_started) {
         pthread_mutex_unlock(&dr->mu);
         flush_wait_free(w);
-        return CACHE_ERR_CLOSING;
+        return DRAIN_ERR_CLOSING;
     }
     w->upto = dr->seq;
     w->up0 = dr->uploaded_objects;
@@ -681,10 +684,10 @@ struct flush_sync {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int done, rc;
-    struct cache_flush_result res;
+    struct drain_flush_result res;
 };
 
-static void flush_sync_done(void *arg, int rc, const struct cache_flush_result *res)
+static void flush_sync_done(void *arg, int rc, const struct drain_flush_result *res)
 {
     struct flush_sync *fs = arg;
     pthread_mutex_lock(&fs->mu);
@@ -695,12 +698,12 @@ static void flush_sync_done(void *arg, int rc, const struct cache_flush_result *
     pthread_mutex_unlock(&fs->mu);
 }
 
-int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t timeout_ms,
-                struct cache_flush_result *out)
+int drain_flush(struct drain *dr, const char *bucket, const char *prefix, int64_t timeout_ms,
+                struct drain_flush_result *out)
 {
     struct flush_sync fs = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     memset(out, 0, sizeof(*out));
-    int rc = cache_flush_start(c, bucket, prefix, timeout_ms, flush_sync_done, &fs);
+    int rc = drain_flush_start(dr, bucket, prefix, timeout_ms, flush_sync_done, &fs);
     if (rc)
         return rc;
     pthread_mutex_lock(&fs.mu);
@@ -711,10 +714,8 @@ int cache_flush(struct cache *c, const char *bucket, const char *prefix, int64_t
     return fs.rc;
 }
 
-void cache_flush_abort(struct cache *c)
+void drain_flush_abort(struct drain *dr)
 {
-    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct drain *dr = c->dr;
     if (!dr)
         return;
     pthread_mutex_lock(&dr->mu);
@@ -728,11 +729,9 @@ static int cmp_entry(const void *a, const void *b)
     return strcmp(((const struct be_list_entry *)a)->key, ((const struct be_list_entry *)b)->key);
 }
 
-int cache_dirty_keys(struct cache *c, const char *bucket, const char *prefix,
+int drain_dirty_keys(struct drain *dr, const char *bucket, const char *prefix,
                      struct be_list_entry **out, size_t *n)
 {
-    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct drain *dr = c->dr;
     struct dirty **ds = NULL;
     size_t cnt = 0, cap = 0;
     int rc = 0;
@@ -757,22 +756,24 @@ int cache_dirty_keys(struct cache *c, const char *bucket, const char *prefix,
         es[i].size = ds[i]->size;
     }
     /* keys copied: the metadata comes from the index, outside the lock */
-    struct index_key *ks = !rc && cnt ? malloc(cnt * sizeof(*ks)) : NULL;
-    if (cnt && !rc && !ks)
+    char **bs = !rc && cnt ? calloc(cnt, sizeof(*bs)) : NULL;
+    if (cnt && !rc && !bs)
         rc = -ENOMEM;
     for (size_t i = 0; !rc && i < cnt; i++)
-        ks[i] = ds[i]->k;
+        if (!(bs[i] = strdup(ds[i]->bucket)))
+            rc = -ENOMEM;
     pthread_mutex_unlock(&dr->mu);
     for (size_t i = 0; !rc && i < cnt; i++) {
-        struct index_entry e;
-        if (index_get(c->ix, &ks[i], &e) == 0) {
-            snprintf(es[i].etag, sizeof(es[i].etag), "%s", e.meta.etag);
-            es[i].mtime_ns = e.meta.mtime_ns;
-            es[i].size = e.size;
-            index_entry_clear(&e);
+        struct be_meta m;
+        if (cache_journal_get(dr->c, bs[i], es[i].key, &m) == 0) {
+            snprintf(es[i].etag, sizeof(es[i].etag), "%s", m.etag);
+            es[i].mtime_ns = m.mtime_ns;
+            es[i].size = m.size;
         }
     }
-    free(ks);
+    for (size_t i = 0; bs && i < cnt; i++)
+        free(bs[i]);
+    free(bs);
     free(ds);
     if (rc) {
         for (size_t i = 0; es && i < cnt; i++)
@@ -787,10 +788,8 @@ int cache_dirty_keys(struct cache *c, const char *bucket, const char *prefix,
     return 0;
 }
 
-void cache_drain_stats(struct cache *c, struct cache_drain_stats *out)
+void drain_get_stats(struct drain *dr, struct drain_stats *out)
 {
-    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct drain *dr = c->dr;
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&dr->mu);
     int64_t now = now_ms(), oldest = 0, real = s3c_real_ns();
