@@ -331,16 +331,40 @@ int fillwin_complete(struct fetch *f, int *unsynced)
     struct cache *c = f->c;
     struct cver *v = f->v;
     int rc = 0;
-    uint64_t whole = 0;
+    uint64_t whole = 0, punch = 0;
     *unsynced = 0;
     pthread_mutex_lock(&c->mu);
     int fd = v->fd;
-    for (unsigned bi = 0; bi < f->n; bi++)
-        if (window_block_whole(f->win, bi))
+    for (unsigned bi = 0; bi < f->n; bi++) {
+        uint64_t b = f->first + bi;
+        if (window_block_whole(f->win, bi)) {
             whole |= 1ull << bi;
+        } else if (fd >= 0 && window_block_started(f->win, bi) &&
+                   window_block_dropped(f->win, bi) && !cache_bit(v->present, b) &&
+                   !cache_bit(v->fetching, b)) {
+            /* dropped after the writer began it (a stale window gave it up, a write failed):
+             * its extent holds bytes nothing accounts for. Claimed as fetching while its space
+             * goes back, so no other run writes it meanwhile. */
+            cache_bit_set(v->fetching, b);
+            punch |= 1ull << bi;
+        }
+    }
     c->st.uncached_bytes += window_dropped_bytes(f->win);
     c->st.uncached_blocks += window_dropped_blocks(f->win);
     pthread_mutex_unlock(&c->mu);
+    if (punch) {
+        for (unsigned bi = 0; bi < f->n; bi++)
+            if (punch >> bi & 1) {
+                uint64_t b0 = (f->first + bi) * v->bs;
+                store_punch(fd, b0, S3C_MIN(b0 + v->bs, v->meta.size) - b0);
+            }
+        pthread_mutex_lock(&c->mu);
+        for (unsigned bi = 0; bi < f->n; bi++)
+            if (punch >> bi & 1)
+                cache_bit_clr(v->fetching, f->first + bi);
+        cache_wake_locked(&v->waiters);
+        pthread_mutex_unlock(&c->mu);
+    }
     if (!whole)
         return 0;
     if (fdatasync(fd)) {
@@ -461,7 +485,7 @@ static void fillwin_readers_locked(struct fetch *f, int left)
         m++;
         lo = S3C_MIN(lo, o->wf_pos);
     }
-    window_readers(f->win, n);
+    window_readers(f->win, n, m);
     if (!m)
         lo = left && !n ? f->end : f->off;
     if (lo > f->off && window_read(&c->pool, f->win, lo, s3c_mono_ns() / 1000000))

@@ -153,3 +153,9 @@ void store_preallocate(int fd, uint64_t off, uint64_t len, int in_memory)
     if (!in_memory && len)
         (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
 }
+
+void store_punch(int fd, uint64_t off, uint64_t len)
+{
+    if (len)
+        (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+}

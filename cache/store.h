@@ -28,6 +28,8 @@ int store_rename(const char *from, const char *to);
  * instead of page-by-page delayed allocation. Nothing when @in_memory (tmpfs, ramfs: there it
  * would allocate and zero pages that the write then copies over again). */
 void store_preallocate(int fd, uint64_t off, uint64_t len, int in_memory);
+/* Gives back the space of [@off, @off + @len) of @fd (best effort; the file keeps its size). */
+void store_punch(int fd, uint64_t off, uint64_t len);
 /* A fresh random non-zero version id. */
 uint64_t store_new_version(void);
 

@@ -31,6 +31,7 @@ struct window {
     uint64_t read_to;               /* every attached reader copied [off, read_to) */
     uint64_t read_at;               /* when read_to last moved (or the window began), ms */
     unsigned readers;               /* readers attached (window_readers) */
+    unsigned copying;               /* of which copy its bytes (not a walk) */
     int ever_read;                  /* a reader was attached once */
     unsigned held;                  /* chunks holding a slot */
     unsigned wnext;                 /* the next chunk to write */
@@ -299,11 +300,11 @@ static int behind(const struct window *w)
     return 0;
 }
 
-/* Whether @w's readers stopped: they copied nothing for the pool's stall time while it holds
- * bytes they have not copied. */
+/* Whether @w's readers stopped: readers that copy (not a read-ahead, not a walk) copied nothing
+ * for the pool's stall time while it holds bytes they have not copied. */
 static int stale(const struct window_pool *p, const struct window *w)
 {
-    return p->now_ms - w->read_at >= p->stall_ms && behind(w);
+    return w->copying && p->now_ms - w->read_at >= p->stall_ms && behind(w);
 }
 
 /* The newest block of @w that the writer started and has not written whole, holding a slot it
@@ -616,9 +617,10 @@ int window_read(struct window_pool *p, struct window *w, uint64_t to, uint64_t n
     return more;
 }
 
-void window_readers(struct window *w, unsigned n)
+void window_readers(struct window *w, unsigned n, unsigned copying)
 {
     w->readers = n;
+    w->copying = copying;
     if (n)
         w->ever_read = 1;
 }
@@ -674,6 +676,11 @@ int window_block_whole(const struct window *w, unsigned bi)
 int window_block_dropped(const struct window *w, unsigned bi)
 {
     return !!(w->bst[bi] & WIN_B_DROPPED);
+}
+
+int window_block_started(const struct window *w, unsigned bi)
+{
+    return !!(w->bst[bi] & WIN_B_STARTED);
 }
 
 uint64_t window_dropped_bytes(const struct window *w)

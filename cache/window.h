@@ -117,8 +117,10 @@ int window_still(const struct window *w, uint64_t pos, const unsigned char *mem)
  * passed (a run waiting for room may find some). */
 int window_read(struct window_pool *p, struct window *w, uint64_t to, uint64_t now_ms);
 uint64_t window_read_to(const struct window *w);
-/* @n readers are attached to the window (0 and none ever: a read-ahead nobody reads yet). */
-void window_readers(struct window *w, unsigned n);
+/* @n readers are attached to the window (0 and none ever: a read-ahead nobody reads yet), of
+ * which @copying copy its bytes (the others walk them: a member index build). Only a window
+ * with readers that copy can be stale: a read-ahead or a walk is not a client that stopped. */
+void window_readers(struct window *w, unsigned n, unsigned copying);
 /* 1 when the byte at @pos is in the data file (its chunk was written, its block kept): *@avail
  * bytes from @pos are. */
 int window_in_file(const struct window *w, uint64_t pos, uint64_t *avail);
@@ -126,9 +128,11 @@ int window_in_file(const struct window *w, uint64_t pos, uint64_t *avail);
  * it), or is now (window_at, window_in_file). 0: another fetch must bring it. */
 int window_can_serve(const struct window *w, uint64_t pos);
 
-/* After window_settled(): block @bi (0 = the first) was written whole and kept, or dropped. */
+/* After window_settled(): block @bi (0 = the first) was written whole and kept, or dropped;
+ * started: the writer began it (so its extent may hold bytes, if it was dropped after). */
 int window_block_whole(const struct window *w, unsigned bi);
 int window_block_dropped(const struct window *w, unsigned bi);
+int window_block_started(const struct window *w, unsigned bi);
 /* Bytes the run received of the blocks it dropped (delivered, not cached). */
 uint64_t window_dropped_bytes(const struct window *w);
 unsigned window_dropped_blocks(const struct window *w);

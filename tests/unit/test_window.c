@@ -170,7 +170,7 @@ static void test_window_drop_when_starved(void **state)
     assert_int_equal(window_pool_init(&p, 64 * CH, 6 * CH, BS, CH, STALL_MS, on_drop), 0);
     uint64_t off = 0, end = 4 * BS;
     assert_int_equal(window_new(&p, off, end, BS, (void *)2, now_ms, &w), 0);
-    window_readers(w, 1);
+    window_readers(w, 1, 1);
     unsigned ci;
     const unsigned char *mem;
     uint64_t at;
@@ -241,7 +241,7 @@ static void test_window_drop_when_starved(void **state)
      * goes, counted as forced */
     memset(drops, 0, sizeof(drops));
     assert_int_equal(window_new(&p, off, end, BS, (void *)2, now_ms, &w), 0);
-    window_readers(w, 1);
+    window_readers(w, 1, 1);
     while (land(&p, w, 0, CH) == 0)
         ;
     assert_int_equal(window_next_write(w, &ci, &mem, &at, &len, &bstart), 1);
@@ -274,9 +274,9 @@ static void test_window_stale_gives_to_others(void **state)
     assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)1, now_ms, &a), 0);
     assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)2, now_ms, &b), 0);
     assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)3, now_ms, &c), 0);
-    window_readers(a, 1);
-    window_readers(b, 1);
-    window_readers(c, 1);
+    window_readers(a, 1, 1);
+    window_readers(b, 1, 1);
+    window_readers(c, 1, 1);
     while (land(&p, a, 0, CH) == 0)
         ;
     while (land(&p, b, 0, CH) == 0)
@@ -337,8 +337,8 @@ static void test_window_stale_frees_given_up(void **state)
     assert_int_equal(window_pool_init(&p, 11 * CH, 6 * CH, BS, CH, STALL_MS, on_drop), 0);
     assert_int_equal(window_new(&p, 0, 64 * BS, BS, (void *)1, now_ms, &a), 0);
     assert_int_equal(window_new(&p, 0, 64 * BS, BS, (void *)2, now_ms, &b), 0);
-    window_readers(a, 1);
-    window_readers(b, 1);
+    window_readers(a, 1, 1);
+    window_readers(b, 1, 1);
     int ra = 0, rb = 0, rounds = 0;
     for (; rounds < 200 && (ra == 0 || rb == 0); rounds++) {
         ra = land(&p, a, 1, CH);
@@ -348,7 +348,7 @@ static void test_window_stale_frees_given_up(void **state)
     assert_int_equal(window_held(a) + window_held(b), 11);
     now_ms = t0 + STALL_MS - 1;
     assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)3, now_ms, &c), 0);
-    window_readers(c, 1);
+    window_readers(c, 1, 1);
     /* a and b may still read: c waits; the stall passed: it gets room */
     assert_int_equal(land(&p, c, 1, CH), -EAGAIN);
     now_ms = t0 + STALL_MS;
@@ -389,9 +389,9 @@ static void test_window_stale_started(void **state)
     assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)1, now_ms, &a), 0);
     assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)2, now_ms, &b), 0);
     assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)3, now_ms, &c), 0);
-    window_readers(a, 1);
-    window_readers(b, 1);
-    window_readers(c, 1);
+    window_readers(a, 1, 1);
+    window_readers(b, 1, 1);
+    window_readers(c, 1, 1);
     for (int i = 0; i < 4; i++) { /* block 0 of each, whole, its reader copying nothing */
         assert_int_equal(land(&p, a, 0, CH), 0);
         assert_int_equal(land(&p, b, 0, CH), 0);
@@ -423,6 +423,51 @@ static void test_window_stale_started(void **state)
     now_ms = t0;
 }
 
+/* A member index walk (a reader that copies nothing) and a read-ahead nobody reads are not
+ * clients that stopped: past the stall, a run that keeps up takes from a window whose copying
+ * reader stopped, even one holding less, and from neither of those. */
+static void test_window_walk_not_stale(void **state)
+{
+    (void)state;
+    struct window_pool p;
+    struct window *walk, *ra, *b, *c;
+    memset(drops, 0, sizeof(drops));
+    uint64_t t0 = now_ms;
+    assert_int_equal(window_pool_init(&p, 14 * CH, 6 * CH, BS, CH, STALL_MS, on_drop), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)1, now_ms, &walk), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)2, now_ms, &ra), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)3, now_ms, &b), 0);
+    assert_int_equal(window_new(&p, 0, 4 * BS, BS, (void *)4, now_ms, &c), 0);
+    window_readers(walk, 1, 0);
+    window_readers(b, 1, 1);
+    window_readers(c, 1, 1);
+    while (land(&p, walk, 0, CH) == 0)
+        ;
+    while (land(&p, ra, 0, CH) == 0)
+        ;
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(land(&p, b, 0, CH), 0);
+    assert_int_equal(window_held(walk), 6);
+    assert_true(window_held(ra) >= 1);
+    while (land(&p, b, 0, CH) == 0)
+        ;
+    now_ms = t0 + 10 * STALL_MS;
+    assert_int_equal(land(&p, c, 0, CH), 0);
+    assert_int_equal(p.forced, 1);
+    assert_int_equal(drops[3][0], 1); /* b's: its reader stopped */
+    assert_int_equal(drops[1][0] + drops[1][1] + drops[2][0] + drops[2][1], 0);
+    window_abandon(&p, walk);
+    window_abandon(&p, ra);
+    window_abandon(&p, b);
+    window_abandon(&p, c);
+    window_free(&p, walk);
+    window_free(&p, ra);
+    window_free(&p, b);
+    window_free(&p, c);
+    window_pool_fini(&p);
+    now_ms = t0;
+}
+
 /* The pool is at its cap: a run with no room waits (whether its reader waits or not) rather
  * than take bytes another window's reader has not copied; once that reader copied past a
  * block the writer has not started, that block gives its slots. */
@@ -440,8 +485,8 @@ static void test_window_steal(void **state)
     assert_int_equal(window_pool_init(&p, 10 * CH, 6 * CH, BS, CH, STALL_MS, on_drop), 0);
     assert_int_equal(window_new(&p, 0, 3 * BS, BS, (void *)3, now_ms, &a), 0);
     assert_int_equal(window_new(&p, 0, 3 * BS, BS, (void *)4, now_ms, &b), 0);
-    window_readers(a, 1);
-    window_readers(b, 1);
+    window_readers(a, 1, 1);
+    window_readers(b, 1, 1);
     while (land(&p, a, 0, CH) == 0)
         ;
     assert_int_equal(window_held(a), 6); /* its block 0 and half its block 1 */
@@ -490,8 +535,8 @@ static void test_window_filling_kept(void **state)
     assert_int_equal(window_pool_init(&p, 6 * CH, 6 * CH, BS, CH, STALL_MS, on_drop), 0);
     assert_int_equal(window_new(&p, 0, 2 * BS, BS, (void *)6, now_ms, &a), 0);
     assert_int_equal(window_new(&p, 0, 2 * BS, BS, (void *)7, now_ms, &b), 0);
-    window_readers(a, 1);
-    window_readers(b, 1);
+    window_readers(a, 1, 1);
+    window_readers(b, 1, 1);
     for (int i = 0; i < 4; i++)
         assert_int_equal(land(&p, b, 0, CH), 0); /* b: its block 0, whole */
     unsigned ci;
@@ -532,7 +577,7 @@ static void test_window_readahead_half(void **state)
     assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, now_ms, &ra), 0);
     assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, now_ms, &rb), 0);
     assert_int_equal(window_new(&p, 0, 2 * BS, BS, NULL, now_ms, &w), 0);
-    window_readers(w, 1);
+    window_readers(w, 1, 1);
     while (land(&p, ra, 0, CH) == 0)
         ;
     while (land(&p, rb, 0, CH) == 0)
@@ -726,7 +771,7 @@ static void sim(unsigned nruns, uint64_t pool_bytes, int writer_slowness, int ke
         r->rpos = r->off;
         r->reader_keeps_pace = keep_pace;
         assert_int_equal(window_new(&p, r->off, r->end, BS, (void *)(uintptr_t)i, now_ms, &r->w), 0);
-        window_readers(r->w, 1);
+        window_readers(r->w, 1, 1);
     }
     for (unsigned step = 0; step < 200000; step++) {
         int busy = 0;
@@ -869,6 +914,7 @@ int main(void)
         cmocka_unit_test(test_window_stale_gives_to_others),
         cmocka_unit_test(test_window_stale_frees_given_up),
         cmocka_unit_test(test_window_stale_started),
+        cmocka_unit_test(test_window_walk_not_stale),
         cmocka_unit_test(test_window_filling_kept),
         cmocka_unit_test(test_window_write_error_and_cut),
         cmocka_unit_test(test_window_still_and_read),
