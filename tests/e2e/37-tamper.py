@@ -505,7 +505,12 @@ def main():
             resp = E._read_response(s, "PUT", timeout=10)
         finally:
             s.close()
-        expect("Content-Length: 18446744073709551615", resp, 400, "InvalidArgument")
+        # libmicrohttpd 1.0.1 answers a Content-Length of 2^64-1 or more itself, before the
+        # gateway sees the request: 413 with its HTML text, connection closed
+        # (docs/security.md); below that the gateway's own 400 InvalidArgument
+        if resp.status != 413 or b"Content-Length" not in resp.body:
+            raise E.Fail("Content-Length: 18446744073709551615: expected libmicrohttpd's 413, "
+                         "got %s %r" % (resp.status, resp.body[:200]))
         must_not_exist(srv, "cl-max")
 
     # --- serve's own checks ---------------------------------------------------------------------
@@ -587,7 +592,7 @@ def main():
     t.check("only GET /_/health is unauthenticated; refusals come before any body byte",
             no_body_before_auth)
     t.check("a key or query with control characters cannot forge log lines", log_not_forged)
-    t.check("copy-source-range and Content-Length past 2^64: 400", oversized_numbers)
+    t.check("copy-source-range past 2^64: 400; Content-Length 2^64-1: 413", oversized_numbers)
     t.check("serve refuses a cache inside the store and a store inside the cache",
             serve_refuses_overlap)
     t.check("operator secrets never printed; a generated one once", banner_secrets)
