@@ -442,7 +442,9 @@ static void server_shutdown(struct server *srv)
     workq_free(srv->wq_wait); /* its jobs end as their fills do, and resume their requests */
     srv->wq_wait = NULL;
     MHD_stop_daemon(srv->daemon);
-    objects_free(srv->obj);
+    /* a write-back upload that outlived the shutdown timeout keeps its drainer, the cache and
+     * the backend: left to the exiting process */
+    int engine_left = objects_free(srv->obj) != 0;
     rl_free(srv->rl);
     fair_free(srv->fair); /* every connection has completed */
     workq_free(srv->wq); /* background fills finish; nothing resumes connections any more */
@@ -457,7 +459,8 @@ static void server_shutdown(struct server *srv)
     stats_free(srv->stats);
     jobs_free(srv->jobs); /* after the stats ticker that ticks it */
     auth_free(srv->auth);
-    backend_close(srv->be);
+    if (!engine_left)
+        backend_close(srv->be);
 }
 
 int server_run(struct conf *cf, const struct handler *const *handlers)

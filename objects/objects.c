@@ -39,14 +39,15 @@ int objects_new(const struct conf *cf, struct backend *be, struct cache *c, stru
     return 0;
 }
 
-void objects_free(struct objects *o)
+int objects_free(struct objects *o)
 {
     if (!o)
-        return;
+        return 0;
     if (drain_close(o->dr))
-        return; /* an upload outlived the shutdown timeout: left to the exiting process */
+        return -EBUSY; /* an upload outlived the shutdown timeout: left to the exiting process */
     o->magic = 0;
     free(o);
+    return 0;
 }
 
 int objects_flush_start(struct objects *o, const char *bucket, const char *prefix,

@@ -76,8 +76,9 @@ int objects_new(const struct conf *cf, struct backend *be, struct cache *c, stru
                 struct objects **out, struct errmsg *em);
 /* Stops the write-back engine (drain_close(): when an upload outlives --shutdown-timeout, the
  * engine and the cache are left to the exiting process, cache_close() then returning at once)
- * and frees @o. */
-void objects_free(struct objects *o);
+ * and frees @o. 0, or -EBUSY when the engine was left running: its drainers may still call the
+ * backend, which the caller must then not close. */
+int objects_free(struct objects *o);
 /* POST /_/flush: drain_flush_start() of the write-back engine (whatever the mode: a flush in
  * write-through waits for what a past write-back run left). */
 int objects_flush_start(struct objects *o, const char *bucket, const char *prefix,
