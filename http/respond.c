@@ -26,8 +26,23 @@ _Static_assert((int)REQ_OK == (int)MHD_YES && (int)REQ_CLOSE == (int)MHD_NO, "RE
 static void respond_object_headers(struct req *rq, struct MHD_Response *r,
                                    const struct be_meta *m);
 
+/* Whether @rq asked "Expect: 100-continue" and is answered before a byte of its body came: an
+ * early error, or a body of length 0 (for which libmicrohttpd 1.0.1, unlike 0.9.75, sends no
+ * 100). botocore (up to 1.43 at least) keeps such an early status for the connection's next
+ * request that expects 100-continue and then waits for its answer until its read timeout
+ * (60 s): the connection is closed after this answer instead. */
+static int respond_early_final(struct req *rq)
+{
+    if (rq->bytes_in)
+        return 0;
+    const char *e = req_header(rq, "Expect");
+    return e && !strcasecmp(e, "100-continue");
+}
+
 static void respond_common(struct req *rq, struct MHD_Response *r)
 {
+    if (!rq->must_close && respond_early_final(rq))
+        rq->must_close = 1;
     MHD_add_response_header(r, "x-amz-request-id", rq->id);
     MHD_add_response_header(r, "x-amz-id-2", rq->id);
     MHD_add_response_header(r, "Server", "s3cached");

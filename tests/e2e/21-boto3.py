@@ -3,8 +3,11 @@ upload_file, download_file (parallel ranged GETs), presigned GET/PUT over plain 
 Runs twice: signing through awscrt (when installed) and with BOTO_DISABLE_CRT=true."""
 import os
 import subprocess
+import time
 import sys
 import urllib.request
+
+import botocore.exceptions
 
 import e2elib as E
 
@@ -158,8 +161,35 @@ def main():
         r = s3.delete_object(Bucket=B, Key="mp/copy.bin")
         E.eq("delete of a missing key", r["ResponseMetadata"]["HTTPStatusCode"], 204)
 
+    def expect_after_early_answers():
+        # botocore sends "Expect: 100-continue" with a PutObject and keeps an answer that came
+        # without a 100 (a body of length 0, an early error) for the connection's next such
+        # request, whose answer it then waits for until its read timeout: the gateway closes
+        # the connection after such an answer. One client, one connection at a time.
+        c = srv.boto3(read_timeout=10, retries={"max_attempts": 0},
+                      max_pool_connections=1)
+        for i, n in enumerate((0, 1, 1, 0, 2, 0, 100000)):
+            t0 = time.time()
+            c.put_object(Bucket=B, Key="expect/%d" % i, Body=b"e" * n)
+            if time.time() - t0 > 5:
+                raise E.Fail("PUT of %d bytes after a PUT of length 0 took %.1f s"
+                             % (n, time.time() - t0))
+        try:
+            c.put_object(Bucket="no-such-bucket-here", Key="k", Body=b"x" * 1000)
+            raise E.Fail("a PUT into a missing bucket succeeded")
+        except botocore.exceptions.ClientError as e:
+            E.eq("early error", e.response["Error"]["Code"], "NoSuchBucket")
+        t0 = time.time()
+        c.put_object(Bucket=B, Key="expect/after-error", Body=b"y" * 1000)
+        if time.time() - t0 > 5:
+            raise E.Fail("PUT after an early error took %.1f s" % (time.time() - t0))
+        E.eq("bytes", c.get_object(Bucket=B, Key="expect/after-error")["Body"].read(),
+             b"y" * 1000)
+
     t.check("create_bucket + list_buckets", create_bucket)
     t.check("put_object / get_object / head_object (+Range)", put_get_head)
+    t.check("PUTs after an answer without 100 Continue (length 0, early error) answer at once",
+            expect_after_early_answers)
     t.check("missing key / bucket -> 404 NoSuchKey / NoSuchBucket with RequestId", missing_key)
     t.check("list_objects_v2 and v1 paginators", paginator)
     t.check("delete_objects (incl. a missing key, Quiet)", delete_objects)
