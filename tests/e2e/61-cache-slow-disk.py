@@ -172,35 +172,11 @@ def metric(srv, name):
     return None
 
 
-class Shim:
-    """The fault shim on the gateway, its rules in a control file changed at run time."""
-
-    def __init__(self):
-        self.so = build("faults/faultinj.so", os.path.join(E.REPO, "tests", "faults", "faultinj.c"),
-                        ["-fPIC", "-shared", "-ldl"])
-        self.ctl = os.path.join(tmp, "fault.ctl")
-        self.log = os.path.join(tmp, "fault.log")
-        open(self.ctl, "w").close()
-        self.env = {"LD_PRELOAD": self.so, "S3C_FAULT_CTL": self.ctl, "S3C_FAULT_LOG": self.log}
-
-    def rules(self, srv, text, n):
-        """Puts @text in force (@n rules) in @srv; waits for the shim to say so (the shim reads
-        its control file when the server makes a call it watches: a request's log line)."""
-        before = open(self.log).read().count("rules ") if os.path.exists(self.log) else 0
-        with open(self.ctl + ".new", "w") as f:
-            f.write(text + "\n")
-        os.rename(self.ctl + ".new", self.ctl)
-
-        def loaded():
-            try:
-                urllib.request.urlopen(srv.endpoint + "/_/health", timeout=5).read()
-            except Exception:  # noqa: BLE001 - only a poke
-                pass
-            if not os.path.exists(self.log):
-                return False
-            lines = [ln for ln in open(self.log).read().splitlines() if ln.startswith("rules ")]
-            return len(lines) > before and lines[-1] == "rules %d" % n
-        return E.wait_until(loaded, timeout=10)
+def Shim():
+    """The fault shim on the gateway (e2elib.FaultShim), built beside the server."""
+    return E.FaultShim(build("faults/faultinj.so",
+                             os.path.join(E.REPO, "tests", "faults", "faultinj.c"),
+                             ["-fPIC", "-shared", "-ldl"]), tmp)
 
 
 throttle = build("throttle", os.path.join(E.REPO, "bench", "throttle.c"), ["-lpthread"])

@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 import e2elib as E
 
@@ -55,35 +54,6 @@ def build_shim():
     subprocess.run(["cc", "-std=gnu11", "-O2", "-fPIC", "-shared", "-o", out,
                     src, "-ldl"], check=True, timeout=120)
     return out
-
-
-class Shim:
-    """The fault shim on the gateway, its rules in a control file (as in e2e 61)."""
-
-    def __init__(self):
-        self.ctl = os.path.join(tmp, "fault.ctl")
-        self.log = os.path.join(tmp, "fault.log")
-        open(self.ctl, "w").close()
-        self.env = {"LD_PRELOAD": build_shim(), "S3C_FAULT_CTL": self.ctl,
-                    "S3C_FAULT_LOG": self.log}
-
-    def rules(self, srv, text, n):
-        """Puts @text in force (@n rules) in @srv; waits for the shim to say so (it reads its
-        control file when the server makes a call it watches: a request's log line)."""
-        with open(self.ctl + ".new", "w") as f:
-            f.write(text + "\n")
-        os.rename(self.ctl + ".new", self.ctl)
-
-        def loaded():
-            try:
-                urllib.request.urlopen(srv.endpoint + "/_/health", timeout=5).read()
-            except Exception:  # noqa: BLE001 - only a poke
-                pass
-            if not os.path.exists(self.log):
-                return False
-            lines = [ln for ln in open(self.log).read().splitlines() if ln.startswith("rules ")]
-            return bool(lines) and lines[-1] == "rules %d" % n
-        return E.wait_until(loaded, timeout=10)
 
 
 def stalled_get(port, key):
@@ -154,7 +124,7 @@ def main():
     no_slow = ("no slow disk under ASan (the shim)" if ASAN else
                "the temp directory is in memory (%s): no fill window" % tmp
                if E.in_memory(tmp) else None)
-    shim = None if no_slow or not DISK_BPS else Shim()
+    shim = None if no_slow or not DISK_BPS else E.FaultShim(build_shim(), tmp)
     gw = E.Server(t, auth=["--anonymous"],
                   extra=["--backend", "http://127.0.0.1:%d" % up.port,
                          "--backend-access-key", up.ak, "--backend-secret-key", up.sk,

@@ -366,6 +366,37 @@ class Server:
 
 # --- pausable TCP relay ------------------------------------------------------------------
 
+class FaultShim:
+    """The fault shim (tests/faults/faultinj.c, built as @so) for a server, its rules in a control
+    file under @tmp changed at run time. Start the server with env=shim.env."""
+
+    def __init__(self, so, tmp):
+        self.so = so
+        self.ctl = os.path.join(tmp, "fault.ctl")
+        self.log = os.path.join(tmp, "fault.log")
+        open(self.ctl, "w").close()
+        self.env = {"LD_PRELOAD": so, "S3C_FAULT_CTL": self.ctl, "S3C_FAULT_LOG": self.log}
+
+    def rules(self, srv, text, n):
+        """Puts @text in force (@n rules) in @srv; waits for the shim to say so (the shim reads
+        its control file when the server makes a call it watches: a request's log line)."""
+        before = open(self.log).read().count("rules ") if os.path.exists(self.log) else 0
+        with open(self.ctl + ".new", "w") as f:
+            f.write(text + "\n")
+        os.rename(self.ctl + ".new", self.ctl)
+
+        def loaded():
+            try:
+                urllib.request.urlopen(srv.endpoint + "/_/health", timeout=5).read()
+            except Exception:  # noqa: BLE001 - only a poke
+                pass
+            if not os.path.exists(self.log):
+                return False
+            lines = [ln for ln in open(self.log).read().splitlines() if ln.startswith("rules ")]
+            return len(lines) > before and lines[-1] == "rules %d" % n
+        return wait_until(loaded, timeout=10)
+
+
 class Relay:
     """A TCP relay on 127.0.0.1 between clients (a gateway) and a target port (its upstream),
     so a test decides exactly when the upstream "dies" mid-body, whatever the machine's speed.
