@@ -15,6 +15,7 @@
 #      S3C_ARGS (extra flags for the gateway under test, e.g. "--fill-window 0");
 #      WITH_NGINX=0 skips nginx; DDMB (1024; 0 = skip) measures the disk with dd O_DIRECT;
 #      DROP=1 drops the page cache before epochs 2 and 3 (a set larger than RAM: needs root).
+#      TMPDIR: where the store, the caches and nginx's cache live (/dev/shm: a cache in memory).
 #      S3CACHED, THROTTLE, NGINX_BIN: binaries (build/s3cached, build/throttle, nginx).
 # Figures: bench/RESULTS.md.
 set -u
@@ -22,7 +23,7 @@ S3CACHED=${S3CACHED:-${S3CACHED_BIN:-$PWD/build/s3cached}}; THROTTLE=${THROTTLE:
 NGINX_BIN=${NGINX_BIN:-nginx}
 NSHARD=${NSHARD:-24}; SIZE_MB=${SIZE_MB:-256}; LINK_BPS=${LINK_BPS:-500000000}; PAR=${PAR:-8}
 S3C_ARGS=${S3C_ARGS:-}; WITH_NGINX=${WITH_NGINX:-1}; DDMB=${DDMB:-1024}; DROP=${DROP:-0}
-W=$(mktemp -d /tmp/epochs.XXXXXX); RES=$W/results.jsonl
+W=$(mktemp -d "${TMPDIR:-/tmp}/epochs.XXXXXX"); RES=$W/results.jsonl
 PIDS=""
 trap 'for p in $PIDS; do kill $p 2>/dev/null; done; sleep 0.3; rm -rf "$W"' EXIT
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
