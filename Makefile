@@ -168,6 +168,8 @@ run: deps
 # wait on their servers), the longest first (tests/e2e/run.sh, tests/e2e/costs).
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 E2E_JOBS ?= $(shell echo $$(($(NPROC) + 2)))
+# unit binaries at a time: the slow ones (test_cache, test_be_s3, test_policy) mostly wait
+UNIT_JOBS ?= $(shell echo $$(($(NPROC) + 1)))
 test: deps-test
 	@$(MAKE) --no-print-directory -j$(NPROC) all unit-bins
 	@$(MAKE) --no-print-directory -j4 -O test-unit test-lint fuzz-replay test-image
@@ -181,7 +183,7 @@ test-full: test
 unit-bins: $(UNITBINS)
 
 test-unit: $(UNITBINS)
-	@tests/run-unit.sh $(UNITBINS)
+	@tests/run-unit.sh -j $(UNIT_JOBS) $(UNITBINS)
 
 test-e2e: $(BUILD)/s3cached
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached tests/e2e/run.sh -j$(E2E_JOBS)
