@@ -80,14 +80,7 @@ atexit.register(cleanup)
 
 
 def build(name, src, extra):
-    """A helper binary beside the server (make builds it), else compiled here."""
-    have = os.path.join(os.path.dirname(os.path.abspath(E.BIN)), name)
-    if os.access(have, os.X_OK) and os.path.getmtime(have) >= os.path.getmtime(src):
-        return have
-    out = os.path.join(tmp, os.path.basename(name))
-    subprocess.run(["cc", "-std=gnu11", "-O2", "-D_GNU_SOURCE", "-o", out, src] + extra,
-                   check=True, timeout=120)
-    return out
+    return E.build_helper(name, src, extra, tmp)
 
 
 def start_nginx(root):
@@ -172,13 +165,6 @@ def metric(srv, name):
     return None
 
 
-def Shim():
-    """The fault shim on the gateway (e2elib.FaultShim), built beside the server."""
-    return E.FaultShim(build("faults/faultinj.so",
-                             os.path.join(E.REPO, "tests", "faults", "faultinj.c"),
-                             ["-fPIC", "-shared", "-ldl"]), tmp)
-
-
 throttle = build("throttle", os.path.join(E.REPO, "bench", "throttle.c"), ["-lpthread"])
 store = os.path.join(tmp, "store")
 os.makedirs(os.path.join(store, B))
@@ -198,7 +184,7 @@ del body
 NO_SLOW_DISK = ("no slow disk under ASan (shim)" if ASAN else
                 "the cache directory is in memory (%s): no fill window" % tmp if E.in_memory(tmp)
                 else None)
-shim = None if NO_SLOW_DISK else Shim()
+shim = None if NO_SLOW_DISK else E.fault_shim(tmp)
 gw = E.Server(t, auth=["--anonymous"],
               extra=["--backend", "http://127.0.0.1:%d" % link, "--block-size", "8M",
                      "--cache-size", "64G", "--fill-window", FILL_WINDOW, "--fill-memory", "128M",
@@ -449,7 +435,7 @@ def cold_batch():
             ti.size = MSIZE
             tf.addfile(ti, io.BytesIO(mem[name]))
     size = os.path.getsize(os.path.join(store, B, "shard.tar"))
-    shim3 = Shim() if shim else None
+    shim3 = E.fault_shim(tmp) if shim else None
     g = E.Server(t, auth=["--anonymous"],
                  extra=["--backend", "http://127.0.0.1:%d" % link, "--block-size", "8M",
                         "--cache-size", "64G", "--fill-window", FILL_WINDOW, "--fill-memory", "128M",
@@ -518,7 +504,7 @@ def make_sparse():
 
 def rss_bounded():
     make_sparse()
-    shim2 = Shim()
+    shim2 = E.fault_shim(tmp)
     g = E.Server(t, auth=["--anonymous"],
                  extra=["--backend", "http://127.0.0.1:%d" % up, "--block-size", "8M",
                         "--cache-size", "64G", "--fill-memory", str(FILL_MEMORY),

@@ -44,16 +44,17 @@ t = E.Suite("75-stalled-readers.py")
 tmp = tempfile.mkdtemp(prefix="s3c-e2e-stalled.", dir=os.environ.get("TMPDIR", "/tmp"))
 
 
-def build_shim():
-    """The fault shim beside the server (make test-faults builds it), else compiled here."""
-    src = os.path.join(E.REPO, "tests", "faults", "faultinj.c")
-    have = os.path.join(os.path.dirname(os.path.abspath(E.BIN)), "faults", "faultinj.so")
-    if os.access(have, os.R_OK) and os.path.getmtime(have) >= os.path.getmtime(src):
-        return have
-    out = os.path.join(tmp, "faultinj.so")
-    subprocess.run(["cc", "-std=gnu11", "-O2", "-fPIC", "-shared", "-o", out,
-                    src, "-ldl"], check=True, timeout=120)
-    return out
+def read_head(s, key, bufsize):
+    """Reads from @s up to the end of a response's header section: (head, the body bytes that
+    came with it)."""
+    got = b""
+    while b"\r\n\r\n" not in got:
+        d = s.recv(bufsize)
+        if not d:
+            raise E.Fail("%s: the connection closed before the headers: %r" % (key, got))
+        got += d
+    head, body = got.split(b"\r\n\r\n", 1)
+    return head, body
 
 
 def stalled_get(port, key):
@@ -65,13 +66,7 @@ def stalled_get(port, key):
     s.settimeout(30)
     s.connect(("127.0.0.1", port))
     s.sendall(("GET /%s/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (B, key, port)).encode())
-    got = b""
-    while b"\r\n\r\n" not in got:
-        d = s.recv(4096)
-        if not d:
-            raise E.Fail("%s: the connection closed before the headers: %r" % (key, got))
-        got += d
-    head, body = got.split(b"\r\n\r\n", 1)
+    head, body = read_head(s, key, 4096)
     if not head.startswith(b"HTTP/1.1 200"):
         raise E.Fail("%s: %r" % (key, head[:200]))
     return s, body
@@ -85,13 +80,7 @@ def timed_get(port, key, cap, progress=None):
     try:
         s.sendall(("GET /%s/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n"
                    % (B, key, port)).encode())
-        got = b""
-        while b"\r\n\r\n" not in got:
-            d = s.recv(65536)
-            if not d:
-                raise E.Fail("%s: the connection closed before the headers: %r" % (key, got))
-            got += d
-        head, body = got.split(b"\r\n\r\n", 1)
+        head, body = read_head(s, key, 65536)
         lines = head.split(b"\r\n")
         status = int(lines[0].split()[1])
         length = [int(ln.split(b":", 1)[1]) for ln in lines[1:]
@@ -124,7 +113,7 @@ def main():
     no_slow = ("no slow disk under ASan (the shim)" if ASAN else
                "the temp directory is in memory (%s): no fill window" % tmp
                if E.in_memory(tmp) else None)
-    shim = None if no_slow or not DISK_BPS else E.FaultShim(build_shim(), tmp)
+    shim = None if no_slow or not DISK_BPS else E.fault_shim(tmp)
     gw = E.Server(t, auth=["--anonymous"],
                   extra=["--backend", "http://127.0.0.1:%d" % up.port,
                          "--backend-access-key", up.ak, "--backend-secret-key", up.sk,

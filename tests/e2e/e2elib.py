@@ -366,6 +366,25 @@ class Server:
 
 # --- pausable TCP relay ------------------------------------------------------------------
 
+def build_helper(name, src, extra, tmp):
+    """A helper built beside the server (make builds it: @name under the binary's directory),
+    else compiled from @src with @extra flags into @tmp. Its path."""
+    have = os.path.join(os.path.dirname(os.path.abspath(BIN)), name)
+    if os.access(have, os.R_OK) and os.path.getmtime(have) >= os.path.getmtime(src):
+        return have
+    out = os.path.join(tmp, os.path.basename(name))
+    subprocess.run(["cc", "-std=gnu11", "-O2", "-D_GNU_SOURCE", "-o", out, src] + extra,
+                   check=True, timeout=120)
+    return out
+
+
+def fault_shim(tmp):
+    """A FaultShim over tests/faults/faultinj.c, built beside the server or in @tmp."""
+    so = build_helper("faults/faultinj.so", os.path.join(REPO, "tests", "faults", "faultinj.c"),
+                      ["-fPIC", "-shared", "-ldl"], tmp)
+    return FaultShim(so, tmp)
+
+
 class FaultShim:
     """The fault shim (tests/faults/faultinj.c, built as @so) for a server, its rules in a control
     file under @tmp changed at run time. Start the server with env=shim.env."""
