@@ -168,8 +168,9 @@ run: deps
 # wait on their servers), the longest first (tests/e2e/run.sh, tests/e2e/costs).
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 E2E_JOBS ?= $(shell echo $$(($(NPROC) + 2)))
-# unit binaries at a time: the slow ones (test_cache, test_be_s3, test_policy) mostly wait
-UNIT_JOBS ?= $(shell echo $$(($(NPROC) + 1)))
+# unit binaries at a time (tests/run-unit.sh -j): 1, since test_policy_keep_concurrent's epoch
+# bound failed in 2 of about 20 runs beside other unit binaries; UNIT_JOBS=3 runs them side by side
+UNIT_JOBS ?= 1
 test: deps-test
 	@$(MAKE) --no-print-directory -j$(NPROC) all unit-bins
 	@$(MAKE) --no-print-directory -j4 -O test-unit test-lint fuzz-replay test-image
