@@ -13,7 +13,7 @@
 # (curl), every shard once an epoch. Prints one JSON line per figure and a table.
 # Env: NSHARD (24) shards of SIZE_MB (256) MiB; LINK_BPS (500000000); PAR (8);
 #      S3C_ARGS (extra flags for the gateway under test, e.g. "--fill-window 0");
-#      WITH_NGINX=0 skips nginx; DDMB (1024; 0 = skip) measures the disk with dd O_DIRECT;
+#      EPOCHS (3; 1 or 2 for a quicker look); WITH_NGINX=0 skips nginx; DDMB (1024; 0 = skip) measures the disk with dd O_DIRECT;
 #      DROP=1 drops the page cache before epochs 2 and 3 (a set larger than RAM: needs root).
 #      TMPDIR: where the store, the caches and nginx's cache live (/dev/shm: a cache in memory).
 #      S3CACHED, THROTTLE, NGINX_BIN: binaries (build/s3cached, build/throttle, nginx).
@@ -22,7 +22,7 @@ set -u
 S3CACHED=${S3CACHED:-${S3CACHED_BIN:-$PWD/build/s3cached}}; THROTTLE=${THROTTLE:-$PWD/build/throttle}
 NGINX_BIN=${NGINX_BIN:-nginx}
 NSHARD=${NSHARD:-24}; SIZE_MB=${SIZE_MB:-256}; LINK_BPS=${LINK_BPS:-500000000}; PAR=${PAR:-8}
-S3C_ARGS=${S3C_ARGS:-}; WITH_NGINX=${WITH_NGINX:-1}; DDMB=${DDMB:-1024}; DROP=${DROP:-0}
+EPOCHS=${EPOCHS:-3}; S3C_ARGS=${S3C_ARGS:-}; WITH_NGINX=${WITH_NGINX:-1}; DDMB=${DDMB:-1024}; DROP=${DROP:-0}
 W=$(mktemp -d "${TMPDIR:-/tmp}/epochs.XXXXXX"); RES=$W/results.jsonl
 PIDS=""
 trap 'for p in $PIDS; do kill $p 2>/dev/null; done; sleep 0.3; rm -rf "$W"' EXIT
@@ -67,7 +67,7 @@ epoch backend-warm $BACK; epoch direct-1 $LINK
   --revalidate-after never $S3C_ARGS --listen 127.0.0.1:$GW >"$W/gw.log" 2>&1 & S3C=$!; PIDS="$PIDS $S3C"
 health http://127.0.0.1:$GW/_/health
 gwstats() { curl -s http://127.0.0.1:$GW/_/stats; }
-for e in 1 2 3; do
+for e in $(seq "$EPOCHS"); do
   [ $e -gt 1 ] && drop
   gwstats >"$W/before.json"
   epoch s3cached-$e $GW
@@ -102,7 +102,7 @@ http { access_log off; sendfile on; client_body_temp_path $W/ngx;
 EOF
   [ "$(id -u)" = 0 ] && sed -i '1s/^/user root; /' "$W/ngx/nginx.conf"
   "$NGINX_BIN" -e "$W/ngx/err" -c "$W/ngx/nginx.conf" -p "$W/ngx"; sleep 0.3; PIDS="$PIDS $(cat "$W/ngx/pid")"
-  for e in 1 2 3; do [ $e -gt 1 ] && drop; epoch nginx-proxy_cache-$e $NGX; done
+  for e in $(seq "$EPOCHS"); do [ $e -gt 1 ] && drop; epoch nginx-proxy_cache-$e $NGX; done
 fi
 epoch direct-2 $LINK
 python3 - "$RES" "$BYTES" "${DDW:-}" <<'EOF'
@@ -111,13 +111,14 @@ r = {j["label"]: j for j in map(json.loads, open(sys.argv[1]))}
 total, ddw = int(sys.argv[2]), sys.argv[3]
 d = (r["direct-1"]["GBps"] + r["direct-2"]["GBps"]) / 2
 print(f"\ndirect across the link: {d:.2f} GB/s")
-e = {who: [r[f"{who}-{i}"]["GBps"] for i in (1, 2, 3)] for who in ("s3cached", "nginx-proxy_cache")
+e = {who: [r.get(f"{who}-{i}", {}).get("GBps", 0.0) for i in (1, 2, 3)] for who in ("s3cached", "nginx-proxy_cache")
      if f"{who}-1" in r}
 for who, v in e.items():
     print(f"{who:18s} epoch 1 {v[0]:6.2f} GB/s ({v[0]/d:.2f} of direct)   epoch 2 {v[1]:6.2f}   epoch 3 {v[2]:6.2f}")
 if len(e) == 2:
     s, n = e["s3cached"], e["nginx-proxy_cache"]
-    print(f"s3cached / nginx    epoch 1 {s[0]/n[0]:.2f}   epoch 2 {s[1]/n[1]:.2f}   epoch 3 {s[2]/n[2]:.2f}")
+    q = lambda i: f"{s[i]/n[i]:.2f}" if n[i] else "-"
+    print(f"s3cached / nginx    epoch 1 {q(0)}   epoch 2 {q(1)}   epoch 3 {q(2)}")
 for i in (1, 2, 3):
     c = r.get(f"s3cached-cache-after-{i}")
     if c:
