@@ -420,7 +420,7 @@ static int fetch_copy_local(struct fetch *f, int direct)
         return rc == -S3E_NOT_IMPLEMENTED ? -ENOTSUP : rc;
     int bfd = f->src_fd;
     /* Allocate the run's extent at once: far less ext4 work than page-by-page delayed
-     * allocation. Best effort (KEEP_SIZE: the file's size is set elsewhere). */
+     * allocation. Best effort (store_preallocate: the file's size grows to the run's end). */
     if (!rc)
         store_preallocate(v->fd, f->off, f->end - f->off, f->c->in_memory);
     if (!rc && direct && (rc = fetch_copy_direct(f, bfd)) == -ENOTSUP)

@@ -151,7 +151,7 @@ uint64_t store_new_version(void)
 void store_preallocate(int fd, uint64_t off, uint64_t len, int in_memory)
 {
     if (!in_memory && len)
-        (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+        (void)fallocate(fd, 0, (off_t)off, (off_t)len);
 }
 
 void store_punch(int fd, uint64_t off, uint64_t len)

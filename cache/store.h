@@ -24,8 +24,11 @@ int store_open(const char *path, int create, int *fd); /* created 0600 */
 int store_stage(const char *dir, int *fd, char path[STORE_PATH_MAX]);
 /* Renames @from to @to (creating parents) and fsyncs the directory. */
 int store_rename(const char *from, const char *to);
-/* Allocates [@off, @off + @len) of @fd at once (best effort, the size unchanged): one extent
- * instead of page-by-page delayed allocation. Nothing when @in_memory (tmpfs, ramfs: there it
+/* Allocates [@off, @off + @len) of @fd at once (best effort): one extent instead of
+ * page-by-page delayed allocation. The file's size grows to @off + @len if it was smaller (a
+ * data file's size means nothing: the index says what is present), so that store_punch() can
+ * give the range back (ext4 punches nothing past the end of a file, and an extent kept past it
+ * would hold disk space nothing counts). Nothing when @in_memory (tmpfs, ramfs: there it
  * would allocate and zero pages that the write then copies over again). */
 void store_preallocate(int fd, uint64_t off, uint64_t len, int in_memory);
 /* Gives back the space of [@off, @off + @len) of @fd (best effort; the file keeps its size). */
