@@ -87,6 +87,11 @@ uint64_t window_pool_held(const struct window_pool *p)
     return (uint64_t)(p->nslots - p->nfree) * p->chunk;
 }
 
+unsigned window_pool_cap(const struct window_pool *p)
+{
+    return S3C_MAX(p->per_window, p->max_slots / S3C_MAX(p->receiving, 1u));
+}
+
 static void pool_put(struct window_pool *p, unsigned char *slot)
 {
     S3C_ASSERT(p->nfree < p->max_slots);
@@ -203,6 +208,7 @@ int window_new(struct window_pool *p, uint64_t off, uint64_t end, uint64_t bs, v
         free(w);
         return -ENOMEM;
     }
+    p->receiving++;
     w->prev = p->tail;
     if (p->tail)
         p->tail->next = w;
@@ -222,6 +228,8 @@ void window_free(struct window_pool *p, struct window *w)
         if (w->mem[ci])
             pool_put(p, release(w, ci));
     }
+    if (!w->received)
+        p->receiving--;
     if (w->prev)
         w->prev->next = w->next;
     else
@@ -363,6 +371,22 @@ static int consumed_unstarted(const struct window *w)
     return -1;
 }
 
+/* Of the windows but @w, the one holding the most slots that has a block consumed_unstarted()
+ * (its index in *@bi): dropping there costs the run with the most memory. NULL when none. */
+static struct window *most_consumed_unstarted(const struct window_pool *p, const struct window *w,
+                                              int *bi)
+{
+    struct window *v = NULL;
+    for (struct window *o = p->head; o; o = o->next) {
+        int b;
+        if (o != w && (!v || o->held > v->held) && (b = consumed_unstarted(o)) >= 0) {
+            v = o;
+            *bi = b;
+        }
+    }
+    return v;
+}
+
 /* A slot released from a chunk of @w that no longer needs it (WIN_R_CONSUMED or
  * WIN_R_WRITTEN), lowest first; NULL when none. */
 static unsigned char *reclaim(struct window *w, int mode)
@@ -373,12 +397,12 @@ static unsigned char *reclaim(struct window *w, int mode)
     return NULL;
 }
 
-/* Whether @w may hold one slot more: within its share, and a window no reader reads yet
+/* Whether @w may hold one slot more: within its cap, and a window no reader reads yet
  * (read-ahead) only while such windows hold less than half the pool, so that the runs readers
  * wait for always find room as their readers copy. */
 static int may_grow(const struct window_pool *p, const struct window *w)
 {
-    if (w->held >= p->per_window)
+    if (w->held >= window_pool_cap(p))
         return 0;
     if (w->readers || w->ever_read)
         return 1;
@@ -439,11 +463,8 @@ int window_room(struct window_pool *p, struct window *w, uint64_t now_ms, int st
             take_dropped(p, w, ci);
             continue;
         }
-        struct window *o = p->head;
-        for (; o && may_grow(p, w); o = o->next)
-            if (o != w && (bi = consumed_unstarted(o)) >= 0)
-                break;
-        if (o && bi >= 0 && may_grow(p, w)) {
+        struct window *o = may_grow(p, w) ? most_consumed_unstarted(p, w, &bi) : NULL;
+        if (o) {
             drop_block(p, o, (unsigned)bi, 0);
             continue;
         }
@@ -498,6 +519,7 @@ void window_received(struct window_pool *p, struct window *w, int all)
             w->bst[b] |= WIN_B_CUT;
     }
     w->received = 1;
+    p->receiving--;
     for (unsigned ci = 0; ci < w->nchunks; ci++) /* what the cut made useless, once copied */
         if (w->mem[ci] && (w->bst[ci / w->cpb] & WIN_B_CUT) && releasable(w, ci))
             pool_put(p, release(w, ci));

@@ -30,7 +30,8 @@ typedef void window_drop_f(void *owner, unsigned bi);
 struct window_pool {
     size_t chunk;             /* bytes per slot */
     unsigned max_slots;       /* every window together */
-    unsigned per_window;      /* one window at most */
+    unsigned per_window;      /* one window's share (--fill-window) */
+    unsigned receiving;       /* windows whose run still lands bytes */
     unsigned nslots, nfree;   /* allocated (never freed before window_pool_fini), free */
     unsigned char **free;     /* stack of free slots */
     struct window *head, *tail; /* live windows, oldest first */
@@ -52,6 +53,10 @@ int window_pool_init(struct window_pool *p, uint64_t total_bytes, uint64_t per_w
 /* Frees the pool's slots; every window must have been freed. */
 void window_pool_fini(struct window_pool *p);
 static inline int window_pool_on(const struct window_pool *p) { return p->max_slots > 0; }
+/* The slots one window may hold now: its share (per_window) or, while fewer runs land bytes
+ * than the pool has shares for, an equal part of the pool, so that a run absorbs the writer's
+ * pauses with memory no other run needs. */
+unsigned window_pool_cap(const struct window_pool *p);
 /* Bytes of slots allocated (the pool's memory), and held by windows now. */
 uint64_t window_pool_bytes(const struct window_pool *p);
 uint64_t window_pool_held(const struct window_pool *p);
@@ -77,7 +82,8 @@ void window_free(struct window_pool *p, struct window *w);
  *  - a run @stalled (no room for long: its own reader stopped reading) lets go of its own newest
  *    block not started, else a chunk of its own block given up;
  * those are counted in pool.forced, and their readers fetch the bytes again. A window no reader
- * reads yet (read-ahead) holds at most its share and, with the others like it, half the pool.
+ * reads yet (read-ahead) holds at most its cap (window_pool_cap) and, with the others like it,
+ * half the pool.
  * The bytes copied into @mem outside the lock belong to no reader until window_landed(). */
 int window_room(struct window_pool *p, struct window *w, uint64_t now_ms, int stalled,
                 unsigned char **mem, size_t *room);

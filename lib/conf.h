@@ -47,7 +47,7 @@ enum conf_type {
     X("drain-concurrency",   INT,  drain_concurrency,   "4",              "write-back: parallel uploads of dirty objects to the backend") \
     X("block-size",          SIZE, block_size,          "8M",             "cache fill granularity") \
     X("readahead",           SIZE, readahead,           "16M",            "read-ahead for sequential readers (0 = off)") \
-    X("fill-window",         SIZE, fill_window,         "16M",            "memory of one cold fill: its bytes reach its readers from there while the cache disk writes behind them (0 = off: fills go through the page cache, as always on a tmpfs or ramfs cache directory)") \
+    X("fill-window",         SIZE, fill_window,         "16M",            "memory of one cold fill (its share; more while the pool has room): its bytes reach its readers from there while the cache disk writes behind them (0 = off: fills go through the page cache, as always on a tmpfs or ramfs cache directory)") \
     X("fill-memory",         SIZE, fill_memory,         "256M",           "memory of all fills' windows together; what the disk cannot take in time is served, not cached") \
     X("miss-source",         ENUM, miss_source,         "auto",           "auto|backend|cache  what a cold GET is sent from with a file:// backend: its file (sendfile, while the cache fills from it) or the cache as the fill lands; auto = the file when on a local disk") \
     X("follow-symlinks",     BOOL, follow_symlinks,     "false",          "file:// backend: serve symlinks that lead outside the store (data sets assembled from links); off, reads stay under the store's root") \
