@@ -13,7 +13,8 @@
 # (curl), every shard once an epoch. Prints one JSON line per figure and a table.
 # Env: NSHARD (24) shards of SIZE_MB (256) MiB; LINK_BPS (500000000); PAR (8);
 #      S3C_ARGS (extra flags for the gateway under test, e.g. "--fill-window 0");
-#      EPOCHS (3; 1 or 2 for a quicker look); WITH_NGINX=0 skips nginx; DDMB (1024; 0 = skip) measures the disk with dd O_DIRECT;
+#      EPOCHS (3; 1 or 2 for a quicker look); PAIRED=N: N more rounds after them, s3cached then
+#      nginx each round, both caches full (with DROP=1: from the disk); WITH_NGINX=0 skips nginx; DDMB (1024; 0 = skip) measures the disk with dd O_DIRECT;
 #      DROP=1 drops the page cache before epochs 2 and 3 (a set larger than RAM: needs root).
 #      TMPDIR: where the store, the caches and nginx's cache live (/dev/shm: a cache in memory).
 #      S3CACHED, THROTTLE, NGINX_BIN: binaries (build/s3cached, build/throttle, nginx).
@@ -22,7 +23,7 @@ set -u
 S3CACHED=${S3CACHED:-${S3CACHED_BIN:-$PWD/build/s3cached}}; THROTTLE=${THROTTLE:-$PWD/build/throttle}
 NGINX_BIN=${NGINX_BIN:-nginx}
 NSHARD=${NSHARD:-24}; SIZE_MB=${SIZE_MB:-256}; LINK_BPS=${LINK_BPS:-500000000}; PAR=${PAR:-8}
-EPOCHS=${EPOCHS:-3}; S3C_ARGS=${S3C_ARGS:-}; WITH_NGINX=${WITH_NGINX:-1}; DDMB=${DDMB:-1024}; DROP=${DROP:-0}
+EPOCHS=${EPOCHS:-3}; PAIRED=${PAIRED:-0}; S3C_ARGS=${S3C_ARGS:-}; WITH_NGINX=${WITH_NGINX:-1}; DDMB=${DDMB:-1024}; DROP=${DROP:-0}
 W=$(mktemp -d "${TMPDIR:-/tmp}/epochs.XXXXXX"); RES=$W/results.jsonl
 PIDS=""
 trap 'for p in $PIDS; do kill $p 2>/dev/null; done; sleep 0.3; rm -rf "$W"' EXIT
@@ -86,7 +87,7 @@ print(json.dumps({"label": "s3cached-cache-after-" + sys.argv[2],
   "hits": d("cache", "hits"), "misses": d("cache", "misses"), "partial": d("cache", "partial")}))' \
     "$W/before.json" $e | tee -a "$RES"
 done
-kill $S3C
+[ "$PAIRED" -gt 0 ] && [ "$WITH_NGINX" = 1 ] || kill $S3C # else idle until the paired rounds
 if [ "$WITH_NGINX" = 1 ]; then
   mkdir -p "$W/ngx/cache"
   cat >"$W/ngx/nginx.conf" <<EOF
@@ -103,6 +104,11 @@ EOF
   [ "$(id -u)" = 0 ] && sed -i '1s/^/user root; /' "$W/ngx/nginx.conf"
   "$NGINX_BIN" -e "$W/ngx/err" -c "$W/ngx/nginx.conf" -p "$W/ngx"; sleep 0.3; PIDS="$PIDS $(cat "$W/ngx/pid")"
   for e in $(seq "$EPOCHS"); do [ $e -gt 1 ] && drop; epoch nginx-proxy_cache-$e $NGX; done
+  # paired rounds: both caches full, each read once a round, one after the other (with DROP=1
+  # each from the disk): run-to-run noise on a shared VM (+-15 %) cancels out of the pairs
+  for r in $(seq "$PAIRED"); do
+    drop; epoch s3cached-round-$r $GW; drop; epoch nginx-proxy_cache-round-$r $NGX
+  done
 fi
 epoch direct-2 $LINK
 python3 - "$RES" "$BYTES" "${DDW:-}" <<'EOF'
@@ -119,6 +125,13 @@ if len(e) == 2:
     s, n = e["s3cached"], e["nginx-proxy_cache"]
     q = lambda i: f"{s[i]/n[i]:.2f}" if n[i] else "-"
     print(f"s3cached / nginx    epoch 1 {q(0)}   epoch 2 {q(1)}   epoch 3 {q(2)}")
+rounds = [(r[f"s3cached-round-{i}"]["GBps"], r[f"nginx-proxy_cache-round-{i}"]["GBps"])
+          for i in range(1, 100) if f"nginx-proxy_cache-round-{i}" in r]
+if rounds:
+    print("paired rounds, s3cached / nginx GB/s: " + "  ".join(f"{a:.2f}/{b:.2f}" for a, b in rounds))
+    sa, sb = sum(a for a, _ in rounds), sum(b for _, b in rounds)
+    print(f"paired rounds: s3cached {sa/len(rounds):.2f} GB/s, nginx {sb/len(rounds):.2f} GB/s, "
+          f"ratio of the means {sa/sb:.2f}")
 for i in (1, 2, 3):
     c = r.get(f"s3cached-cache-after-{i}")
     if c:
