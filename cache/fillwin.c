@@ -226,6 +226,7 @@ int fillwin_received(struct fetch *f, int rc)
     struct cache *c = f->c;
     pthread_mutex_lock(&c->mu);
     window_received(&c->pool, f->win, !rc && f->landed == f->end);
+    fillwin_wake_runs_locked(c); /* one run fewer: the others' cap may have grown */
     f->run_rc = rc;
     f->received = 1;
     fillwin_release_passed_locked(f);

@@ -371,15 +371,17 @@ static int consumed_unstarted(const struct window *w)
     return -1;
 }
 
-/* Of the windows but @w, the one holding the most slots that has a block consumed_unstarted()
- * (its index in *@bi): dropping there costs the run with the most memory. NULL when none. */
+/* Of the windows but @w holding more than @over slots, the one holding the most that has a
+ * block consumed_unstarted() (its index in *@bi): dropping there costs the run with the most
+ * memory. NULL when none. */
 static struct window *most_consumed_unstarted(const struct window_pool *p, const struct window *w,
-                                              int *bi)
+                                              unsigned over, int *bi)
 {
     struct window *v = NULL;
     for (struct window *o = p->head; o; o = o->next) {
         int b;
-        if (o != w && (!v || o->held > v->held) && (b = consumed_unstarted(o)) >= 0) {
+        if (o != w && o->held > over && (!v || o->held > v->held) &&
+            (b = consumed_unstarted(o)) >= 0) {
             v = o;
             *bi = b;
         }
@@ -397,12 +399,17 @@ static unsigned char *reclaim(struct window *w, int mode)
     return NULL;
 }
 
-/* Whether @w may hold one slot more: within its cap, and a window no reader reads yet
+/* Whether @w may hold one slot more: within its share, or its cap while its readers have not
+ * fallen a share behind, and a window no reader reads yet
  * (read-ahead) only while such windows hold less than half the pool, so that the runs readers
  * wait for always find room as their readers copy. */
 static int may_grow(const struct window_pool *p, const struct window *w)
 {
     if (w->held >= window_pool_cap(p))
+        return 0;
+    /* above its share only for bytes its readers copied (the writer's lag, not a slow
+     * reader's): a reader that falls behind holds no more than a share of the pool */
+    if (w->held >= p->per_window && w->landed - w->read_to >= (uint64_t)p->per_window * w->chunk)
         return 0;
     if (w->readers || w->ever_read)
         return 1;
@@ -456,14 +463,21 @@ int window_room(struct window_pool *p, struct window *w, uint64_t now_ms, int st
             break;
         }
         /* The disk is behind: a block the writer has not started, whose bytes every reader
-         * copied, is not written (its own, else another window's). */
-        int bi = consumed_unstarted(w);
-        if (bi >= 0) {
+         * copied, is not written: of a window holding more than the cap (it grew while fewer
+         * runs landed bytes), else its own, else another window's. */
+        int bi;
+        unsigned cap = window_pool_cap(p);
+        struct window *o = may_grow(p, w) ? most_consumed_unstarted(p, w, cap, &bi) : NULL;
+        if (o) {
+            drop_block(p, o, (unsigned)bi, 0);
+            continue;
+        }
+        if ((bi = consumed_unstarted(w)) >= 0) {
             drop_block(p, w, (unsigned)bi, 0);
             take_dropped(p, w, ci);
             continue;
         }
-        struct window *o = may_grow(p, w) ? most_consumed_unstarted(p, w, &bi) : NULL;
+        o = may_grow(p, w) ? most_consumed_unstarted(p, w, 0, &bi) : NULL;
         if (o) {
             drop_block(p, o, (unsigned)bi, 0);
             continue;

@@ -55,7 +55,8 @@ void window_pool_fini(struct window_pool *p);
 static inline int window_pool_on(const struct window_pool *p) { return p->max_slots > 0; }
 /* The slots one window may hold now: its share (per_window) or, while fewer runs land bytes
  * than the pool has shares for, an equal part of the pool, so that a run absorbs the writer's
- * pauses with memory no other run needs. */
+ * pauses with memory no other run needs. Above its share a window grows only while its readers
+ * are less than a share behind: the extra memory holds bytes they copied, for the writer. */
 unsigned window_pool_cap(const struct window_pool *p);
 /* Bytes of slots allocated (the pool's memory), and held by windows now. */
 uint64_t window_pool_bytes(const struct window_pool *p);

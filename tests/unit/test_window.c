@@ -20,7 +20,7 @@
 
 #define MiB (1u << 20)
 #define S3C_MIN_(a, b) ((a) < (b) ? (a) : (b))
-#define CH 4096u       /* the tests' chunk: small, so that they run fast */
+#define CH 4096u     /* the tests' chunk: small, so that they run fast */
 #define BS (4u * CH) /* 4 chunks a block */
 
 static unsigned char pat(uint64_t pos)
@@ -94,10 +94,11 @@ static void test_window_pool_sizes(void **state)
     window_pool_fini(&p);
 }
 
-/* A run alone may hold the whole pool (its share is per_window, but memory no other run needs
- * absorbs the writer's pauses); a second run landing bytes halves that cap and takes its part
- * from the run holding the most, by dropping that run's blocks its reader copied and the
- * writer has not started; once the first run received all, the second may hold the pool. */
+/* A run alone may hold the whole pool with bytes its reader copied (its share is per_window;
+ * memory no other run needs absorbs the writer's pauses), but never more than a share its
+ * reader has not copied. A second run landing bytes halves the cap and takes its share from
+ * the run holding the most, by dropping that run's copied blocks the writer has not started;
+ * once the first run received all it will, the second may grow past half the pool. */
 static void test_window_cap_shares(void **state)
 {
     (void)state;
@@ -110,37 +111,51 @@ static void test_window_cap_shares(void **state)
     window_readers(a, 1, 1);
     while (land(&p, a, 0, CH) == 0)
         ;
-    assert_int_equal(window_held(a), 24); /* alone: the pool, not its share of 6 */
-    assert_int_equal(window_landed_to(a), 24 * CH);
-    window_read(&p, a, 24 * CH, now_ms); /* its reader keeps up; the writer has not begun */
+    assert_int_equal(window_held(a), 6); /* its reader copied nothing: a share */
+    for (int i = 0; i < 18; i++) {
+        window_read(&p, a, window_landed_to(a), now_ms);
+        assert_int_equal(land(&p, a, 0, CH), 0);
+    }
+    assert_int_equal(window_held(a), 24); /* alone, its reader keeping up: the whole pool */
+    assert_int_equal(drops[1][0], 0);
+    window_read(&p, a, window_landed_to(a), now_ms);
     assert_int_equal(window_new(&p, 0, 16 * BS, BS, (void *)2, now_ms, &b), 0);
     window_readers(b, 1, 1);
     assert_int_equal(window_pool_cap(&p), 12);
     while (land(&p, b, 0, CH) == 0)
         ;
-    assert_int_equal(window_held(b), 12);
+    assert_int_equal(window_held(b), 6); /* its share at once; its reader copied nothing */
+    assert_int_equal(drops[1][0], 1);    /* a's oldest copied blocks, never written */
+    assert_int_equal(drops[1][1], 1);
+    assert_int_equal(drops[1][2], 0);
+    assert_int_equal(window_held(a), 16);
+    /* b's reader keeps up: b grows to the cap (12), a giving down to it, no further */
+    unsigned most = 0;
+    for (int i = 0; i < 40; i++) {
+        window_read(&p, b, window_landed_to(b), now_ms);
+        assert_int_equal(land(&p, b, 0, CH), 0);
+        assert_true(window_held(b) <= 12);
+        most = window_held(b) > most ? window_held(b) : most;
+    }
+    assert_int_equal(most, 12);
     assert_int_equal(window_held(a), 12);
-    for (unsigned bi = 0; bi < 3; bi++) /* a's oldest blocks, copied, never written */
-        assert_int_equal(drops[1][bi], 1);
-    assert_int_equal(drops[1][3], 0);
     assert_int_equal(p.forced, 0);
-    for (unsigned bi = 0; bi < 16; bi++)
-        assert_int_equal(drops[2][bi], 0);
-    /* b's reader has copied nothing: it waits rather than take what a's reader has not read */
-    assert_int_equal(land(&p, b, 0, CH), -EAGAIN);
+    /* a received all it will and the writer wrote its blocks: b may grow past half the pool */
     window_received(&p, a, 0);
     assert_int_equal(window_pool_cap(&p), 24);
-    window_read(&p, b, 12 * CH, now_ms);
-    while (land(&p, b, 0, CH) == 0)
-        ;
-    /* b's own copied blocks go first, then a's, which its writer has not begun */
-    assert_int_equal(window_held(b), 24);
-    assert_int_equal(window_held(a), 0);
-    for (unsigned bi = 0; bi < 6; bi++)
-        assert_int_equal(drops[1][bi], 1);
-    for (unsigned bi = 0; bi < 3; bi++)
-        assert_int_equal(drops[2][bi], 1);
-    assert_int_equal(drops[2][3], 0);
+    unsigned ci;
+    const unsigned char *mem;
+    uint64_t at;
+    size_t len;
+    int bstart;
+    while (window_next_write(a, &ci, &mem, &at, &len, &bstart))
+        window_wrote(&p, a, ci, 1);
+    for (int i = 0; i < 8; i++) {
+        window_read(&p, b, window_landed_to(b), now_ms);
+        assert_int_equal(land(&p, b, 0, CH), 0);
+    }
+    assert_true(window_held(b) > 12);
+    assert_true(window_held(a) + window_held(b) <= 24);
     assert_int_equal(p.forced, 0);
     window_abandon(&p, a);
     window_free(&p, a);
@@ -148,6 +163,44 @@ static void test_window_cap_shares(void **state)
     window_abandon(&p, b);
     window_free(&p, b);
     assert_int_equal(p.nfree, p.nslots);
+    window_pool_fini(&p);
+}
+
+/* With no room left, a run whose readers are done with nothing of its own drops a copied block
+ * the writer has not started of the window holding the most slots, not of the oldest window:
+ * the run with the most memory pays (before, the first window in the list did). */
+static void test_window_steal_from_most(void **state)
+{
+    (void)state;
+    struct window_pool p;
+    struct window *x, *y, *z;
+    memset(drops, 0, sizeof(drops));
+    assert_int_equal(window_pool_init(&p, 12 * CH, 6 * CH, BS, CH, STALL_MS, on_drop), 0);
+    assert_int_equal(window_new(&p, 0, 16 * BS, BS, (void *)1, now_ms, &x), 0);
+    window_readers(x, 1, 1);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(land(&p, x, 0, CH), 0);
+    window_read(&p, x, 5 * CH, now_ms);
+    assert_int_equal(window_new(&p, 0, 16 * BS, BS, (void *)2, now_ms, &y), 0);
+    window_readers(y, 1, 1);
+    while (land(&p, y, 0, CH) == 0)
+        ;
+    assert_int_equal(window_held(y), 6);
+    window_read(&p, y, 6 * CH, now_ms);
+    assert_int_equal(window_held(x), 5); /* x, the oldest, holds less than y */
+    assert_int_equal(window_new(&p, 0, 16 * BS, BS, (void *)3, now_ms, &z), 0);
+    window_readers(z, 1, 1);
+    assert_int_equal(land(&p, z, 0, CH), 0); /* the last free slot */
+    assert_int_equal(land(&p, z, 0, CH), 0); /* one of y's copied blocks goes */
+    assert_int_equal(drops[2][0], 1);
+    assert_int_equal(drops[1][0], 0);
+    assert_int_equal(p.forced, 0);
+    struct window *all[] = {x, y, z};
+    for (int i = 0; i < 3; i++) {
+        window_received(&p, all[i], 0);
+        window_abandon(&p, all[i]);
+        window_free(&p, all[i]);
+    }
     window_pool_fini(&p);
 }
 
@@ -171,7 +224,7 @@ static void test_window_sequence(void **state)
     assert_int_equal(avail, 990);
     assert_true(is_pat(mem, off + 10, avail));
     assert_false(window_at(w, off + 1000, &mem, &avail));
-    assert_true(window_can_serve(w, off + 5000)); /* still to come */
+    assert_true(window_can_serve(w, off + 5000));                             /* still to come */
     assert_int_equal(window_next_write(w, &ci, &mem, &at, &len, &bstart), 0); /* not whole */
     while (window_landed_to(w) < off + CH)
         assert_int_equal(land(&p, w, 0, 300000), 0);
@@ -604,7 +657,8 @@ static void test_window_filling_kept(void **state)
     assert_int_equal(window_next_write(b, &ci, &mem, &at, &len, &bstart), 1);
     assert_int_equal(land(&p, a, 0, CH), 0); /* a: chunk 0 of its block 0 */
     unsigned char *pend;
-    assert_int_equal(window_room(&p, a, now_ms, 0, &pend, &room), 0); /* a copies into chunk 1 ... */
+    assert_int_equal(window_room(&p, a, now_ms, 0, &pend, &room),
+                     0);            /* a copies into chunk 1 ... */
     window_read(&p, a, CH, now_ms); /* ... a's reader copied chunk 0 ... */
     /* ... while b finds the pool at its cap and drops a's unstarted, copied block */
     assert_int_equal(land(&p, b, 0, CH), 0);
@@ -721,7 +775,8 @@ static void test_window_still_and_read(void **state)
     assert_true(window_at(w, 100, &m0, &avail));
     assert_int_equal(window_next_write(w, &ci, &mem, &at, &len, &bstart), 1);
     window_wrote(&p, w, ci, 1);
-    window_read(&p, w, CH, now_ms); /* a reader copied chunk 0, written: its slot goes back at once */
+    window_read(&p, w, CH,
+                now_ms); /* a reader copied chunk 0, written: its slot goes back at once */
     assert_false(window_still(w, 100, m0));
     /* the next chunk takes the consumed one's slot rather than new memory */
     unsigned before = p.nslots;
@@ -749,9 +804,9 @@ static void test_window_still_and_read(void **state)
 struct sim_run {
     struct window *w;
     uint64_t off, end;
-    unsigned char *file;  /* the model of the data file over [off, end) */
-    uint8_t *wcount;      /* writes per byte */
-    uint64_t rpos;        /* a reader */
+    unsigned char *file; /* the model of the data file over [off, end) */
+    uint8_t *wcount;     /* writes per byte */
+    uint64_t rpos;       /* a reader */
     int reader_keeps_pace;
     unsigned refetches;
     int received, flight, stalls;
@@ -827,7 +882,8 @@ static void sim(unsigned nruns, uint64_t pool_bytes, int writer_slowness, int ke
         r->wcount = calloc(1, r->end - r->off);
         r->rpos = r->off;
         r->reader_keeps_pace = keep_pace;
-        assert_int_equal(window_new(&p, r->off, r->end, BS, (void *)(uintptr_t)i, now_ms, &r->w), 0);
+        assert_int_equal(window_new(&p, r->off, r->end, BS, (void *)(uintptr_t)i, now_ms, &r->w),
+                         0);
         window_readers(r->w, 1, 1);
     }
     for (unsigned step = 0; step < 200000; step++) {
@@ -857,7 +913,11 @@ static void sim(unsigned nruns, uint64_t pool_bytes, int writer_slowness, int ke
                     /* waited long for room: fillwin.c's stall (never, with @no_stall) */
                     size_t room;
                     (void)starved;
-                    int rc = window_room(&p, r->w, now_ms, !no_stall && r->stalls > 20, &r->pend, &room);
+                    unsigned before = window_held(r->w), cap = window_pool_cap(&p);
+                    int rc = window_room(&p, r->w, now_ms, !no_stall && r->stalls > 20, &r->pend,
+                                         &room);
+                    /* it grows only below its cap (a swap for a block of its own dropped is no growth) */
+                    assert_true(window_held(r->w) <= before || before < cap);
                     r->stalls = rc ? r->stalls + 1 : 0;
                     if (rc)
                         r->pend = NULL;
@@ -878,8 +938,7 @@ static void sim(unsigned nruns, uint64_t pool_bytes, int writer_slowness, int ke
             }
             if (!r->flight) {
                 int bstart;
-                r->flight = window_next_write(r->w, &r->fci, &r->fmem, &r->fat, &r->flen,
-                                              &bstart);
+                r->flight = window_next_write(r->w, &r->fci, &r->fmem, &r->fat, &r->flen, &bstart);
             }
             busy |= r->flight || !window_settled(r->w);
             assert_true(window_held(r->w) <= p.max_slots);
@@ -939,8 +998,8 @@ static void test_window_sim_mixed(void **state)
     (void)state;
     for (int round = 0; round < 1000; round++) {
         unsigned d, rf;
-        sim(1 + (unsigned)(rnd() % 4), (uint64_t)(14 + rnd() % 30) * CH,
-            1 + (int)(rnd() % 8), (int)(rnd() % 2), 0, &d, &rf);
+        sim(1 + (unsigned)(rnd() % 4), (uint64_t)(14 + rnd() % 30) * CH, 1 + (int)(rnd() % 8),
+            (int)(rnd() % 2), 0, &d, &rf);
     }
 }
 
@@ -953,8 +1012,8 @@ static void test_window_sim_never_refetch(void **state)
     unsigned d_all = 0;
     for (int round = 0; round < 1000; round++) {
         unsigned d, rf;
-        sim(1 + (unsigned)(rnd() % 4), (uint64_t)(14 + rnd() % 30) * CH,
-            1 + (int)(rnd() % 8), (int)(rnd() % 2), 1, &d, &rf);
+        sim(1 + (unsigned)(rnd() % 4), (uint64_t)(14 + rnd() % 30) * CH, 1 + (int)(rnd() % 8),
+            (int)(rnd() % 2), 1, &d, &rf);
         assert_int_equal(rf, 0);
         d_all += d;
     }
@@ -966,6 +1025,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_pool_sizes),
         cmocka_unit_test(test_window_cap_shares),
+        cmocka_unit_test(test_window_steal_from_most),
         cmocka_unit_test(test_window_sequence),
         cmocka_unit_test(test_window_drop_when_starved),
         cmocka_unit_test(test_window_steal),
