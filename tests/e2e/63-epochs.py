@@ -12,7 +12,9 @@ reaches it as an S3 endpoint, so cold GETs go through the fill window (cache/fil
     /_/metrics does; the GET after it is a hit that reaches nobody;
   - three epochs over a small set in a new order each: the first all misses, the backend
     sends each byte once in all, the second and third all hits, and the data files are then
-    resident in the page cache.
+    resident in the page cache;
+  - a cold sequential GET of 48 blocks reaches the backend in a few requests: its read-ahead
+    starts runs as long as the first (before, one request per block past the first run).
 With the cache directory in memory (tmpfs: no window, the file is the page cache) the page
 cache checks are reported skipped."""
 import os
@@ -183,6 +185,30 @@ def main():
             partial_hit)
     t.check("three epochs in new orders: misses once, then hits, each byte fetched once",
             three_epochs)
+
+    def few_requests():
+        # the read-ahead of a sequential cold GET starts runs as long as its first one (16
+        # blocks): a long read is a few backend requests (before: one per block past the first
+        # run, 34 for this one, and one stream ran at 0.91-0.93 of a direct read)
+        g = E.Server(t, extra=["--backend", "http://127.0.0.1:%d" % up.port,
+                               "--backend-access-key", up.ak, "--backend-secret-key", up.sk,
+                               "--block-size", "1M", "--revalidate-after", "never"]).start()
+        try:
+            body = put("long", 48 * MiB)
+            n0 = g.settled_stats()["backend"]["requests"]
+            r = g.req("GET", "/%s/long" % B)
+            E.eq("status", r.status, 200)
+            E.eq("right bytes", r.body == body, True)
+            n = g.settled_stats()["backend"]["requests"] - n0
+            print("       # backend requests for a cold GET of 48 blocks: %d" % n)
+            if n > 6:
+                raise E.Fail("%d backend requests for 48 blocks (runs of 16: at most 6)" % n)
+        finally:
+            g.stop()
+            g.cleanup()
+
+    t.check("a cold sequential GET of 48 blocks is a few backend requests, not one per block",
+            few_requests)
     gw.stop()
     up.stop()
     return t.finish()
