@@ -365,6 +365,9 @@ def changed_between_index_and_read():
     version it fills, and the read fails (503, or a body cut short after the old bytes already
     cached) rather than sending the new file's bytes at the old index's offsets; a later read
     gets the new version, with its own index."""
+    # --readahead 0: the member's blocks must not be fetched before the shard changes (with
+    # read-ahead the index walk caches all of m3, and the whole old member is then served:
+    # consistent, but not what this check is about)
     g = E.Server(t, extra=["--block-size", "64K", "--readahead", "0"]).start()
     try:
         os.makedirs(os.path.join(g.store, B))
