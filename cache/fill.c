@@ -774,8 +774,8 @@ static uint64_t ra_blocks(struct cache *c, struct cver *v)
  * or fetching. A run started for them goes on towards the end of the reader's range (at most
  * CACHE_FETCH_MAX_BLOCKS), as the reader's first run did: a long read is a few backend
  * requests, not one per block (each a request through the link and a window of its own;
- * before, a 256 MiB shard past its first run was fetched 8 MiB at a time and one stream ran at
- * 0.91-0.93 of a direct read). A local file backend keeps the read-ahead's own range. */
+ * before, a 256 MiB shard past its first run was fetched 8 MiB at a time, 17 requests). A
+ * local file backend keeps the read-ahead's own range. */
 static void read_ahead_locked(struct cache *c, struct cver *v, struct cache_obj *o, uint64_t b)
 {
     uint64_t end = cache_obj_end_block(o, v);

@@ -189,7 +189,7 @@ def main():
     def few_requests():
         # the read-ahead of a sequential cold GET starts runs as long as its first one (16
         # blocks): a long read is a few backend requests (before: one per block past the first
-        # run, 34 for this one, and one stream ran at 0.91-0.93 of a direct read)
+        # run, 34 for this one)
         g = E.Server(t, extra=["--backend", "http://127.0.0.1:%d" % up.port,
                                "--backend-access-key", up.ak, "--backend-secret-key", up.sk,
                                "--block-size", "1M", "--revalidate-after", "never"]).start()
