@@ -371,17 +371,15 @@ static int consumed_unstarted(const struct window *w)
     return -1;
 }
 
-/* Of the windows but @w holding more than @over slots, the one holding the most that has a
- * block consumed_unstarted() (its index in *@bi): dropping there costs the run with the most
- * memory. NULL when none. */
+/* Of the windows but @w, the one holding the most slots that has a block consumed_unstarted()
+ * (its index in *@bi): dropping there costs the run with the most memory. NULL when none. */
 static struct window *most_consumed_unstarted(const struct window_pool *p, const struct window *w,
-                                              unsigned over, int *bi)
+                                              int *bi)
 {
     struct window *v = NULL;
     for (struct window *o = p->head; o; o = o->next) {
         int b;
-        if (o != w && o->held > over && (!v || o->held > v->held) &&
-            (b = consumed_unstarted(o)) >= 0) {
+        if (o != w && (!v || o->held > v->held) && (b = consumed_unstarted(o)) >= 0) {
             v = o;
             *bi = b;
         }
@@ -465,11 +463,10 @@ int window_room(struct window_pool *p, struct window *w, uint64_t now_ms, int st
         /* The disk is behind: a block the writer has not started, whose bytes every reader
          * copied, is not written: of a window holding more than the cap (it grew while fewer
          * runs landed bytes), else its own, else another window's. */
-        int bi;
-        unsigned cap = window_pool_cap(p);
-        struct window *o = may_grow(p, w) ? most_consumed_unstarted(p, w, cap, &bi) : NULL;
-        if (o) {
-            drop_block(p, o, (unsigned)bi, 0);
+        int obi = -1, bi;
+        struct window *o = may_grow(p, w) ? most_consumed_unstarted(p, w, &obi) : NULL;
+        if (o && o->held > window_pool_cap(p)) {
+            drop_block(p, o, (unsigned)obi, 0);
             continue;
         }
         if ((bi = consumed_unstarted(w)) >= 0) {
@@ -477,9 +474,8 @@ int window_room(struct window_pool *p, struct window *w, uint64_t now_ms, int st
             take_dropped(p, w, ci);
             continue;
         }
-        o = may_grow(p, w) ? most_consumed_unstarted(p, w, 0, &bi) : NULL;
         if (o) {
-            drop_block(p, o, (unsigned)bi, 0);
+            drop_block(p, o, (unsigned)obi, 0);
             continue;
         }
         /* Nothing its readers are done with. A run whose readers copied all it landed takes
