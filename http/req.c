@@ -331,13 +331,12 @@ static int req_collect_query(struct req *rq)
  * the end so the client reads the error instead of a reset. */
 static int req_fail_early(struct req *rq, int rc)
 {
-    const char *expect = req_header(rq, "Expect");
     const char *cl = req_header(rq, "Content-Length");
     const char *te = req_header(rq, "Transfer-Encoding");
     unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
     rq->rc = rc;
     upload_abandon(rq); /* what a begin reserved is not held while a body is swallowed */
-    if ((expect && !strcasecmp(expect, "100-continue")) || (!te && n == 0) || n > (16u << 20))
+    if (req_expects_continue(rq) || (!te && n == 0) || n > (16u << 20))
         return respond_error(rq, rc);
     return REQ_OK;
 }

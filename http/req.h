@@ -147,6 +147,7 @@ void req_first_byte(struct req *rq);
 uint64_t req_tcp_bytes_acked(struct req *rq);
 /* The request's headers and query parameters (req_kv.c: no libmicrohttpd). */
 const char *req_header(struct req *rq, const char *name);   /* case-insensitive; NULL */
+int req_expects_continue(struct req *rq);                   /* "Expect: 100-continue" */
 const char *req_query(struct req *rq, const char *name);    /* decoded; "" for "?name" */
 int req_has_query(struct req *rq, const char *name);
 

@@ -17,6 +17,12 @@ const char *req_header(struct req *rq, const char *name)
     return NULL;
 }
 
+int req_expects_continue(struct req *rq)
+{
+    const char *e = req_header(rq, "Expect");
+    return e && !strcasecmp(e, "100-continue");
+}
+
 const char *req_query(struct req *rq, const char *name)
 {
     for (size_t i = 0; i < rq->n_query; i++)

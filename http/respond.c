@@ -33,10 +33,7 @@ static void respond_object_headers(struct req *rq, struct MHD_Response *r,
  * (60 s): the connection is closed after this answer instead. */
 static int respond_early_final(struct req *rq)
 {
-    if (rq->bytes_in)
-        return 0;
-    const char *e = req_header(rq, "Expect");
-    return e && !strcasecmp(e, "100-continue");
+    return !rq->bytes_in && req_expects_continue(rq);
 }
 
 static void respond_common(struct req *rq, struct MHD_Response *r)
