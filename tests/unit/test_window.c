@@ -69,6 +69,16 @@ static int land(struct window_pool *p, struct window *w, int starved, size_t n)
     return 0;
 }
 
+/* The end of a test: every window abandoned (nothing more written) and freed, then the pool. */
+static void end_all(struct window_pool *p, struct window **ws, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        window_abandon(p, ws[i]);
+    for (unsigned i = 0; i < n; i++)
+        window_free(p, ws[i]);
+    window_pool_fini(p);
+}
+
 static void test_window_pool_sizes(void **state)
 {
     (void)state;
@@ -423,13 +433,7 @@ static void test_window_stale_gives_to_others(void **state)
     assert_true(is_pat(mem, 10, avail));
     assert_true(window_at(c, 5 * CH + 10, &mem, &avail));
     assert_true(is_pat(mem, 5 * CH + 10, avail));
-    window_abandon(&p, a);
-    window_abandon(&p, b);
-    window_abandon(&p, c);
-    window_free(&p, a);
-    window_free(&p, b);
-    window_free(&p, c);
-    window_pool_fini(&p);
+    end_all(&p, (struct window *[]){a, b, c}, 3);
     now_ms = t0;
 }
 
@@ -469,13 +473,7 @@ static void test_window_stale_frees_given_up(void **state)
     size_t avail;
     assert_true(window_at(c, 10, &mem, &avail));
     assert_true(is_pat(mem, 10, avail));
-    window_abandon(&p, a);
-    window_abandon(&p, b);
-    window_abandon(&p, c);
-    window_free(&p, a);
-    window_free(&p, b);
-    window_free(&p, c);
-    window_pool_fini(&p);
+    end_all(&p, (struct window *[]){a, b, c}, 3);
     now_ms = t0;
 }
 
@@ -523,13 +521,7 @@ static void test_window_stale_started(void **state)
     assert_int_equal(window_next_write(a, &ca, &mem, &at, &len, &bstart), 0); /* skipped */
     assert_false(window_block_whole(a, 0));
     window_wrote(&p, b, cb, 1);
-    window_abandon(&p, a);
-    window_abandon(&p, b);
-    window_abandon(&p, c);
-    window_free(&p, a);
-    window_free(&p, b);
-    window_free(&p, c);
-    window_pool_fini(&p);
+    end_all(&p, (struct window *[]){a, b, c}, 3);
     now_ms = t0;
 }
 
@@ -566,15 +558,7 @@ static void test_window_walk_not_stale(void **state)
     assert_int_equal(p.forced, 1);
     assert_int_equal(drops[3][0], 1); /* b's: its reader stopped */
     assert_int_equal(drops[1][0] + drops[1][1] + drops[2][0] + drops[2][1], 0);
-    window_abandon(&p, walk);
-    window_abandon(&p, ra);
-    window_abandon(&p, b);
-    window_abandon(&p, c);
-    window_free(&p, walk);
-    window_free(&p, ra);
-    window_free(&p, b);
-    window_free(&p, c);
-    window_pool_fini(&p);
+    end_all(&p, (struct window *[]){walk, ra, b, c}, 4);
     now_ms = t0;
 }
 
@@ -697,13 +681,7 @@ static void test_window_readahead_half(void **state)
     assert_int_equal(land(&p, ra, 1, CH) == 0 ? 1 : 0, 1); /* stalled: forced, its own */
     for (int i = 0; i < 6; i++)
         assert_int_equal(land(&p, w, 0, CH), 0);
-    window_abandon(&p, ra);
-    window_abandon(&p, rb);
-    window_abandon(&p, w);
-    window_free(&p, ra);
-    window_free(&p, rb);
-    window_free(&p, w);
-    window_pool_fini(&p);
+    end_all(&p, (struct window *[]){ra, rb, w}, 3);
 }
 
 /* A failed write: nothing more is written, blocks not whole are dropped, the run settles. A
