@@ -16,20 +16,64 @@
 #      EPOCHS (3; 1 or 2 for a quicker look); PAIRED=N: N more rounds after them, s3cached then
 #      nginx each round, both caches full (with DROP=1: from the disk); WITH_NGINX=0 skips nginx; DDMB (1024; 0 = skip) measures the disk with dd O_DIRECT;
 #      DROP=1 drops the page cache before epochs 2 and 3 (a set larger than RAM: needs root).
+#      SLOW_DISK_BPS: a cache disk slower than the link: the fault shim (build/faults/faultinj.so,
+#      SHIM) caps the writes of s3cached and of nginx (one worker: the cap holds per process) to
+#      their cache directories at this rate; the writer is then compared with it, not with dd.
 #      TMPDIR: where the store, the caches and nginx's cache live (/dev/shm: a cache in memory).
 #      S3CACHED, THROTTLE, NGINX_BIN: binaries (build/s3cached, build/throttle, nginx).
+#      PAGE_REPORTING=pause (root): on a VM whose balloon reports free pages to the host (Linux
+#      free page reporting), hold the reporting off for the run where the kernel can (this VM's
+#      min_free_ms; restored after) and touch the free memory once first, so that every page the run uses is backed, as a GPU node's RAM
+#      is. A reported page comes back only through a host page fault: here the first write of
+#      16 GiB ran at 0.49 GB/s, the next at 3.2 GB/s; page-cache fills (a cache's writer, a
+#      cold read after a drop) slow down by as much, and at random (the same cold read of the
+#      same files 1.5 or 3.0 GB/s, for nginx and s3cached alike). Printed either way: the
+#      reporting's state and what it handed back during the run.
 # Figures: bench/RESULTS.md.
 set -u
 S3CACHED=${S3CACHED:-${S3CACHED_BIN:-$PWD/build/s3cached}}; THROTTLE=${THROTTLE:-$PWD/build/throttle}
 NGINX_BIN=${NGINX_BIN:-nginx}
 NSHARD=${NSHARD:-24}; SIZE_MB=${SIZE_MB:-256}; LINK_BPS=${LINK_BPS:-500000000}; PAR=${PAR:-8}
+SLOW_DISK_BPS=${SLOW_DISK_BPS:-0}; SHIM=${SHIM:-$(dirname "$S3CACHED")/faults/faultinj.so}
 EPOCHS=${EPOCHS:-3}; PAIRED=${PAIRED:-0}; S3C_ARGS=${S3C_ARGS:-}; WITH_NGINX=${WITH_NGINX:-1}; DDMB=${DDMB:-1024}; DROP=${DROP:-0}
 W=$(mktemp -d "${TMPDIR:-/tmp}/epochs.XXXXXX"); RES=$W/results.jsonl
 PIDS=""
-trap 'for p in $PIDS; do kill $p 2>/dev/null; done; sleep 0.3; rm -rf "$W"' EXIT
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
 health() { for _ in $(seq 150); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no answer: $1" >&2; exit 1; }
+PR=/sys/module/page_reporting/parameters; PR_SAVED=""
+pr_restore() { [ -n "$PR_SAVED" ] || return 0; set -- $PR_SAVED
+  echo "$1" >$PR/page_reporting_order; echo "$2" >$PR/min_free_ms; }
+trap 'pr_restore; for p in $PIDS; do kill $p 2>/dev/null; done; sleep 0.3; rm -rf "$W"' EXIT
+if [ -r $PR/reported_kib ]; then
+  # Held off with two knobs, as measured here (neither alone did): the upstream one, an order
+  # past the largest, and this VM kernel's min_free_ms (a page is reported once free that long;
+  # 5 minutes, the most it takes, outlasts a run). 0 MiB reported in 17 runs with both.
+  if [ "${PAGE_REPORTING:-}" = pause ] && [ -w $PR/min_free_ms ]; then
+    PR_SAVED="$(cat $PR/page_reporting_order) $(cat $PR/min_free_ms)"
+    echo 11 >$PR/page_reporting_order; echo 300000 >$PR/min_free_ms
+  elif [ "${PAGE_REPORTING:-}" = pause ]; then
+    echo "free page reporting cannot be paused here (no min_free_ms): memory is only touched first"
+  fi
+  if [ "${PAGE_REPORTING:-}" = pause ]; then # touch what is free, a GiB at a time, then let go
+    python3 - <<'EOF'
+import time
+kb = {l.split(':')[0]: int(l.split()[1]) for l in open('/proc/meminfo')}
+n = max(0, kb['MemAvailable'] // 1048576 - 2)
+t0, keep = time.monotonic(), []
+for _ in range(n):
+    b = bytearray(1 << 30); b[::4096] = b'\1' * (1 << 18); keep.append(b)
+s = time.monotonic() - t0
+print(f"touched {n} GiB of free memory in {s:.1f} s ({n * 1.073741824 / max(s, 1e-9):.2f} GB/s)")
+EOF
+  fi
+  PR_KIB0=$(cat $PR/reported_kib)
+  echo "free page reporting: order $(cat $PR/page_reporting_order)$( [ -r $PR/min_free_ms ] && echo ", min_free_ms $(cat $PR/min_free_ms)")${PR_SAVED:+ (held off for the run)}"
+fi
 [ -x "$S3CACHED" ] && [ -x "$THROTTLE" ] || { echo "build first: $S3CACHED, $THROTTLE" >&2; exit 1; }
+[ "$SLOW_DISK_BPS" = 0 ] || [ -f "$SHIM" ] || { echo "no fault shim at $SHIM (make $SHIM)" >&2; exit 1; }
+# slowed DIR: SLOWED, an env(1) prefix that caps the writes under DIR at SLOW_DISK_BPS (env execs
+# the command: $! stays the server's pid)
+slowed() { SLOWED=(env); [ "$SLOW_DISK_BPS" = 0 ] || SLOWED=(env LD_PRELOAD="$SHIM" S3C_FAULT="slow:$SLOW_DISK_BPS:$1"); }
 if [ "$DDMB" -gt 0 ]; then
   dd if=/dev/zero of="$W/dd" bs=8M count=$((DDMB/8)) oflag=direct 2>"$W/dd.err"
   tail -1 "$W/dd.err" | sed 's/^/disk write O_DIRECT: /'
@@ -64,19 +108,21 @@ epoch() { # LABEL PORT
   t1=$(date +%s.%N)
   python3 -c "import sys; s=$t1-$t0; print('{\"label\":\"%s\",\"s\":%.3f,\"GBps\":%.3f}' % (sys.argv[1], s, $BYTES/s/1e9))" "$1" | tee -a "$RES"; }
 epoch backend-warm $BACK; epoch direct-1 $LINK
-"$S3CACHED" serve --anonymous --backend http://127.0.0.1:$LINK --cache-dir "$W/cache-s3c" --cache-size 100G \
+slowed "$W/cache-s3c"; "${SLOWED[@]}" "$S3CACHED" serve --anonymous --backend http://127.0.0.1:$LINK --cache-dir "$W/cache-s3c" --cache-size 100G \
   --revalidate-after never $S3C_ARGS --listen 127.0.0.1:$GW >"$W/gw.log" 2>&1 & S3C=$!; PIDS="$PIDS $S3C"
 health http://127.0.0.1:$GW/_/health
 gwstats() { curl -s http://127.0.0.1:$GW/_/stats; }
 for e in $(seq "$EPOCHS"); do
   [ $e -gt 1 ] && drop
   gwstats >"$W/before.json"
+  T0=$(date +%s.%N)
   epoch s3cached-$e $GW
   # the fills of the epoch end (synced, indexed) before the next one: wait for no reservation
   for _ in $(seq 600); do
     gwstats | python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)["cache"].get("reserved_bytes",0)!=0)' && break
     sleep 0.1
   done
+  FILL_S=$(python3 -c "print($(date +%s.%N)-$T0)")
   gwstats | python3 -c '
 import json, sys
 b = json.load(open(sys.argv[1])); a = json.load(sys.stdin); c = a["cache"]
@@ -84,14 +130,18 @@ d = lambda sec, k: a[sec].get(k, 0) - b[sec].get(k, 0)
 print(json.dumps({"label": "s3cached-cache-after-" + sys.argv[2],
   "used_bytes": c["used_bytes"], "uncached_bytes": d("cache", "uncached_bytes"),
   "backend_bytes": d("backend", "bytes_read"), "fill_bytes": d("cache", "fill_bytes"),
-  "hits": d("cache", "hits"), "misses": d("cache", "misses"), "partial": d("cache", "partial")}))' \
-    "$W/before.json" $e | tee -a "$RES"
+  "hits": d("cache", "hits"), "misses": d("cache", "misses"), "partial": d("cache", "partial"),
+  "fill_s": float(sys.argv[3])}))' \
+    "$W/before.json" $e "$FILL_S" | tee -a "$RES"
 done
 [ "$PAIRED" -gt 0 ] && [ "$WITH_NGINX" = 1 ] || kill $S3C # else idle until the paired rounds
 if [ "$WITH_NGINX" = 1 ]; then
   mkdir -p "$W/ngx/cache"
+  # the shim's cap holds per process: one worker under SLOW_DISK_BPS, so that nginx's disk is as
+  # slow as s3cached's (the link, not the worker, bounds its epoch 1)
+  NGX_WORKERS=auto; [ "$SLOW_DISK_BPS" = 0 ] || NGX_WORKERS=1
   cat >"$W/ngx/nginx.conf" <<EOF
-worker_processes auto; pid $W/ngx/pid; error_log $W/ngx/err;
+worker_processes $NGX_WORKERS; pid $W/ngx/pid; error_log $W/ngx/err;
 events { worker_connections 4096; }
 http { access_log off; sendfile on; client_body_temp_path $W/ngx;
   proxy_temp_path $W/ngx/cache/tmp; fastcgi_temp_path $W/ngx; uwsgi_temp_path $W/ngx; scgi_temp_path $W/ngx;
@@ -102,7 +152,7 @@ http { access_log off; sendfile on; client_body_temp_path $W/ngx;
       proxy_cache_lock_timeout 600s; } } }
 EOF
   [ "$(id -u)" = 0 ] && sed -i '1s/^/user root; /' "$W/ngx/nginx.conf"
-  "$NGINX_BIN" -e "$W/ngx/err" -c "$W/ngx/nginx.conf" -p "$W/ngx"; sleep 0.3; PIDS="$PIDS $(cat "$W/ngx/pid")"
+  slowed "$W/ngx/cache"; "${SLOWED[@]}" "$NGINX_BIN" -e "$W/ngx/err" -c "$W/ngx/nginx.conf" -p "$W/ngx"; sleep 0.3; PIDS="$PIDS $(cat "$W/ngx/pid")"
   for e in $(seq "$EPOCHS"); do [ $e -gt 1 ] && drop; epoch nginx-proxy_cache-$e $NGX; done
   # paired rounds: both caches full, each read once a round, one after the other (with DROP=1
   # each from the disk): run-to-run noise on a shared VM (+-15 %) cancels out of the pairs
@@ -111,10 +161,13 @@ EOF
   done
 fi
 epoch direct-2 $LINK
-python3 - "$RES" "$BYTES" "${DDW:-}" <<'EOF'
+[ -r $PR/reported_kib ] && echo "free pages reported to the host during the run: $(( ($(cat $PR/reported_kib) - PR_KIB0) >> 10 )) MiB"
+python3 - "$RES" "$BYTES" "${DDW:-}" "$SLOW_DISK_BPS" <<'EOF'
 import json, sys
 r = {j["label"]: j for j in map(json.loads, open(sys.argv[1]))}
-total, ddw = int(sys.argv[2]), sys.argv[3]
+total, ddw, slow = int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+# the disk the writer is compared with: the slowed one, else dd's O_DIRECT write
+disk, disk_name = (slow / 1e9, "slowed disk") if slow else (float(ddw or 0), "disk O_DIRECT")
 d = (r["direct-1"]["GBps"] + r["direct-2"]["GBps"]) / 2
 print(f"\ndirect across the link: {d:.2f} GB/s")
 e = {who: [r.get(f"{who}-{i}", {}).get("GBps", 0.0) for i in (1, 2, 3)] for who in ("s3cached", "nginx-proxy_cache")
@@ -135,9 +188,11 @@ if rounds:
 for i in (1, 2, 3):
     c = r.get(f"s3cached-cache-after-{i}")
     if c:
-        w = c["fill_bytes"] / r[f"s3cached-{i}"]["s"] / 1e9
+        # written over the epoch and the tail the writer still had after its last GET
+        w = c["fill_bytes"] / c.get("fill_s", r[f"s3cached-{i}"]["s"]) / 1e9
+        of = f" = {w/disk:.2f} of the {disk_name} {disk:.2f} GB/s" if disk else ""
         print(f"s3cached epoch {i}: backend {c['backend_bytes']/1e9:.2f} GB, written {c['fill_bytes']/1e9:.2f} GB "
-              f"({w:.2f} GB/s{', disk O_DIRECT ' + ddw + ' GB/s' if ddw else ''}), left uncached "
+              f"({w:.2f} GB/s{of}), left uncached "
               f"{c['uncached_bytes']/1e9:.2f} GB; cached {c['used_bytes']/total:.0%} of the set; "
               f"hits {c['hits']} partial {c['partial']} misses {c['misses']}")
 EOF
