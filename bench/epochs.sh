@@ -38,37 +38,13 @@ SLOW_DISK_BPS=${SLOW_DISK_BPS:-0}; SHIM=${SHIM:-$(dirname "$S3CACHED")/faults/fa
 EPOCHS=${EPOCHS:-3}; PAIRED=${PAIRED:-0}; S3C_ARGS=${S3C_ARGS:-}; WITH_NGINX=${WITH_NGINX:-1}; DDMB=${DDMB:-1024}; DROP=${DROP:-0}
 W=$(mktemp -d "${TMPDIR:-/tmp}/epochs.XXXXXX"); RES=$W/results.jsonl
 PIDS=""
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
+. "$(dirname "$0")/common.sh" # free_port, the page-reporting helpers
 health() { for _ in $(seq 150); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no answer: $1" >&2; exit 1; }
-PR=/sys/module/page_reporting/parameters; PR_SAVED=""
-pr_restore() { [ -n "$PR_SAVED" ] || return 0; set -- $PR_SAVED
-  echo "$1" >$PR/page_reporting_order; echo "$2" >$PR/min_free_ms; }
-trap 'pr_restore; for p in $PIDS; do kill $p 2>/dev/null; done; sleep 0.3; rm -rf "$W"' EXIT
-if [ -r $PR/reported_kib ]; then
-  # Held off with two knobs, as measured here (neither alone did): the upstream one, an order
-  # past the largest, and this VM kernel's min_free_ms (a page is reported once free that long;
-  # 5 minutes, the most it takes, outlasts a run). 0 MiB reported in 17 runs with both.
-  if [ "${PAGE_REPORTING:-}" = pause ] && [ -w $PR/min_free_ms ]; then
-    PR_SAVED="$(cat $PR/page_reporting_order) $(cat $PR/min_free_ms)"
-    echo 11 >$PR/page_reporting_order; echo 300000 >$PR/min_free_ms
-  elif [ "${PAGE_REPORTING:-}" = pause ]; then
-    echo "free page reporting cannot be paused here (no min_free_ms): memory is only touched first"
-  fi
-  if [ "${PAGE_REPORTING:-}" = pause ]; then # touch what is free, a GiB at a time, then let go
-    python3 - <<'EOF'
-import time
-kb = {l.split(':')[0]: int(l.split()[1]) for l in open('/proc/meminfo')}
-n = max(0, kb['MemAvailable'] // 1048576 - 2)
-t0, keep = time.monotonic(), []
-for _ in range(n):
-    b = bytearray(1 << 30); b[::4096] = b'\1' * (1 << 18); keep.append(b)
-s = time.monotonic() - t0
-print(f"touched {n} GiB of free memory in {s:.1f} s ({n * 1.073741824 / max(s, 1e-9):.2f} GB/s)")
-EOF
-  fi
-  PR_KIB0=$(cat $PR/reported_kib)
-  echo "free page reporting: order $(cat $PR/page_reporting_order)$( [ -r $PR/min_free_ms ] && echo ", min_free_ms $(cat $PR/min_free_ms)")${PR_SAVED:+ (held off for the run)}"
-fi
+PR_SAVED=""
+trap 'page_reporting_restore; for p in $PIDS; do kill $p 2>/dev/null; done; sleep 0.3; rm -rf "$W"' EXIT
+[ "${PAGE_REPORTING:-}" = pause ] && { page_reporting_hold; touch_free_memory; }
+PR_KIB0=$(page_reporting_kib); PR_STATE=$(page_reporting_state)
+[ -z "$PR_STATE" ] || echo "free page reporting: $PR_STATE${PR_SAVED:+ (held off for the run)}"
 [ -x "$S3CACHED" ] && [ -x "$THROTTLE" ] || { echo "build first: $S3CACHED, $THROTTLE" >&2; exit 1; }
 [ "$SLOW_DISK_BPS" = 0 ] || [ -f "$SHIM" ] || { echo "no fault shim at $SHIM (make $SHIM)" >&2; exit 1; }
 # slowed DIR: SLOWED, an env(1) prefix that caps the writes under DIR at SLOW_DISK_BPS (env execs
@@ -161,7 +137,7 @@ EOF
   done
 fi
 epoch direct-2 $LINK
-[ -r $PR/reported_kib ] && echo "free pages reported to the host during the run: $(( ($(cat $PR/reported_kib) - PR_KIB0) >> 10 )) MiB"
+[ -z "$PR_STATE" ] || echo "free pages reported to the host during the run: $(( ($(page_reporting_kib) - PR_KIB0) >> 10 )) MiB"
 python3 - "$RES" "$BYTES" "${DDW:-}" "$SLOW_DISK_BPS" <<'EOF'
 import json, sys
 r = {j["label"]: j for j in map(json.loads, open(sys.argv[1]))}
