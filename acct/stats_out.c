@@ -161,7 +161,8 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     "           \"fill_bytes\": %" PRIu64 ", \"dirty_objects\": %" PRIu64
                     ", \"dirty_bytes\": %" PRIu64 ",\n"
                     "           \"uncached_bytes\": %" PRIu64 ", \"uncached_blocks\": %" PRIu64
-                    ", \"fill_window_bytes\": %" PRIu64 ", \"fill_window_limit_bytes\": %" PRIu64
+                    ", \"fill_window_bytes\": %" PRIu64 ", \"fill_window_held_bytes\": %" PRIu64
+                    ", \"fill_window_limit_bytes\": %" PRIu64
                     ", \"fill_window_forced_drops\": %" PRIu64 "},\n"
                     " \"drain\": {\"dirty_limit_bytes\": %" PRIu64 ", \"staged_bytes\": %" PRIu64
                     ", \"uploaded_objects\": %" PRIu64 ", \"uploaded_bytes\": %" PRIu64
@@ -183,7 +184,7 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     cs->source_sends, cs->partial, cs->hit_bytes, cs->miss_bytes, cs->reserved_bytes,
                     cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes,
                     cs->uncached_bytes, cs->uncached_blocks, cs->window_bytes,
-                    cs->window_limit_bytes, cs->window_forced_drops, cs->dirty_limit_bytes,
+                    cs->window_held_bytes, cs->window_limit_bytes, cs->window_forced_drops, cs->dirty_limit_bytes,
                     cs->dirty_staged_bytes, cs->drain_uploaded_objects, cs->drain_uploaded_bytes,
                     cs->drain_errors, cs->drain_cancelled, cs->drain_inflight, cs->drain_rate_bps,
                     cs->drain_oldest_dirty_age_s, fs->capacity_bps, fs->level_bps, fs->rate_bps,
@@ -349,6 +350,9 @@ static const struct prom_field prom_cache[] = {
          "Blocks of cold fills delivered to readers but not cached: the cache disk was behind."),
     CS_F("s3cached_cache_fill_window_bytes", "gauge", window_bytes,
          "Memory of the fills' windows (allocated; at most --fill-memory)."),
+    CS_F("s3cached_cache_fill_window_held_bytes", "gauge", window_held_bytes,
+         "Of the fills' windows' memory, what runs and their readers hold now (0 when no fill "
+         "is in flight)."),
     CS_F("s3cached_cache_fill_window_limit_bytes", "gauge", window_limit_bytes,
          "Most memory the fills' windows may take (--fill-memory)."),
     CS_F("s3cached_cache_fill_window_forced_drops_total", "counter", window_forced_drops,

@@ -531,6 +531,7 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     out->staged_bytes = c->staged;
     out->reserved_bytes = c->reserved - S3C_MIN(c->staged, c->reserved); /* staged is reserved */
     out->window_bytes = window_pool_bytes(&c->pool);
+    out->window_held_bytes = window_pool_held(&c->pool);
     out->window_limit_bytes = (uint64_t)c->pool.max_slots * c->pool.chunk;
     out->window_forced_drops = c->pool.forced;
     pthread_mutex_unlock(&c->mu);

@@ -59,6 +59,7 @@ struct cache_stats {
     /* fills through a memory window (fillwin.c): bytes (and blocks) of cold fills delivered
      * to readers but not cached, the disk being behind; the windows' memory, and its cap */
     uint64_t uncached_bytes, uncached_blocks, window_bytes, window_limit_bytes;
+    uint64_t window_held_bytes; /* of window_bytes, held by fills now (0 once idle) */
     uint64_t window_forced_drops; /* blocks let go before their readers copied them */
     uint64_t dirty_objects, dirty_bytes;
     /* write-back drain (writeback/drain.c) */

@@ -652,9 +652,11 @@ void fill_end_run(struct fetch *f, int rc)
         cache_fetch_retire_locked(f);
     } else if (f->win) {
         /* Kept while readers may still copy from its window (freed when none is left, or
-         * its slots were all taken back); served from the file when unsynced. */
+         * its slots were all taken back); served from the file when unsynced. A window no
+         * reader is attached to goes now: its readers left (or never came: a read-ahead, a
+         * client gone), and a later one reads the file, or fetches what was not written. */
         f->kept = 1;
-        if (!window_held(f->win) && !f->copiers && !unsynced)
+        if (!f->copiers && (!f->wreaders || (!window_held(f->win) && !unsynced)))
             cache_fetch_retire_locked(f);
     } else if (f->bypass || unsynced) {
         /* kept for the readers still streaming its bytes; with none left (they went while it
@@ -936,6 +938,10 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
         if (!wf)
             break;
         size_t n = S3C_MIN(wav, max);
+        /* a reader of the run before it copies (its first copy may take the whole run: the
+         * bytes all landed before it came), so that moving past the run's end below is a
+         * reader leaving that read it all, and the window lets those bytes go */
+        fillwin_attach_locked(o, wf, pos);
         int got = fillwin_copy(wf, pos, mem, buf, n);
         if (!got)
             continue; /* the window let those bytes go meanwhile: look again */

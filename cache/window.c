@@ -592,6 +592,8 @@ void window_wrote(struct window_pool *p, struct window *w, unsigned ci, int ok)
     if (ok) {
         w->cst[ci] |= WIN_C_WRITTEN;
         w->wnext = ci + 1;
+        if (releasable(w, ci)) /* its readers copied it before it was written */
+            pool_put(p, release(w, ci));
         return;
     }
     window_abandon(p, w);

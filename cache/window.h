@@ -103,8 +103,9 @@ void window_drop_rest(struct window_pool *p, struct window *w);
  * when none is ready. */
 int window_next_write(struct window *w, unsigned *ci, const unsigned char **mem, uint64_t *at,
                       size_t *len, int *block_start);
-/* The write of chunk @ci ended: @ok, or failed (then nothing more is written: every block not
- * whole is dropped, the started one too). */
+/* The write of chunk @ci ended: @ok (a chunk its readers copied already goes back to the pool
+ * now), or failed (then nothing more is written: every block not whole is dropped, the started
+ * one too). */
 void window_wrote(struct window_pool *p, struct window *w, unsigned ci, int ok);
 /* Nothing more is written (the server stops, the writer cannot run): every block not written
  * whole is dropped. */

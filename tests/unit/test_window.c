@@ -734,6 +734,39 @@ static void test_window_write_error_and_cut(void **state)
     window_pool_fini(&p);
 }
 
+/* Runs of one small object each whose reader copied all of it before the writer wrote it:
+ * the slot goes back as the write ends, so an ended run keeps no memory for readers that are
+ * gone. Runs whose readers never attach (read-ahead, a client gone) hold what they landed
+ * only until it is written (their owner frees them then: fill.c). */
+static void test_window_read_before_written(void **state)
+{
+    (void)state;
+    struct window_pool p;
+    struct window *w[12];
+    unsigned ci;
+    const unsigned char *mem;
+    uint64_t at;
+    size_t len;
+    int bstart;
+    assert_int_equal(window_pool_init(&p, 8 * CH, 6 * CH, BS, CH, STALL_MS, NULL), 0);
+    for (unsigned i = 0; i < 12; i++) { /* more runs than the pool has slots */
+        assert_int_equal(window_new(&p, 0, 3000, BS, NULL, now_ms, &w[i]), 0);
+        window_readers(w[i], 1, 1);
+        assert_int_equal(land(&p, w[i], 0, 3000), 0);
+        window_received(&p, w[i], 1);
+        assert_int_equal(window_read(&p, w[i], 3000, now_ms), 1); /* not written yet: kept */
+        assert_int_equal(window_held(w[i]), 1);
+        window_readers(w[i], 0, 0);
+        assert_int_equal(window_next_write(w[i], &ci, &mem, &at, &len, &bstart), 1);
+        window_wrote(&p, w[i], ci, 1);
+        assert_int_equal(window_held(w[i]), 0);
+        assert_true(window_settled(w[i]));
+        assert_true(window_block_whole(w[i], 0));
+    }
+    assert_int_equal(window_pool_held(&p), 0);
+    end_all(&p, w, 12);
+}
+
 /* A slot that was released under a reader's copy: window_still() says so; chunks a reader is
  * done with go first, and at once once the run ended. */
 static void test_window_still_and_read(void **state)
@@ -1016,6 +1049,7 @@ int main(void)
         cmocka_unit_test(test_window_still_and_read),
         cmocka_unit_test(test_window_sim_keeping_pace),
         cmocka_unit_test(test_window_readahead_half),
+        cmocka_unit_test(test_window_read_before_written),
         cmocka_unit_test(test_window_sim_mixed),
         cmocka_unit_test(test_window_sim_never_refetch),
     };
