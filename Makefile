@@ -103,7 +103,7 @@ $(BUILD)/tests/test_upload: LDFLAGS += -Wl,--wrap=fileio_pwrite_all
 
 # These modules link without the HTTP daemon (docs/STYLE.md 3.1): their tests are linked without
 # libmicrohttpd, so a dependency on http/req.c or http/server.c coming back fails the build.
-NOMHD_TESTS := router auth upload object multipart wb_mpu warm ratelimit
+NOMHD_TESTS := router auth upload object multipart wb_mpu warm ratelimit park
 $(NOMHD_TESTS:%=$(BUILD)/tests/test_%): TESTLIBS := $(filter-out $(MHD_LIB),$(LIBS)) -lcmocka
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

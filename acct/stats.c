@@ -638,3 +638,12 @@ int stats_snapshot_buckets(struct stats *s, struct stats_row **rows, size_t *n)
     return 0;
 }
 
+void stats_set_parked(struct stats *s, uint64_t parked, uint64_t over, uint64_t over_total,
+                      uint64_t bound_ms)
+{
+    CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
+    atomic_store_explicit(&s->parked, parked, RELAXED);
+    atomic_store_explicit(&s->parked_over, over, RELAXED);
+    atomic_store_explicit(&s->parked_over_total, over_total, RELAXED);
+    atomic_store_explicit(&s->park_bound_ms, bound_ms, RELAXED);
+}

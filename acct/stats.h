@@ -129,6 +129,12 @@ void stats_request_done(struct stats *s, struct stats_client *c, const char *buc
                         enum stats_op op, int http_status, int how, uint64_t latency_ns,
                         uint64_t bytes_out, uint64_t bytes_in);
 
+/* The requests parked now (their connection suspended while they wait), @over of them for
+ * longer than @bound_ms, and @over_total parkings past the bound since the start: the
+ * "parked" object of stats_json() and s3cached_requests_parked* of stats_prometheus(). */
+void stats_set_parked(struct stats *s, uint64_t parked, uint64_t over, uint64_t over_total,
+                      uint64_t bound_ms);
+
 /* Appends the /_/stats JSON document (INTERFACE.md) to @out. @cs, @bc and @fs may be NULL
  * (zeros; @fs NULL: fair sharing off). Extra fields: requests, requests_by_op, errors_4xx,
  * errors_5xx at the top level; a "fair" object (capacity_bps, level_bps, rate_bps,

@@ -200,6 +200,12 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                         cs->member_reads, cs->member_index_builds, cs->member_index_errors,
                         cs->batches, cs->batch_items, cs->batch_item_errors);
     if (!rc)
+        rc = buf_printf(out,
+                        "\"parked\": {\"requests\": %" PRIu64 ", \"over_bound\": %" PRIu64
+                        ", \"over_bound_total\": %" PRIu64 ", \"bound_ms\": %" PRIu64 "}, ",
+                        LOAD(s->parked), LOAD(s->parked_over), LOAD(s->parked_over_total),
+                        LOAD(s->park_bound_ms));
+    if (!rc)
         rc = json_by_op(out, by_op);
     size_t nall = ncl;
     ncl = split_peers(cl, ncl);
@@ -669,6 +675,30 @@ static int prom_jobs_process(struct stats *s, struct buf *out)
     return rc;
 }
 
+/* The requests parked (http/park.c's watch): now, over --park-warn now, and since the start. */
+static int prom_parked(struct stats *s, struct buf *out)
+{
+    int rc = prom_family(out, "s3cached_requests_parked", "gauge",
+                         "Requests parked now: their connection waits for a job, the cache, a "
+                         "peer, a rate limit or a flush.");
+    if (!rc)
+        rc = buf_printf(out, "s3cached_requests_parked %" PRIu64 "\n", LOAD(s->parked));
+    if (!rc)
+        rc = prom_family(out, "s3cached_requests_parked_over_bound", "gauge",
+                         "Requests parked now for longer than --park-warn.");
+    if (!rc)
+        rc = buf_printf(out, "s3cached_requests_parked_over_bound %" PRIu64 "\n",
+                        LOAD(s->parked_over));
+    if (!rc)
+        rc = prom_family(out, "s3cached_requests_parked_over_bound_total", "counter",
+                         "Parkings that lasted longer than --park-warn (each is named in the "
+                         "log).");
+    if (!rc)
+        rc = buf_printf(out, "s3cached_requests_parked_over_bound_total %" PRIu64 "\n",
+                        LOAD(s->parked_over_total));
+    return rc;
+}
+
 int stats_prometheus(struct stats *s, const struct cache_stats *cs,
                      const struct backend_counters *bc, const struct fair_stats *fs,
                      const struct cache_policy_report *pr, struct buf *out)
@@ -711,6 +741,8 @@ int stats_prometheus(struct stats *s, const struct cache_stats *cs,
                         "s3cached_request_errors_total{class=\"4xx\"} %" PRIu64 "\n"
                         "s3cached_request_errors_total{class=\"5xx\"} %" PRIu64 "\n",
                         LOAD(s->err_4xx), LOAD(s->err_5xx));
+    if (!rc)
+        rc = prom_parked(s, out);
     size_t nall = ncl;
     ncl = split_peers(cl, ncl);
     if (!rc)

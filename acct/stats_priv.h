@@ -94,6 +94,8 @@ struct stats {
 
     _Atomic uint64_t requests_by_op[STATS_OP__N];
     _Atomic uint64_t err_4xx, err_5xx;
+    /* requests parked (stats_set_parked: http/park.c's watch, once a second) */
+    _Atomic uint64_t parked, parked_over, parked_over_total, park_bound_ms;
     _Atomic uint64_t hist[STATS_OP__N][STATS_N_HOW][STATS_N_LE]; /* not cumulative */
     _Atomic uint64_t hist_sum_ns[STATS_OP__N][STATS_N_HOW];
 

@@ -680,7 +680,7 @@ static int admin_flush(struct req *rq)
     rq->phase = PH_JOB_DONE;
     int cluster = rq->srv->peer && !rq->is_peer;
     s->pending = cluster ? 2 : 1;
-    req_suspend(rq);
+    req_suspend(rq, PARK_WAIT);
     if (cluster)
         flush_fan_start(rq, s);
     int rc = objects_flush_start(rq->srv->obj, s->bucket, s->prefix, s->timeout_ms, flush_done,

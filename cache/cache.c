@@ -120,14 +120,9 @@ fail:
     return rc;
 }
 
-void cache_close(struct cache *c)
+void cache_stop(struct cache *c)
 {
-    if (!c)
-        return;
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    if (journal_attached(c))
-        return; /* a write-back engine could not stop (an upload outlived the shutdown
-                 * timeout) and still uses the cache: left to the exiting process */
     pthread_mutex_lock(&c->mu);
     c->closing = 1;
     for (unsigned i = 0; i < CACHE_KEY_BUCKETS; i++) {
@@ -142,6 +137,19 @@ void cache_close(struct cache *c)
         }
     }
     fill_fail_all_locked(c, CACHE_ERR_CLOSING);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void cache_close(struct cache *c)
+{
+    if (!c)
+        return;
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    if (journal_attached(c))
+        return; /* a write-back engine could not stop (an upload outlived the shutdown
+                 * timeout) and still uses the cache: left to the exiting process */
+    cache_stop(c);
+    pthread_mutex_lock(&c->mu);
     while (c->njobs)
         pthread_cond_wait(&c->jobs_cv, &c->mu);
     pthread_mutex_unlock(&c->mu);

@@ -77,8 +77,11 @@ struct cache_stats {
  * index; does not scan the object files. @be and @wq are borrowed and outlive the cache. */
 int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, struct cache **out,
                struct errmsg *em);
-/* Fails every fill in flight (waking its waiters with an error), waits for workers' cache
- * jobs to end, closes the index. */
+/* The start of a shutdown: no lookup or fill starts any more, and every one in flight fails
+ * (its waiters are woken with -S3E_SERVICE_UNAVAILABLE, its run stops at its next byte); hits and
+ * writes go on. Called again by cache_close(). */
+void cache_stop(struct cache *c);
+/* cache_stop(), then waits for workers' cache jobs to end, closes the index. */
 void cache_close(struct cache *c);
 
 /* A new reference to the in-memory object for (@bucket, @key); all concurrent requests for one
@@ -106,9 +109,10 @@ int cache_obj_open_get(struct cache_obj *o, uint64_t off, uint64_t len, struct c
  * the fill (the response must then be cut short). Non-blocking. */
 ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
                        struct cache_waiter *w);
-/* Disarms @w if it is still armed on @o (a client went away). Must be called before the waiter's
- * memory is freed. */
-void cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w);
+/* Disarms @w if it is still armed on @o (a client went away, the server stops). Must be called
+ * before the waiter's memory is freed. 1 when it was armed: no resume() will come for its
+ * suspend(), the caller owns the wake-up; 0 when it was not (resumed already, or never). */
+int cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w);
 void cache_obj_release(struct cache_obj *o);
 /* @o's request was answered without reading a byte (HEAD, 304, 412, an empty range): if its
  * lookup made the version, the next request to fetch is the miss, not coalesced with it. What

@@ -41,11 +41,12 @@ int cache_obj_get(struct cache *c, const char *bucket, const char *key, struct c
     return 0;
 }
 
-void cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w)
+int cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w)
 {
     CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
     struct cache *c = o->c;
     pthread_mutex_lock(&c->mu);
+    int was = w->armed;
     if (w->armed) {
         if (!cache_unlink_waiter(&o->k->waiters, w) && o->v)
             cache_unlink_waiter(&o->v->waiters, w);
@@ -54,6 +55,7 @@ void cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w)
     if (o->w_armed == w)
         o->w_armed = NULL;
     pthread_mutex_unlock(&c->mu);
+    return was;
 }
 
 /* The request whose lookup created this version is its miss, and one that starts the first

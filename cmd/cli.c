@@ -183,6 +183,12 @@ static void stats_table(const struct json *st, FILE *f)
             json_get_num(st, "uptime_s", 0), a, b, json_get_num(cache, "objects", 0),
             hits + misses + coal > 0 ? 100.0 * hits / (hits + misses + coal) : 0.0, c,
             json_get_num(be, "requests", 0), json_get_num(be, "errors", 0), d);
+    const struct json *parked = json_get(st, "parked");
+    if (json_get_num(parked, "over_bound_total", 0) > 0) /* a request waited past --park-warn */
+        fprintf(f, "  parked %.0f, %.0f over %.0fs (%.0f since the start)",
+                json_get_num(parked, "requests", 0), json_get_num(parked, "over_bound", 0),
+                json_get_num(parked, "bound_ms", 0) / 1000.0,
+                json_get_num(parked, "over_bound_total", 0));
     const struct json *fair = json_get(st, "fair");
     if (json_get_num(fair, "capacity_bps", 0) > 0) { /* --max-bandwidth: the fair share */
         const struct json *sat = json_get(fair, "saturated");

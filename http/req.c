@@ -35,16 +35,30 @@
 #include "server.h"
 #include "upload.h"
 
-void req_suspend(struct req *rq)
+/* Every suspend and resume of a request's connection goes through these two: the registry
+ * (park.h) sees each parking. */
+static void req_park(struct req *rq, enum park_why why)
 {
+    park_enter(&rq->park, why);
     rq->suspended = 1;
     MHD_suspend_connection(rq->conn);
 }
 
-void req_resume(struct req *rq)
+static void req_unpark(struct req *rq)
 {
+    park_leave(&rq->park); /* before the resume: the request may be freed right after it */
     rq->suspended = 0;
     MHD_resume_connection(rq->conn);
+}
+
+void req_suspend(struct req *rq, enum park_why why)
+{
+    req_park(rq, why);
+}
+
+void req_resume(struct req *rq)
+{
+    req_unpark(rq);
 }
 
 /* A GET's wait ends: what it waited for was queued for a worker for part of it when the job
@@ -58,15 +72,27 @@ static void req_stall_resume(struct req *rq)
 
 /* A cache wait: the lookup and a fetch the request started are the backend's time; bytes of
  * another request's fill are "fill" (a coalesced read waits for the fill it joined). */
-static void req_waiter_suspend(void *cls)
+static void req_wait_suspend(struct req *rq, enum park_why why)
 {
-    struct req *rq;
-    CAST_OBJ_NOTNULL(rq, cls, REQ_MAGIC);
     stall_req_suspend(&rq->stall,
                       rq->answered && rq->cache_how == CACHE_COALESCED ? STALL_FILL
                                                                        : STALL_BACKEND,
                       s3c_mono_ns());
-    req_suspend(rq);
+    req_park(rq, why);
+}
+
+static void req_waiter_suspend(void *cls)
+{
+    struct req *rq;
+    CAST_OBJ_NOTNULL(rq, cls, REQ_MAGIC);
+    req_wait_suspend(rq, PARK_CACHE);
+}
+
+static void req_pwaiter_suspend(void *cls)
+{
+    struct req *rq;
+    CAST_OBJ_NOTNULL(rq, cls, REQ_MAGIC);
+    req_wait_suspend(rq, PARK_PEER);
 }
 
 static void req_waiter_resume(void *cls)
@@ -74,7 +100,43 @@ static void req_waiter_resume(void *cls)
     struct req *rq;
     CAST_OBJ_NOTNULL(rq, cls, REQ_MAGIC);
     req_stall_resume(rq);
-    req_resume(rq);
+    req_unpark(rq);
+}
+
+static struct req *req_of_park(const struct park_entry *e)
+{
+    struct req *rq = (struct req *)((char *)e - offsetof(struct req, park));
+    CHECK_OBJ_NOTNULL(rq, REQ_MAGIC);
+    return rq;
+}
+
+int req_release_parked(struct park_entry *e, void *cls)
+{
+    (void)cls;
+    struct req *rq = req_of_park(e);
+    if (atomic_load(&e->why) != PARK_CACHE || !rq->obj ||
+        !cache_obj_cancel_wait(rq->obj, &rq->waiter))
+        return 0; /* woken meanwhile, or waiting for what ends by itself */
+    rq->released = 1;
+    req_unpark(rq);
+    return 1;
+}
+
+void req_describe(const struct park_entry *e, char *buf, size_t cap)
+{
+    const struct req *rq = req_of_park(e);
+    struct buf b;
+    buf_init(&b, cap > 1 ? cap - 1 : 1);
+    buf_printf(&b, "%s ", rq->id);
+    log_buf_escaped(&b, rq->method ? rq->method : "-");
+    buf_puts(&b, " /");
+    log_buf_escaped(&b, rq->bucket ? rq->bucket : "");
+    if (rq->key) {
+        buf_puts(&b, "/");
+        log_buf_escaped(&b, rq->key);
+    }
+    snprintf(buf, cap, "%s", b.p ? b.p : rq->id);
+    buf_free(&b);
 }
 
 void req_first_byte(struct req *rq)
@@ -111,7 +173,7 @@ static struct req *req_new(struct server *srv, struct MHD_Connection *conn, cons
     rq->waiter.suspend = req_waiter_suspend;
     rq->waiter.resume = req_waiter_resume;
     rq->waiter.cls = rq;
-    rq->pwaiter.suspend = req_waiter_suspend;
+    rq->pwaiter.suspend = req_pwaiter_suspend;
     rq->pwaiter.resume = req_waiter_resume;
     rq->pwaiter.cls = rq;
     rq->auth.payload = SIGV4_PAYLOAD_UNSIGNED; /* until a signature says otherwise */
@@ -129,6 +191,7 @@ static struct req *req_new(struct server *srv, struct MHD_Connection *conn, cons
     }
     if (!rq->addr[0])
         snprintf(rq->addr, sizeof(rq->addr), "-");
+    park_add(srv->park, &rq->park);
     return rq;
 }
 
@@ -136,6 +199,7 @@ static void req_free(struct req *rq)
 {
     if (!rq)
         return;
+    park_remove(&rq->park); /* first: a shutdown walking the registry holds it till then */
     if (rq->obj) {
         cache_obj_cancel_wait(rq->obj, &rq->waiter);
         cache_obj_release(rq->obj);
@@ -172,8 +236,7 @@ static void req_timer_resume(void *arg)
 {
     struct req *rq = arg;
     req_stall_resume(rq);
-    rq->suspended = 0;
-    MHD_resume_connection(rq->conn);
+    req_unpark(rq);
 }
 
 int req_throttle(struct req *rq, size_t *max)
@@ -187,8 +250,7 @@ int req_throttle(struct req *rq, size_t *max)
         return 0;
     }
     stall_req_suspend(&rq->stall, STALL_RATE, s3c_mono_ns());
-    rq->suspended = 1;
-    MHD_suspend_connection(rq->conn);
+    req_park(rq, PARK_RATE);
     rl_timer_arm(rq->srv->rl, &rq->rl_timer, wait_ns, req_timer_resume, rq);
     return -EAGAIN;
 }
@@ -238,8 +300,7 @@ void req_job_release(struct req *rq)
 {
     if (atomic_fetch_sub(&rq->job_holds, 1) != 1)
         return;
-    rq->suspended = 0;
-    MHD_resume_connection(rq->conn);
+    req_unpark(rq);
 }
 
 static int req_run_on(struct req *rq, struct workq *wq, void (*fn)(struct req *rq));
@@ -262,13 +323,11 @@ static int req_run_on(struct req *rq, struct workq *wq, void (*fn)(struct req *r
     j->rq = rq;
     j->fn = fn;
     atomic_store(&rq->job_holds, 1);
-    rq->suspended = 1;
-    MHD_suspend_connection(rq->conn);
+    req_park(rq, PARK_JOB);
     int rc = workq_submit(wq, WORKQ_HIGH, req_job_main, j);
     if (rc) {
         free(j);
-        rq->suspended = 0;
-        MHD_resume_connection(rq->conn);
+        req_unpark(rq);
     }
     return rc;
 }
@@ -600,6 +659,13 @@ enum MHD_Result req_access(void *cls, struct MHD_Connection *conn, const char *u
     }
     if (rq->answered)
         return MHD_YES;
+    if (rq->released) { /* the server stops: what it waited for will not come */
+        rq->must_close = 1;
+        return respond_error_msg(rq, -S3E_SERVICE_UNAVAILABLE, "The server is shutting down.") ==
+                       REQ_OK
+                   ? MHD_YES
+                   : MHD_NO;
+    }
     if (rq->rc)
         return respond_error(rq, rq->rc) == REQ_OK ? MHD_YES : MHD_NO;
     if (!rq->h || !rq->h->end)

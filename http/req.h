@@ -21,6 +21,7 @@
 #include "acct/ratelimit.h"
 #include "acct/stall.h"
 #include "cache/cache.h"
+#include "park.h"
 #include "lib/buf.h"
 #include "lib/s3c.h"
 #include "peer/peer_http.h"
@@ -84,6 +85,9 @@ struct req {
     int must_close;               /* the answer says Connection: close (framing refused) */
     int phase;                    /* handler-private progress */
     int suspended;                /* connection suspended waiting for a job */
+    struct park_entry park;       /* in the server's registry of requests (http/park.h) */
+    int released;                 /* woken by the shutdown, not by what it waited for: it is
+                                   * answered 503 or its connection closed */
     atomic_uint job_holds;        /* a job in flight: the job itself + req_job_hold()s */
     int busy;                     /* counted in server.inflight (processing or answering) */
     uint64_t bytes_in;            /* request body bytes received */
@@ -129,9 +133,16 @@ int req_run_wait_job(struct req *rq, void (*fn)(struct req *rq));
 void req_job_hold(struct req *rq);
 void req_job_release(struct req *rq);
 /* Parks the request (its handler returns REQ_OK and is called again once resumed), and
- * wakes it: from any thread, once, after the work it waits for has set its state. */
-void req_suspend(struct req *rq);
+ * wakes it: from any thread, once, after the work it waits for has set its state. @why says
+ * what it waits for (the watch of http/park.h names a request parked too long by it). */
+void req_suspend(struct req *rq, enum park_why why);
 void req_resume(struct req *rq);
+/* At shutdown, for a request still parked on the cache (park_each() on the server's
+ * registry): its wait is cancelled and it is woken to be answered 503 or closed. 1 when it was
+ * woken so. */
+int req_release_parked(struct park_entry *e, void *cls);
+/* park_describe_f of the server's registry: "<id> <method> /<bucket>/<key>". */
+void req_describe(const struct park_entry *e, char *buf, size_t cap);
 /* Rate limit before sending up to *@max body bytes: 0 (and *@max possibly lowered) to go on, or
  * -EAGAIN after suspending the connection until the key's bucket has refilled. */
 int req_throttle(struct req *rq, size_t *max);

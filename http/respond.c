@@ -315,6 +315,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     struct req *rq = st->rq;
     if (pos >= st->len)
         return MHD_CONTENT_READER_END_OF_STREAM;
+    if (rq->released)
+        return MHD_CONTENT_READER_END_WITH_ERROR; /* the server stops: the body is cut short */
     if (max > st->len - pos)
         max = (size_t)(st->len - pos);
     size_t granted = max;

@@ -36,6 +36,7 @@
 #include "lib/workq.h"
 #include "objects/objects.h"
 #include "objects/warm.h"
+#include "park.h"
 #include "peer/cwarm.h"
 #include "peer/peer.h"
 #include "req_mhd.h"
@@ -266,6 +267,11 @@ static int server_open(struct server *srv, struct errmsg *em)
         return rc;
     }
     stats_set_disk_path(srv->stats, cf->cache_dir);
+    if ((rc = park_new(cf->park_warn > 0 ? (uint64_t)cf->park_warn : 0, srv->stats, req_describe,
+                       &srv->park))) {
+        errmsg_set(em, "cannot start the watch over parked requests: %s", strerror(-rc));
+        return rc;
+    }
     if (cf->accounting && cf->stall_accounting) {
         if ((rc = jobs_new(&srv->jobs))) {
             errmsg_set(em, "cannot start job accounting: %s", strerror(-rc));
@@ -308,6 +314,7 @@ static void server_release(struct server *srv)
 {
     cwarm_free(srv->cwarm);
     peer_close(srv->peer);
+    park_free(srv->park);
     if (srv->stats)
         stats_free(srv->stats);
     jobs_free(srv->jobs); /* after the stats ticker that ticks it */
@@ -422,9 +429,44 @@ static void server_wait_stop(struct server *srv, const sigset_t *sigs)
     }
 }
 
+/* Names one request still parked at shutdown (park_each()). */
+static int server_name_parked(struct park_entry *e, void *cls)
+{
+    (void)cls;
+    char d[600];
+    req_describe(e, d, sizeof(d));
+    log_warn("shutdown: request %s still waiting for %s", d,
+             park_why_name((enum park_why)atomic_load(&e->why)));
+    return 0;
+}
+
+/* After the waits of the shutdown, requests still parked would wait for good, and
+ * libmicrohttpd cannot stop with a connection suspended: each is named; those waiting on the
+ * cache have their wait cancelled and are woken to be answered 503 (or their connection
+ * closed); the others (held by a job) get a moment to end. The number still parked then. */
+static unsigned server_release_parked(struct server *srv)
+{
+    struct park_counts pc;
+    park_counts(srv->park, 1, &pc);
+    if (!pc.parked)
+        return 0;
+    park_each(srv->park, server_name_parked, NULL);
+    unsigned woken = park_each(srv->park, req_release_parked, NULL);
+    log_warn("shutdown: %u requests still parked; %u woken to be answered 503", pc.parked, woken);
+    uint64_t until = s3c_mono_ns() + 2000000000ull;
+    do {
+        park_counts(srv->park, 1, &pc);
+        if (pc.parked)
+            usleep(20 * 1000);
+    } while (pc.parked && s3c_mono_ns() < until);
+    return pc.parked;
+}
+
 /* The orderly stop: no new connections; requests in flight get --shutdown-timeout, those still
- * waiting on the backend are answered 503; then everything is freed in reverse order. */
-static void server_shutdown(struct server *srv)
+ * waiting on the backend or the cache are answered 503; then everything is freed in reverse
+ * order. 0, or the number of requests a job still holds (then nothing is freed: the process
+ * exits with it, its connections closed). */
+static unsigned server_shutdown(struct server *srv)
 {
     MHD_socket qfd = MHD_quiesce_daemon(srv->daemon);
     uint64_t deadline = s3c_mono_ns() + (uint64_t)srv->cf->shutdown_timeout * 1000000ull;
@@ -433,14 +475,22 @@ static void server_shutdown(struct server *srv)
      * MHD_stop_daemon (the client sees a reset and retries; nothing partial is stored). */
     wait_inflight(srv, deadline);
     /* Requests still waiting on the backend (a stalled upstream, a flush, which waits without
-     * limit unless asked) are answered 503 now and given a moment to be sent: the daemon must
-     * not stop with a connection suspended. */
+     * limit unless asked) or on the cache (a lookup, a fill) are answered 503 now and given a
+     * moment to be sent: the daemon must not stop with a connection suspended. Hits and
+     * writes go on meanwhile. */
     backend_stop(srv->be);
     objects_flush_abort(srv->obj);
+    cache_stop(srv->cache);
     wait_inflight(srv, s3c_mono_ns() + 2000000000ull);
     warm_free(srv->warm); /* cancels jobs; their workers end before the queue stops */
     workq_free(srv->wq_wait); /* its jobs end as their fills do, and resume their requests */
     srv->wq_wait = NULL;
+    unsigned held = server_release_parked(srv);
+    if (held) {
+        log_err("shutdown: %u requests are still held by a job: the process exits with them "
+                "(their connections are closed; what was acknowledged is on disk)", held);
+        return held;
+    }
     MHD_stop_daemon(srv->daemon);
     /* a write-back upload that outlived the shutdown timeout keeps its drainer, the cache and
      * the backend: left to the exiting process */
@@ -456,11 +506,14 @@ static void server_shutdown(struct server *srv)
     if (qfd != MHD_INVALID_SOCKET)
         close(qfd);
     cache_close(srv->cache);
+    park_free(srv->park); /* every request was freed */
+    srv->park = NULL;
     stats_free(srv->stats);
     jobs_free(srv->jobs); /* after the stats ticker that ticks it */
     auth_free(srv->auth);
     if (!engine_left)
         backend_close(srv->be);
+    return 0;
 }
 
 int server_run(struct conf *cf, const struct handler *const *handlers)
@@ -501,10 +554,14 @@ int server_run(struct conf *cf, const struct handler *const *handlers)
     }
     server_banner(&srv, tls_cert != NULL, v6);
     server_wait_stop(&srv, &sigs);
-    server_shutdown(&srv);
+    unsigned held = server_shutdown(&srv);
     free(tls_cert);
     free(tls_key);
     log_info("stopped");
+    if (held) { /* threads still use what would be freed: no teardown, no exit handlers */
+        fflush(NULL);
+        _exit(0);
+    }
     return 0;
 
 fail:

@@ -29,6 +29,7 @@ struct server {
     struct warm *warm;
     struct auth *auth;
     struct stats *stats;
+    struct park *park;            /* every request, and the watch over the parked (park.h) */
     struct jobs *jobs;            /* jobs and their needs (acct/jobs.h), or NULL when
                                    * --accounting or --stall-accounting is off */
     struct rl *rl;

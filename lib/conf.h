@@ -77,6 +77,7 @@ enum conf_type {
     X("batch-max-items",     INT,  batch_max_items,     "10000",          "most items one batch request (POST ?batch) may name") \
     X("batch-max-body",      SIZE, batch_max_body,      "4M",             "largest body of a batch request") \
     X("shutdown-timeout",    DUR,  shutdown_timeout,    "10s",            "on SIGTERM, how long in-flight requests may take to finish") \
+    X("park-warn",           DUR,  park_warn,           "60s",            "count (/_/stats, /_/metrics) and name in the log each request parked longer than this: waiting for a job, the cache, a peer, a rate limit or a flush (0 = off)") \
     X("log-level",           ENUM, log_level,           "info",           "error|warn|info|debug") \
     X("log-format",          ENUM, log_format,          "text",           "text|json")
 
