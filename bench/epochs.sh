@@ -12,6 +12,11 @@
 # build/throttle at LINK_BPS (a backend network). Readers: PAR parallel whole-object GETs
 # (curl), every shard once an epoch. Prints one JSON line per figure and a table.
 # Env: NSHARD (24) shards of SIZE_MB (256) MiB; LINK_BPS (500000000); PAR (8);
+#      CONN_BPS (0: none): the link's cap per connection, FIRST_BYTE_MS (0): its delay before
+#      each answer's first byte (a cloud store: CONN_BPS=9e7 FIRST_BYTE_MS=20); with either, the
+#      direct read is also done with RANGES (16) ranged GETs per object at once (direct-ranged);
+#      SMALL=N: N objects of SMALL_KB (112) KiB instead of the shards, each of the PAR readers
+#      reading its share in order, one GET after another over one keep-alive connection;
 #      S3C_ARGS (extra flags for the gateway under test, e.g. "--fill-window 0");
 #      EPOCHS (3; 1 or 2 for a quicker look); PAIRED=N: N more rounds after them, s3cached then
 #      nginx each round, both caches full (with DROP=1: from the disk); WITH_NGINX=0 skips nginx; DDMB (1024; 0 = skip) measures the disk with dd O_DIRECT;
@@ -34,6 +39,8 @@ set -u
 S3CACHED=${S3CACHED:-${S3CACHED_BIN:-$PWD/build/s3cached}}; THROTTLE=${THROTTLE:-$PWD/build/throttle}
 NGINX_BIN=${NGINX_BIN:-nginx}
 NSHARD=${NSHARD:-24}; SIZE_MB=${SIZE_MB:-256}; LINK_BPS=${LINK_BPS:-500000000}; PAR=${PAR:-8}
+CONN_BPS=${CONN_BPS:-0}; FIRST_BYTE_MS=${FIRST_BYTE_MS:-0}; RANGES=${RANGES:-16}
+SMALL=${SMALL:-0}; SMALL_KB=${SMALL_KB:-112}
 SLOW_DISK_BPS=${SLOW_DISK_BPS:-0}; SHIM=${SHIM:-$(dirname "$S3CACHED")/faults/faultinj.so}
 EPOCHS=${EPOCHS:-3}; PAIRED=${PAIRED:-0}; S3C_ARGS=${S3C_ARGS:-}; WITH_NGINX=${WITH_NGINX:-1}; DDMB=${DDMB:-1024}; DROP=${DROP:-0}
 W=$(mktemp -d "${TMPDIR:-/tmp}/epochs.XXXXXX"); RES=$W/results.jsonl
@@ -57,11 +64,16 @@ if [ "$DDMB" -gt 0 ]; then
   dd if="$W/dd" of=/dev/null bs=8M iflag=direct 2>&1 | tail -1 | sed 's/^/disk read O_DIRECT: /'
   rm -f "$W/dd"
 fi
-python3 - "$W/store/bench" "$NSHARD" "$SIZE_MB" <<'EOF'
+python3 - "$W/store/bench" "$NSHARD" "$SIZE_MB" "$SMALL" "$SMALL_KB" <<'EOF'
 import os, sys, tarfile
 d, n, mb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]); os.makedirs(d, exist_ok=True)
 pool = os.urandom(16 << 20); S = 4 << 20
-for k in range(n):
+small, skb = int(sys.argv[4]), int(sys.argv[5])
+for k in range(small): # ImageNet-sized objects
+    with open(f"{d}/img-{k:06d}.jpg", "wb") as f:
+        off = k * 8192 % (12 << 20)
+        f.write(pool[off:off + skb * 1024])
+for k in range(0 if small else n):
     with open(f"{d}/shard-{k:03d}.tar", "wb") as f:
         for i in range(mb // 4):
             ti = tarfile.TarInfo(f"s{k:03d}-{i:03d}.bin"); ti.size = S
@@ -70,20 +82,46 @@ for k in range(n):
             f.write(pool[off:off + S])
         f.write(b"\0" * 1024)
 EOF
-SHARDS=$(cd "$W/store/bench" && ls shard-*.tar)
-BYTES=$(cat "$W"/store/bench/shard-*.tar | wc -c)
+SHARDS=$(cd "$W/store/bench" && ls)
+BYTES=$(cat "$W"/store/bench/* | wc -c)
 BACK=$(free_port); LINK=$(free_port); GW=$(free_port); NGX=$(free_port)
 "$S3CACHED" serve --anonymous --backend "file://$W/store" --cache-dir "$W/cache-back" --cache-size 100G \
   --revalidate-after never --listen 127.0.0.1:$BACK >"$W/back.log" 2>&1 & PIDS="$PIDS $!"
-"$THROTTLE" $LINK $BACK "$LINK_BPS" >"$W/throttle.log" 2>&1 & PIDS="$PIDS $!"
+"$THROTTLE" $LINK $BACK "$LINK_BPS" "$CONN_BPS" "$FIRST_BYTE_MS" >"$W/throttle.log" 2>&1 & PIDS="$PIDS $!"
 health http://127.0.0.1:$BACK/_/health
 drop() { [ "$DROP" = 1 ] && sync && echo 1 >/proc/sys/vm/drop_caches; }
-epoch() { # LABEL PORT
+# one reader's share in the small-object mode: a curl -K list, one keep-alive connection
+small_reader() { # PORT INDEX
+  printf '%s\n' $SHARDS | awk -v p="$PAR" -v i="$2" -v port="$1" \
+    'NR % p == i { printf "url = \"http://127.0.0.1:%s/bench/%s\"\noutput = \"/dev/null\"\nfail\n", port, $0 }' |
+    curl -s -K - || echo "a GET failed (reader $2)" >&2; }
+# one object as RANGES ranged GETs at once, the way the AWS CRT and s5cmd read (SIZE PORT KEY)
+ranged_get() {
+  python3 -c 'import sys
+size, n, url = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+step = -(-size // n)
+for a in range(0, size, step):
+    print("url = \"%s\"\nrange = \"%d-%d\"\noutput = \"/dev/null\"\nfail" % (url, a, min(size, a + step) - 1))' \
+    "$1" "$RANGES" "http://127.0.0.1:$2/bench/$3" | curl -s --no-progress-meter --parallel --parallel-max "$RANGES" -K - ||
+    echo "a ranged GET failed ($3)" >&2; }
+export -f ranged_get; export RANGES
+epoch() { # LABEL PORT [ranged]
   local t0 t1; t0=$(date +%s.%N)
-  printf '%s\n' $SHARDS | xargs -P "$PAR" -I{} curl -sf -o /dev/null http://127.0.0.1:$2/bench/{} || echo "a GET failed ($1)" >&2
+  if [ "$SMALL" -gt 0 ]; then
+    local rp=""
+    for i in $(seq 0 $((PAR - 1))); do small_reader "$2" "$i" & rp="$rp $!"; done
+    wait $rp # the readers only: the servers are children too
+  elif [ "${3:-}" = ranged ]; then
+    (cd "$W/store/bench" && stat -c '%s %n' $SHARDS) |
+      xargs -P "$PAR" -L1 bash -c 'ranged_get "$0" '"$2"' "$1"'
+  else
+    printf '%s\n' $SHARDS | xargs -P "$PAR" -I{} curl -sf -o /dev/null http://127.0.0.1:$2/bench/{} || echo "a GET failed ($1)" >&2
+  fi
   t1=$(date +%s.%N)
   python3 -c "import sys; s=$t1-$t0; print('{\"label\":\"%s\",\"s\":%.3f,\"GBps\":%.3f}' % (sys.argv[1], s, $BYTES/s/1e9))" "$1" | tee -a "$RES"; }
 epoch backend-warm $BACK; epoch direct-1 $LINK
+SLOWCONN=0; [ "$CONN_BPS" != 0 ] || [ "$FIRST_BYTE_MS" != 0 ] && SLOWCONN=1
+[ "$SLOWCONN" = 1 ] && [ "$SMALL" = 0 ] && epoch direct-ranged-1 $LINK ranged
 slowed "$W/cache-s3c"; "${SLOWED[@]}" "$S3CACHED" serve --anonymous --backend http://127.0.0.1:$LINK --cache-dir "$W/cache-s3c" --cache-size 100G \
   --revalidate-after never $S3C_ARGS --listen 127.0.0.1:$GW >"$W/gw.log" 2>&1 & S3C=$!; PIDS="$PIDS $S3C"
 health http://127.0.0.1:$GW/_/health
@@ -137,6 +175,7 @@ EOF
   done
 fi
 epoch direct-2 $LINK
+[ "$SLOWCONN" = 1 ] && [ "$SMALL" = 0 ] && epoch direct-ranged-2 $LINK ranged
 [ -z "$PR_STATE" ] || echo "free pages reported to the host during the run: $(( ($(page_reporting_kib) - PR_KIB0) >> 10 )) MiB"
 python3 - "$RES" "$BYTES" "${DDW:-}" "$SLOW_DISK_BPS" <<'EOF'
 import json, sys
@@ -145,11 +184,17 @@ total, ddw, slow = int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 # the disk the writer is compared with: the slowed one, else dd's O_DIRECT write
 disk, disk_name = (slow / 1e9, "slowed disk") if slow else (float(ddw or 0), "disk O_DIRECT")
 d = (r["direct-1"]["GBps"] + r["direct-2"]["GBps"]) / 2
-print(f"\ndirect across the link: {d:.2f} GB/s")
+print(f"\ndirect across the link: {d:.3f} GB/s (one GET per object)")
+if "direct-ranged-1" in r:
+    dr = (r["direct-ranged-1"]["GBps"] + r["direct-ranged-2"]["GBps"]) / 2
+    print(f"direct across the link: {dr:.3f} GB/s (ranged GETs per object at once)")
+    for who in ("s3cached", "nginx-proxy_cache"):
+        if f"{who}-1" in r:
+            print(f"{who:18s} epoch 1 = {r[f'{who}-1']['GBps']/dr:.2f} of the ranged direct read")
 e = {who: [r.get(f"{who}-{i}", {}).get("GBps", 0.0) for i in (1, 2, 3)] for who in ("s3cached", "nginx-proxy_cache")
      if f"{who}-1" in r}
 for who, v in e.items():
-    print(f"{who:18s} epoch 1 {v[0]:6.2f} GB/s ({v[0]/d:.2f} of direct)   epoch 2 {v[1]:6.2f}   epoch 3 {v[2]:6.2f}")
+    print(f"{who:18s} epoch 1 {v[0]:6.3f} GB/s ({v[0]/d:.2f} of direct)   epoch 2 {v[1]:6.2f}   epoch 3 {v[2]:6.2f}")
 if len(e) == 2:
     s, n = e["s3cached"], e["nginx-proxy_cache"]
     q = lambda i: f"{s[i]/n[i]:.2f}" if n[i] else "-"
