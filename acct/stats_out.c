@@ -66,9 +66,9 @@ static int json_common(struct buf *out, const struct stats_row *r)
 {
     int rc = buf_printf(out,
                         "\"requests\": %" PRIu64 ", \"bytes_out\": %" PRIu64
-                        ", \"bytes_in\": %" PRIu64 ", \"hits\": %" PRIu64
-                        ", \"misses\": %" PRIu64 ", \"coalesced\": %" PRIu64
-                        ", \"errors_4xx\": %" PRIu64 ", \"errors_5xx\": %" PRIu64 ", ",
+                        ", \"bytes_in\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
+                        ", \"coalesced\": %" PRIu64 ", \"errors_4xx\": %" PRIu64
+                        ", \"errors_5xx\": %" PRIu64 ", ",
                         r->requests, r->bytes_out, r->bytes_in, r->hits, r->misses, r->coalesced,
                         r->err_4xx, r->err_5xx);
     if (!rc)
@@ -132,8 +132,7 @@ static int snapshot_begin(struct stats *s, const struct cache_stats **cs,
 }
 
 int stats_json(struct stats *s, const struct cache_stats *cs, const struct backend_counters *bc,
-               const struct fair_stats *fs, const struct cache_policy_report *pr,
-               struct buf *out)
+               const struct fair_stats *fs, const struct cache_policy_report *pr, struct buf *out)
 {
     CHECK_OBJ_NOTNULL(s, STATS_MAGIC);
     struct stats_row *cl = NULL, *bk = NULL;
@@ -150,8 +149,8 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
     rc = buf_printf(out,
                     "{\"uptime_s\": %.3f,\n"
                     " \"cache\": {\"capacity_bytes\": %" PRIu64 ", \"used_bytes\": %" PRIu64
-                    ", \"staged_bytes\": %" PRIu64 ", \"objects\": %" PRIu64 ", \"pinned_objects\": %" PRIu64
-                    ", \"pinned_bytes\": %" PRIu64 ",\n"
+                    ", \"staged_bytes\": %" PRIu64 ", \"objects\": %" PRIu64
+                    ", \"pinned_objects\": %" PRIu64 ", \"pinned_bytes\": %" PRIu64 ",\n"
                     "           \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
                     ", \"coalesced\": %" PRIu64 ", \"bypassed\": %" PRIu64
                     ", \"evictions\": %" PRIu64 ", \"revalidations\": %" PRIu64
@@ -163,40 +162,45 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                     "           \"uncached_bytes\": %" PRIu64 ", \"uncached_blocks\": %" PRIu64
                     ", \"fill_window_bytes\": %" PRIu64 ", \"fill_window_held_bytes\": %" PRIu64
                     ", \"fill_window_limit_bytes\": %" PRIu64
-                    ", \"fill_window_forced_drops\": %" PRIu64 "},\n"
+                    ", \"fill_window_forced_drops\": %" PRIu64 ",\n"
+                    "           \"fetch_ahead_runs\": %" PRIu64
+                    ", \"fetch_ahead_running\": %" PRIu64 ", \"fetch_ahead_limit\": %" PRIu64
+                    ", \"fetch_ahead_backoffs\": %" PRIu64 ", \"fetch_objects\": %" PRIu64 "},\n"
                     " \"drain\": {\"dirty_limit_bytes\": %" PRIu64 ", \"staged_bytes\": %" PRIu64
                     ", \"uploaded_objects\": %" PRIu64 ", \"uploaded_bytes\": %" PRIu64
                     ", \"errors\": %" PRIu64 ", \"cancelled\": %" PRIu64 ", \"inflight\": %" PRIu64
-                    ", \"rate_bps\": %" PRIu64
-                    ", \"oldest_dirty_age_s\": %.3f},\n"
+                    ", \"rate_bps\": %" PRIu64 ", \"oldest_dirty_age_s\": %.3f},\n"
                     " \"fair\": {\"capacity_bps\": %" PRIu64 ", \"level_bps\": %" PRIu64
                     ", \"rate_bps\": %" PRIu64 ", \"active_clients\": %" PRIu64
                     ", \"responses\": %" PRIu64 ", \"paced_responses\": %" PRIu64
                     ", \"saturated\": %s},\n"
                     " \"backend\": {\"requests\": %" PRIu64 ", \"bytes_read\": %" PRIu64
-                    ", \"bytes_written\": %" PRIu64 ", \"errors\": %" PRIu64 "},\n"
+                    ", \"bytes_written\": %" PRIu64 ", \"errors\": %" PRIu64
+                    ", \"throttled\": %" PRIu64 "},\n"
                     " \"requests\": %" PRIu64 ", \"errors_4xx\": %" PRIu64
                     ", \"errors_5xx\": %" PRIu64 ", ",
                     stats_uptime_s(s), cs->capacity_bytes, cs->used_bytes, cs->staged_bytes,
-                    cs->objects,
-                    cs->pinned_objects, cs->pinned_bytes, cs->hits, cs->misses, cs->coalesced,
-                    cs->bypassed, cs->evictions, cs->revalidations, cs->stale_served,
-                    cs->source_sends, cs->partial, cs->hit_bytes, cs->miss_bytes, cs->reserved_bytes,
-                    cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes,
+                    cs->objects, cs->pinned_objects, cs->pinned_bytes, cs->hits, cs->misses,
+                    cs->coalesced, cs->bypassed, cs->evictions, cs->revalidations, cs->stale_served,
+                    cs->source_sends, cs->partial, cs->hit_bytes, cs->miss_bytes,
+                    cs->reserved_bytes, cs->fill_bytes, cs->dirty_objects, cs->dirty_bytes,
                     cs->uncached_bytes, cs->uncached_blocks, cs->window_bytes,
-                    cs->window_held_bytes, cs->window_limit_bytes, cs->window_forced_drops, cs->dirty_limit_bytes,
+                    cs->window_held_bytes, cs->window_limit_bytes, cs->window_forced_drops,
+                    cs->fetch_ahead_runs, cs->fetch_ahead_running, cs->fetch_ahead_limit,
+                    cs->fetch_ahead_backoffs, cs->fetch_objects, cs->dirty_limit_bytes,
                     cs->dirty_staged_bytes, cs->drain_uploaded_objects, cs->drain_uploaded_bytes,
                     cs->drain_errors, cs->drain_cancelled, cs->drain_inflight, cs->drain_rate_bps,
                     cs->drain_oldest_dirty_age_s, fs->capacity_bps, fs->level_bps, fs->rate_bps,
                     fs->active_clients, fs->responses, fs->paced_responses,
-                    fs->saturated ? "true" : "false", bc->requests,
-                    bc->bytes_read, bc->bytes_written, bc->errors, total, LOAD(s->err_4xx),
+                    fs->saturated ? "true" : "false", bc->requests, bc->bytes_read,
+                    bc->bytes_written, bc->errors, bc->throttled, total, LOAD(s->err_4xx),
                     LOAD(s->err_5xx));
     if (!rc)
         rc = buf_printf(out,
-                        "\"shards\": {\"member_reads\": %" PRIu64 ", \"member_index_builds\": %" PRIu64
-                        ", \"member_index_errors\": %" PRIu64 ", \"batches\": %" PRIu64
-                        ", \"batch_items\": %" PRIu64 ", \"batch_item_errors\": %" PRIu64 "}, ",
+                        "\"shards\": {\"member_reads\": %" PRIu64
+                        ", \"member_index_builds\": %" PRIu64 ", \"member_index_errors\": %" PRIu64
+                        ", \"batches\": %" PRIu64 ", \"batch_items\": %" PRIu64
+                        ", \"batch_item_errors\": %" PRIu64 "}, ",
                         cs->member_reads, cs->member_index_builds, cs->member_index_errors,
                         cs->batches, cs->batch_items, cs->batch_item_errors);
     if (!rc)
@@ -260,7 +264,8 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
         if (!rc)
             rc = json_common(out, &cl[i]);
         if (!rc)
-            rc = buf_printf(out, ", \"in_flight\": %u, \"rate_out_bps\": %.0f, \"rate_in_bps\": %.0f}",
+            rc = buf_printf(out,
+                            ", \"in_flight\": %u, \"rate_out_bps\": %.0f, \"rate_in_bps\": %.0f}",
                             cl[i].in_flight, cl[i].rate_out, cl[i].rate_in);
     }
     if (!rc)
@@ -315,7 +320,10 @@ struct prom_field {
     size_t off;
 };
 
-#define CS_F(name, type, field, help) { name, type, help, offsetof(struct cache_stats, field) }
+#define CS_F(name, type, field, help)                                                              \
+    {                                                                                              \
+        name, type, help, offsetof(struct cache_stats, field)                                      \
+    }
 static const struct prom_field prom_cache[] = {
     CS_F("s3cached_cache_capacity_bytes", "gauge", capacity_bytes, "Configured cache capacity."),
     CS_F("s3cached_cache_used_bytes", "gauge", used_bytes,
@@ -329,8 +337,7 @@ static const struct prom_field prom_cache[] = {
     CS_F("s3cached_cache_pinned_objects", "gauge", pinned_objects, "Objects pinned in the cache."),
     CS_F("s3cached_cache_pinned_bytes", "gauge", pinned_bytes, "Bytes of pinned objects."),
     CS_F("s3cached_cache_hits_total", "counter", hits, "Reads served from the cache."),
-    CS_F("s3cached_cache_misses_total", "counter", misses,
-         "Reads that started a backend fetch."),
+    CS_F("s3cached_cache_misses_total", "counter", misses, "Reads that started a backend fetch."),
     CS_F("s3cached_cache_coalesced_total", "counter", coalesced,
          "Reads that joined a fetch already in flight."),
     CS_F("s3cached_cache_bypassed_total", "counter", bypassed,
@@ -364,6 +371,17 @@ static const struct prom_field prom_cache[] = {
     CS_F("s3cached_cache_fill_window_forced_drops_total", "counter", window_forced_drops,
          "Blocks a fill let go before its readers copied them (a reader stopped reading for "
          "long): those readers fetch them again."),
+    CS_F("s3cached_cache_fetch_ahead_runs_total", "counter", fetch_ahead_runs,
+         "Ranged GETs started ahead of the readers of cold objects (--fetch-parallel)."),
+    CS_F("s3cached_cache_fetch_ahead_running", "gauge", fetch_ahead_running,
+         "Ranged GETs ahead of readers in flight now."),
+    CS_F("s3cached_cache_fetch_ahead_limit", "gauge", fetch_ahead_limit,
+         "Most ranged GETs ahead of readers in flight now: --fetch-connections, halved on "
+         "the backend's SlowDown and grown back one at a time."),
+    CS_F("s3cached_cache_fetch_objects", "gauge", fetch_objects,
+         "Objects with a fetch from the backend in flight now."),
+    CS_F("s3cached_cache_fetch_ahead_backoffs_total", "counter", fetch_ahead_backoffs,
+         "Halvings of that limit after the backend answered SlowDown."),
     CS_F("s3cached_cache_dirty_objects", "gauge", dirty_objects,
          "Objects written back but not yet on the backend."),
     CS_F("s3cached_cache_dirty_bytes", "gauge", dirty_bytes,
@@ -378,8 +396,7 @@ static const struct prom_field prom_cache[] = {
          "Write-back: drain uploads that failed (retried)."),
     CS_F("s3cached_drain_cancelled_total", "counter", drain_cancelled,
          "Write-back: uploads stopped because a newer write or a DELETE superseded them."),
-    CS_F("s3cached_drain_inflight", "gauge", drain_inflight,
-         "Write-back: uploads in flight."),
+    CS_F("s3cached_drain_inflight", "gauge", drain_inflight, "Write-back: uploads in flight."),
     CS_F("s3cached_member_reads_total", "counter", member_reads,
          "Reads of one member of a tar shard (GET or HEAD ?member=)."),
     CS_F("s3cached_member_index_builds_total", "counter", member_index_builds,
@@ -393,16 +410,24 @@ static const struct prom_field prom_cache[] = {
 };
 #undef CS_F
 
-#define BC_F(name, field, help) { name, "counter", help, offsetof(struct backend_counters, field) }
+#define BC_F(name, field, help)                                                                    \
+    {                                                                                              \
+        name, "counter", help, offsetof(struct backend_counters, field)                            \
+    }
 static const struct prom_field prom_backend[] = {
     BC_F("s3cached_backend_requests_total", requests, "Requests made to the backend."),
     BC_F("s3cached_backend_read_bytes_total", bytes_read, "Bytes read from the backend."),
     BC_F("s3cached_backend_written_bytes_total", bytes_written, "Bytes written to the backend."),
     BC_F("s3cached_backend_errors_total", errors, "Backend requests that failed."),
+    BC_F("s3cached_backend_throttled_total", throttled,
+         "Backend answers that said slow down (503, 429), retried or not."),
 };
 #undef BC_F
 
-#define FS_F(name, field, help) { name, "gauge", help, offsetof(struct fair_stats, field) }
+#define FS_F(name, field, help)                                                                    \
+    {                                                                                              \
+        name, "gauge", help, offsetof(struct fair_stats, field)                                    \
+    }
 static const struct prom_field prom_fair[] = {
     FS_F("s3cached_fair_capacity_bytes_per_second", capacity_bps,
          "Fair sharing: configured --max-bandwidth (0: off)."),
@@ -418,7 +443,10 @@ static const struct prom_field prom_fair[] = {
 };
 #undef FS_F
 
-#define ROW_F(name, field, help) { name, "counter", help, offsetof(struct stats_row, field) }
+#define ROW_F(name, field, help)                                                                   \
+    {                                                                                              \
+        name, "counter", help, offsetof(struct stats_row, field)                                   \
+    }
 static const struct prom_field prom_client[] = {
     ROW_F("s3cached_client_requests_total", requests, "Requests completed, by client."),
     ROW_F("s3cached_client_sent_bytes_total", bytes_out, "Body bytes sent, by client."),
@@ -446,8 +474,7 @@ static uint64_t field_u64(const void *base, size_t off)
 }
 
 /* {client="..",addr=".."} or {bucket=".."}, with @extra ("class=\"4xx\"") inside if set. */
-static int prom_labels(struct buf *out, const struct stats_row *r, int is_client,
-                       const char *extra)
+static int prom_labels(struct buf *out, const struct stats_row *r, int is_client, const char *extra)
 {
     int rc = buf_puts(out, is_client ? "{client=\"" : "{bucket=\"");
     if (!rc)
@@ -523,8 +550,8 @@ static int prom_histograms(struct stats *s, struct buf *out)
                                 "%s_sum{op=\"%s\",cache=\"%s\"} %.9f\n"
                                 "%s_count{op=\"%s\",cache=\"%s\"} %" PRIu64 "\n",
                                 name, stats_op_names[o], stats_how_names[h],
-                                (double)LOAD(s->hist_sum_ns[o][h]) / 1e9, name,
-                                stats_op_names[o], stats_how_names[h], acc);
+                                (double)LOAD(s->hist_sum_ns[o][h]) / 1e9, name, stats_op_names[o],
+                                stats_how_names[h], acc);
         }
     }
     return rc;
@@ -540,8 +567,7 @@ static int prom_peers(struct buf *out, const struct stats_row *r, size_t n)
         {"s3cached_peer_sent_bytes_total", "counter", "Body bytes sent to other gateways, by peer.",
          offsetof(struct stats_row, bytes_out)},
         {"s3cached_peer_received_bytes_total", "counter",
-         "Body bytes received from other gateways, by peer.",
-         offsetof(struct stats_row, bytes_in)},
+         "Body bytes received from other gateways, by peer.", offsetof(struct stats_row, bytes_in)},
     };
     int rc = 0;
     for (size_t i = 0; i < ARRAY_SIZE(f) && !rc; i++) {
@@ -731,8 +757,8 @@ int stats_prometheus(struct stats *s, const struct cache_stats *cs,
         rc = prom_family(out, "s3cached_requests_total", "counter",
                          "Requests completed, by operation.");
     for (unsigned i = 0; i < STATS_OP__N && !rc; i++)
-        rc = buf_printf(out, "s3cached_requests_total{op=\"%s\"} %" PRIu64 "\n",
-                        stats_op_names[i], LOAD(s->requests_by_op[i]));
+        rc = buf_printf(out, "s3cached_requests_total{op=\"%s\"} %" PRIu64 "\n", stats_op_names[i],
+                        LOAD(s->requests_by_op[i]));
     if (!rc)
         rc = prom_family(out, "s3cached_request_errors_total", "counter",
                          "Error responses, by class (4xx, 5xx).");
@@ -774,4 +800,3 @@ out:
     free(bk);
     return rc;
 }
-

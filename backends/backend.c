@@ -13,7 +13,6 @@
 #include "backend.h"
 #include "lib/s3err.h"
 
-
 static void ctr_add(uint64_t *c, uint64_t n)
 {
     __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
@@ -46,10 +45,8 @@ static int rc_is_client(int rc)
     case S3E_METADATA_TOO_LARGE:
     case S3E_NOT_IMPLEMENTED:
     case S3E_INCOMPLETE_BODY:
-    case S3E_BAD_DIGEST:
-        return 1;
-    default:
-        return 0;
+    case S3E_BAD_DIGEST: return 1;
+    default: return 0;
     }
 }
 
@@ -60,13 +57,13 @@ static int count(struct backend *be, int rc)
     return rc;
 }
 
-#define BE_CALL(be, op, ...)                                                                  \
-    do {                                                                                      \
-        CHECK_OBJ_NOTNULL((be), BACKEND_MAGIC);                                               \
-        ctr_add(&(be)->ctr.requests, 1);                                                      \
-        if (!(be)->ops->op)                                                                   \
-            return -S3E_NOT_IMPLEMENTED;                                                      \
-        return count((be), (be)->ops->op((be), __VA_ARGS__));                                 \
+#define BE_CALL(be, op, ...)                                                                       \
+    do {                                                                                           \
+        CHECK_OBJ_NOTNULL((be), BACKEND_MAGIC);                                                    \
+        ctr_add(&(be)->ctr.requests, 1);                                                           \
+        if (!(be)->ops->op)                                                                        \
+            return -S3E_NOT_IMPLEMENTED;                                                           \
+        return count((be), (be)->ops->op((be), __VA_ARGS__));                                      \
     } while (0)
 
 static int scheme_is(const char *url, const char *scheme)
@@ -75,8 +72,7 @@ static int scheme_is(const char *url, const char *scheme)
     return strncasecmp(url, scheme, n) == 0 && strncmp(url + n, "://", 3) == 0;
 }
 
-int backend_open(const struct conf *cf, const char *url, struct backend **out,
-                 struct errmsg *em)
+int backend_open(const struct conf *cf, const char *url, struct backend **out, struct errmsg *em)
 {
     const struct backend_ops *ops;
     struct backend *be = NULL;
@@ -92,8 +88,10 @@ int backend_open(const struct conf *cf, const char *url, struct backend **out,
     else if (scheme_is(url, "http") || scheme_is(url, "https"))
         ops = &be_s3_ops;
     else {
-        errmsg_set(em, "backend \"%s\": unknown scheme (want file:///abs/dir or "
-                   "http(s)://host:port)", url);
+        errmsg_set(em,
+                   "backend \"%s\": unknown scheme (want file:///abs/dir or "
+                   "http(s)://host:port)",
+                   url);
         return -EINVAL;
     }
     rc = ops->open(cf, url, &be, em);
@@ -119,6 +117,7 @@ void backend_counters_get(const struct backend *be, struct backend_counters *out
     out->bytes_read = __atomic_load_n(&be->ctr.bytes_read, __ATOMIC_RELAXED);
     out->bytes_written = __atomic_load_n(&be->ctr.bytes_written, __ATOMIC_RELAXED);
     out->errors = __atomic_load_n(&be->ctr.errors, __ATOMIC_RELAXED);
+    out->throttled = __atomic_load_n(&be->ctr.throttled, __ATOMIC_RELAXED);
 }
 
 void backend_count_read(struct backend *be, uint64_t n)
@@ -164,11 +163,11 @@ static int count_on_data(void *cls, const void *buf, size_t len)
     return cs->inner->on_data(cs->inner->cls, buf, len);
 }
 
-int backend_get(struct backend *be, const char *bucket, const char *key, uint64_t off,
-                uint64_t len, const struct be_sink *sink)
+int backend_get(struct backend *be, const char *bucket, const char *key, uint64_t off, uint64_t len,
+                const struct be_sink *sink)
 {
-    struct count_sink cs = { sink, be };
-    struct be_sink wrapped = { count_on_meta, count_on_data, &cs };
+    struct count_sink cs = {sink, be};
+    struct be_sink wrapped = {count_on_meta, count_on_data, &cs};
 
     CHECK_OBJ_NOTNULL(be, BACKEND_MAGIC);
     ctr_add(&be->ctr.requests, 1);
@@ -277,8 +276,7 @@ int backend_mp_complete(struct backend *be, const char *bucket, const char *key,
     BE_CALL(be, mp_complete, bucket, key, upload_id, parts, n, out);
 }
 
-int backend_mp_abort(struct backend *be, const char *bucket, const char *key,
-                     const char *upload_id)
+int backend_mp_abort(struct backend *be, const char *bucket, const char *key, const char *upload_id)
 {
     BE_CALL(be, mp_abort, bucket, key, upload_id);
 }

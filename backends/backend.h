@@ -26,8 +26,8 @@ struct conf;
 /* What a backend stores with an object besides its bytes. Plain data: copy freely. */
 struct be_meta {
     uint64_t size;
-    int64_t mtime_ns;                /* Last-Modified, ns since the epoch */
-    char etag[BE_ETAG_MAX];          /* without quotes: 32 hex, or 32 hex "-N" for multipart */
+    int64_t mtime_ns;       /* Last-Modified, ns since the epoch */
+    char etag[BE_ETAG_MAX]; /* without quotes: 32 hex, or 32 hex "-N" for multipart */
     char content_type[256];
     char cache_control[256];
     char content_disposition[512];
@@ -36,10 +36,10 @@ struct be_meta {
     char expires[64];
     /* x-amz-meta-*: "name:value\n" lines, name lower case without the "x-amz-meta-" prefix. */
     char usermeta[BE_USERMETA_MAX];
-    char checksum_algo[8];           /* "", "CRC32", "CRC32C", "SHA1", "SHA256" */
-    char checksum[64];               /* base64 full-object checksum of checksum_algo */
-    uint32_t parts_count;            /* 0 for objects made by a single PUT */
-    uint64_t part_size;              /* multipart: size of every part but the last when they are
+    char checksum_algo[8]; /* "", "CRC32", "CRC32C", "SHA1", "SHA256" */
+    char checksum[64];     /* base64 full-object checksum of checksum_algo */
+    uint32_t parts_count;  /* 0 for objects made by a single PUT */
+    uint64_t part_size;    /* multipart: size of every part but the last when they are
                                       * all equal (what GET ?partNumber=N needs), else 0 */
 };
 
@@ -92,7 +92,6 @@ struct be_bucket {
     int64_t ctime_ns;
 };
 
-
 /* MD5 hex of a Complete's part list as the client sent it (numbers and ETags, quotes and
  * case aside): identifies a repeated Complete of the same parts. 0 or -ENOMEM. */
 int be_parts_hash(const struct be_part *parts, size_t n, char out[33]);
@@ -114,8 +113,8 @@ struct backend_ops {
     /* Objects */
     int (*head)(struct backend *be, const char *bucket, const char *key, struct be_meta *out);
     /* Bytes [off, off+len) (len UINT64_MAX = to the end) into @sink. */
-    int (*get)(struct backend *be, const char *bucket, const char *key, uint64_t off,
-               uint64_t len, const struct be_sink *sink);
+    int (*get)(struct backend *be, const char *bucket, const char *key, uint64_t off, uint64_t len,
+               const struct be_sink *sink);
     /* Optional (BE_CAP_LOCAL_FD): an O_RDONLY fd on the object, owned by the caller. */
     int (*open_fd)(struct backend *be, const char *bucket, const char *key, int *fd,
                    struct be_meta *out);
@@ -158,12 +157,11 @@ struct backend_ops {
     int (*mp_complete)(struct backend *be, const char *bucket, const char *key,
                        const char *upload_id, const struct be_part *parts, size_t n,
                        struct be_meta *out);
-    int (*mp_abort)(struct backend *be, const char *bucket, const char *key,
-                    const char *upload_id);
+    int (*mp_abort)(struct backend *be, const char *bucket, const char *key, const char *upload_id);
     /* Parts with number > @marker, at most @max; *@out malloc'd (free()). */
     int (*mp_list_parts)(struct backend *be, const char *bucket, const char *key,
-                         const char *upload_id, unsigned marker, unsigned max,
-                         struct be_part **out, size_t *n, int *truncated);
+                         const char *upload_id, unsigned marker, unsigned max, struct be_part **out,
+                         size_t *n, int *truncated);
     /* In-progress uploads of @bucket whose key starts with @prefix, ordered by (key, upload
      * id), after (@key_marker, @upload_id_marker); at most @max. */
     int (*mp_list_uploads)(struct backend *be, const char *bucket, const char *prefix,
@@ -177,6 +175,7 @@ struct backend_counters {
     uint64_t bytes_read;
     uint64_t bytes_written;
     uint64_t errors;
+    uint64_t throttled; /* answers that said slow down (503, 429), retried or not */
 };
 
 struct backend {
@@ -185,14 +184,15 @@ struct backend {
     const struct backend_ops *ops;
     void *priv;
     struct backend_counters ctr;
-    int stopping; /* backend_stop() was called (read atomically) */
+    int stopping;  /* backend_stop() was called (read atomically) */
     unsigned caps; /* BE_CAP_*: set by the backend's open(), read with backend_caps() */
 };
 
 /* What a backend can do beyond the operations every backend has. Callers ask backend_caps();
  * they never look at the operation table. */
-#define BE_CAP_LOCAL_FD 0x1u   /* backend_open_fd(): a descriptor on the object's own file */
-#define BE_CAP_LOCAL_DISK 0x2u /* ... on a local disk file system: reads of it never stall on a
+#define BE_CAP_LOCAL_FD 0x1u /* backend_open_fd(): a descriptor on the object's own file */
+#define BE_CAP_LOCAL_DISK                                                                          \
+    0x2u /* ... on a local disk file system: reads of it never stall on a
                                 * network (a cold GET may be sent from it, --miss-source) */
 unsigned backend_caps(const struct backend *be);
 /* The request and byte counters (/_/stats), read with relaxed atomics. */
@@ -214,8 +214,8 @@ void backend_stop(struct backend *be);
  * when the op is NULL, count one request per call, errors (rc < 0 other than the expected
  * NO_SUCH_KEY/NOT_MODIFIED/PRECONDITION answers) and bytes moved. */
 int backend_head(struct backend *be, const char *bucket, const char *key, struct be_meta *out);
-int backend_get(struct backend *be, const char *bucket, const char *key, uint64_t off,
-                uint64_t len, const struct be_sink *sink);
+int backend_get(struct backend *be, const char *bucket, const char *key, uint64_t off, uint64_t len,
+                const struct be_sink *sink);
 int backend_open_fd(struct backend *be, const char *bucket, const char *key, int *fd,
                     struct be_meta *out);
 int backend_put(struct backend *be, const char *bucket, const char *key, int fd, uint64_t len,

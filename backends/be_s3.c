@@ -38,7 +38,6 @@ static void s3_global_init(void)
     s3_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -ENOMEM;
 }
 
-
 /* ---- open / close -------------------------------------------------------------------------- */
 
 static void s3_free_be(struct s3be *be)
@@ -74,8 +73,10 @@ static int s3_parse_url(struct s3be *be, const char *url, struct errmsg *em)
         return -EINVAL;
     }
     if (memchr(p, '@', (size_t)(end - p))) {
-        errmsg_set(em, "backend URL \"%s\": put credentials in --backend-access-key/"
-                       "--backend-secret-key, not the URL", url);
+        errmsg_set(em,
+                   "backend URL \"%s\": put credentials in --backend-access-key/"
+                   "--backend-secret-key, not the URL",
+                   url);
         return -EINVAL;
     }
     const char *hend;
@@ -154,7 +155,7 @@ static int be_s3_open(const struct conf *cf, const char *url, struct backend **o
     be->access_key = s3_strdup0(ak);
     be->secret_key = s3_strdup0(sk);
     be->region = strdup(cf && cf->backend_region && *cf->backend_region ? cf->backend_region
-                                                                         : "us-east-1");
+                                                                        : "us-east-1");
     be->ca_file = s3_strdup0(cf ? cf->backend_ca_file : NULL);
     be->virtual_host = cf ? cf->backend_virtual_host : 0;
     be->insecure = cf ? cf->backend_insecure : 0;
@@ -172,6 +173,7 @@ static int be_s3_open(const struct conf *cf, const char *url, struct backend **o
     b->ops = &be_s3_ops;
     b->priv = be;
     be->stopping = &b->stopping;
+    be->throttled = &b->ctr.throttled;
     *out = b;
     return 0;
 fail:
@@ -201,8 +203,7 @@ static struct s3be *s3_be(struct backend *b)
 
 /* ---- objects ---------------------------------------------------------------------------- */
 
-static int be_s3_head(struct backend *b, const char *bucket, const char *key,
-                      struct be_meta *out)
+static int be_s3_head(struct backend *b, const char *bucket, const char *key, struct be_meta *out)
 {
     struct s3_call *c = s3_call_new(s3_be(b), "HEAD", bucket, key);
     if (!c)
@@ -237,8 +238,8 @@ static int be_s3_get(struct backend *b, const char *bucket, const char *key, uin
     return rc;
 }
 
-static int s3_put_single(struct s3be *be, const char *bucket, const char *key, int fd,
-                         uint64_t len, const struct be_meta *meta, const int *cancel)
+static int s3_put_single(struct s3be *be, const char *bucket, const char *key, int fd, uint64_t len,
+                         const struct be_meta *meta, const int *cancel)
 {
     struct s3_call *c = s3_call_new(be, "PUT", bucket, key);
     if (!c)
@@ -268,10 +269,10 @@ static int s3_put_single(struct s3be *be, const char *bucket, const char *key, i
 }
 
 /* One part from @fd [off, off+size): PUT ?partNumber&uploadId. @etag_out gets the part's ETag. */
-static int s3_part_put(struct s3be *be, const char *bucket, const char *key,
-                       const char *upload_id, int fd, uint64_t off, uint64_t size,
-                       unsigned number, const char *md5_hex, const char *ck_algo,
-                       const char *ck, const int *cancel, char etag_out[BE_ETAG_MAX])
+static int s3_part_put(struct s3be *be, const char *bucket, const char *key, const char *upload_id,
+                       int fd, uint64_t off, uint64_t size, unsigned number, const char *md5_hex,
+                       const char *ck_algo, const char *ck, const int *cancel,
+                       char etag_out[BE_ETAG_MAX])
 {
     struct s3_call *c = s3_call_new(be, "PUT", bucket, key);
     if (!c)
@@ -377,8 +378,14 @@ static int s3_put_multipart(struct backend *b, const char *bucket, const char *k
     int rc = be_s3_mp_create(b, bucket, key, &cm, upload_id);
     if (rc)
         return rc;
-    struct s3_mp_job j = {.b = b, .bucket = bucket, .key = key, .upload_id = upload_id,
-                          .fd = fd, .len = len, .part_size = part_size, .cancel = cancel,
+    struct s3_mp_job j = {.b = b,
+                          .bucket = bucket,
+                          .key = key,
+                          .upload_id = upload_id,
+                          .fd = fd,
+                          .len = len,
+                          .part_size = part_size,
+                          .cancel = cancel,
                           .n_parts = (size_t)((len + part_size - 1) / part_size)};
     j.parts = calloc(j.n_parts, sizeof(*j.parts));
     if (!j.parts) {
@@ -410,8 +417,8 @@ static int s3_put_multipart(struct backend *b, const char *bucket, const char *k
     return rc;
 }
 
-static int be_s3_put(struct backend *b, const char *bucket, const char *key, int fd,
-                     uint64_t len, const struct be_meta *meta, const int *cancel)
+static int be_s3_put(struct backend *b, const char *bucket, const char *key, int fd, uint64_t len,
+                     const struct be_meta *meta, const int *cancel)
 {
     if (len > S3_MP_THRESHOLD)
         return s3_put_multipart(b, bucket, key, fd, len, meta, cancel);
@@ -502,8 +509,8 @@ static int s3_entry_cmp(const void *a, const void *b)
 
 /* One ListObjectsV2 page into @out (appended). @token: continuation token or NULL. */
 static int s3_list_once(struct s3be *be, const struct be_list_req *rq, const char *token,
-                        unsigned max_keys, struct be_list_page *out, size_t *cap,
-                        char **next_token, char **last_raw)
+                        unsigned max_keys, struct be_list_page *out, size_t *cap, char **next_token,
+                        char **last_raw)
 {
     struct s3_call *c = s3_call_new(be, "GET", rq->bucket, NULL);
     if (!c)
@@ -641,8 +648,7 @@ static int be_s3_list_buckets(struct backend *b, struct be_bucket **outp, size_t
     int rc = s3_call_run(c);
     if (rc)
         goto out;
-    const char *bp = c->body_out.p ? c->body_out.p : "", *e = bp + c->body_out.len, *p, *vs,
-               *ve;
+    const char *bp = c->body_out.p ? c->body_out.p : "", *e = bp + c->body_out.len, *p, *vs, *ve;
     size_t cnt = 0, cap = 0;
     struct be_bucket *arr = NULL;
     for (p = bp; (p = s3x_find(p, e, "Bucket", &vs, &ve));) {
@@ -755,9 +761,8 @@ static int be_s3_mp_put_part(struct backend *b, const char *bucket, const char *
 }
 
 static int be_s3_mp_copy_part(struct backend *b, const char *bucket, const char *key,
-                              const char *upload_id, unsigned part_number,
-                              const char *src_bucket, const char *src_key, uint64_t off,
-                              uint64_t len, struct be_part *out)
+                              const char *upload_id, unsigned part_number, const char *src_bucket,
+                              const char *src_key, uint64_t off, uint64_t len, struct be_part *out)
 {
     char src[8400];
     int rc = s3_copy_source(src_bucket, src_key, src, sizeof(src));
@@ -886,8 +891,7 @@ static int be_s3_mp_list_parts(struct backend *b, const char *bucket, const char
     int rc = s3_call_run(c);
     if (rc)
         goto out;
-    const char *bp = c->body_out.p ? c->body_out.p : "", *e = bp + c->body_out.len, *p, *vs,
-               *ve;
+    const char *bp = c->body_out.p ? c->body_out.p : "", *e = bp + c->body_out.len, *p, *vs, *ve;
     size_t cnt = 0, cap = 0;
     struct be_part *arr = NULL;
     for (p = bp; (p = s3x_find(p, e, "Part", &vs, &ve));) {
@@ -924,9 +928,8 @@ out:
 }
 
 static int be_s3_mp_list_uploads(struct backend *b, const char *bucket, const char *prefix,
-                                 const char *key_marker, const char *upload_id_marker,
-                                 unsigned max, struct be_upload **outp, size_t *n,
-                                 int *truncated)
+                                 const char *key_marker, const char *upload_id_marker, unsigned max,
+                                 struct be_upload **outp, size_t *n, int *truncated)
 {
     *outp = NULL;
     *n = 0;
@@ -947,8 +950,7 @@ static int be_s3_mp_list_uploads(struct backend *b, const char *bucket, const ch
     int rc = s3_call_run(c);
     if (rc)
         goto out;
-    const char *bp = c->body_out.p ? c->body_out.p : "", *e = bp + c->body_out.len, *p, *vs,
-               *ve;
+    const char *bp = c->body_out.p ? c->body_out.p : "", *e = bp + c->body_out.len, *p, *vs, *ve;
     char et[16] = "";
     s3x_get(bp, e, "EncodingType", et, sizeof(et));
     int url = !strcasecmp(et, "url");
@@ -1018,4 +1020,3 @@ const struct backend_ops be_s3_ops = {
     .mp_list_parts = be_s3_mp_list_parts,
     .mp_list_uploads = be_s3_mp_list_uploads,
 };
-

@@ -63,7 +63,7 @@ static void s3_handle_put(struct s3be *be, CURL *h)
 /* ---- one call --------------------------------------------------------------------------- */
 
 struct s3_call *s3_call_new(struct s3be *be, const char *method, const char *bucket,
-                                   const char *key)
+                            const char *key)
 {
     struct s3_call *c = calloc(1, sizeof(*c));
     if (!c)
@@ -166,7 +166,10 @@ void s3_query_u(struct s3_call *c, const char *name, uint64_t v)
 /* The headers of an object to be (PUT, multipart create, copy REPLACE). */
 void s3_hdr_meta(struct s3_call *c, const struct be_meta *m)
 {
-    static const struct { const char *name; size_t off; } hs[] = {
+    static const struct {
+        const char *name;
+        size_t off;
+    } hs[] = {
         {"Content-Type", offsetof(struct be_meta, content_type)},
         {"Cache-Control", offsetof(struct be_meta, cache_control)},
         {"Content-Disposition", offsetof(struct be_meta, content_disposition)},
@@ -210,8 +213,8 @@ static int s3_has_hdr(const struct s3_call *c, const char *name)
 }
 
 /* Path (decoded, for signing) and URL of the call. */
-static int s3_build_target(struct s3_call *c, char *path, size_t pcap, struct buf *url,
-                           char *host, size_t hcap)
+static int s3_build_target(struct s3_call *c, char *path, size_t pcap, struct buf *url, char *host,
+                           size_t hcap)
 {
     struct s3be *be = c->be;
     int n;
@@ -389,8 +392,7 @@ void s3_parse_meta(const struct s3_call *c, struct be_meta *m)
         m->mtime_ns = s3_parse_http_date(v);
     s3_resp_hdr(c, "Content-Type", m->content_type, sizeof(m->content_type));
     s3_resp_hdr(c, "Cache-Control", m->cache_control, sizeof(m->cache_control));
-    s3_resp_hdr(c, "Content-Disposition", m->content_disposition,
-                sizeof(m->content_disposition));
+    s3_resp_hdr(c, "Content-Disposition", m->content_disposition, sizeof(m->content_disposition));
     s3_resp_hdr(c, "Content-Encoding", m->content_encoding, sizeof(m->content_encoding));
     s3_resp_hdr(c, "Content-Language", m->content_language, sizeof(m->content_language));
     s3_resp_hdr(c, "Expires", m->expires, sizeof(m->expires));
@@ -496,7 +498,10 @@ static size_t s3_write_cb(char *p, size_t size, size_t nitems, void *ud)
 
 static int s3_code_to_err(const char *code)
 {
-    static const struct { const char *code; int rc; } tbl[] = {
+    static const struct {
+        const char *code;
+        int rc;
+    } tbl[] = {
 #define X(sym, status, code, msg) {code, -S3E_##sym},
         S3ERR_TABLE(X)
 #undef X
@@ -517,12 +522,9 @@ static int s3_status_to_err(struct s3_call *c)
     }
     int rc = c->code[0] ? s3_code_to_err(c->code) : 0;
     switch (c->status) {
-    case 304:
-        return -S3E_NOT_MODIFIED;
-    case 412:
-        return -S3E_PRECONDITION_FAILED;
-    case 416:
-        return -S3E_INVALID_RANGE;
+    case 304: return -S3E_NOT_MODIFIED;
+    case 412: return -S3E_PRECONDITION_FAILED;
+    case 416: return -S3E_INVALID_RANGE;
     case 403:
         /* A HEAD's 403 has no body, hence no code: say so rather than print nothing. */
         log_warn("be_s3: upstream %s rejected the gateway's request: %s %s/%s: %ld %s%s%s "
@@ -539,14 +541,10 @@ static int s3_status_to_err(struct s3_call *c)
         if (!strcmp(c->code, "BucketAlreadyExists"))
             return -S3E_BUCKET_ALREADY_OWNED;
         return rc ? rc : -S3E_KEY_CONFLICT;
-    case 411:
-        return -S3E_MISSING_CONTENT_LENGTH;
-    case 429:
-        return -S3E_SLOW_DOWN;
-    case 501:
-        return -S3E_NOT_IMPLEMENTED;
-    default:
-        break;
+    case 411: return -S3E_MISSING_CONTENT_LENGTH;
+    case 429: return -S3E_SLOW_DOWN;
+    case 501: return -S3E_NOT_IMPLEMENTED;
+    default: break;
     }
     if (c->status >= 500) {
         log_warn("be_s3: upstream failing: %s %s/%s: %ld %s %s", c->method,
@@ -567,17 +565,13 @@ static int s3_status_to_err(struct s3_call *c)
 static int s3_curl_to_err(struct s3_call *c, CURLcode cc)
 {
     switch (cc) {
-    case CURLE_OPERATION_TIMEDOUT:
-        return -S3E_GATEWAY_TIMEOUT;
-    case CURLE_OUT_OF_MEMORY:
-        return -ENOMEM;
-    case CURLE_URL_MALFORMAT:
-        return -EINVAL;
-    default:
-        break;
+    case CURLE_OPERATION_TIMEDOUT: return -S3E_GATEWAY_TIMEOUT;
+    case CURLE_OUT_OF_MEMORY: return -ENOMEM;
+    case CURLE_URL_MALFORMAT: return -EINVAL;
+    default: break;
     }
-    log_warn("be_s3: %s %s/%s: %s", c->method, c->bucket ? c->bucket : "",
-             c->key ? c->key : "", curl_easy_strerror(cc));
+    log_warn("be_s3: %s %s/%s: %s", c->method, c->bucket ? c->bucket : "", c->key ? c->key : "",
+             curl_easy_strerror(cc));
     return -S3E_SERVICE_UNAVAILABLE;
 }
 
@@ -597,7 +591,7 @@ static uint64_t s3_rand(void)
 static void s3_backoff(int attempt)
 {
     uint64_t ms = (uint64_t)S3_BACKOFF_MS << (2 * attempt); /* 100, 400, 1600 */
-    ms = ms / 2 + s3_rand() % (ms + 1);                        /* +-50% */
+    ms = ms / 2 + s3_rand() % (ms + 1);                     /* +-50% */
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000l};
     while (nanosleep(&ts, &ts) && errno == EINTR)
         ;
@@ -615,10 +609,8 @@ static int s3_retryable_curl(CURLcode cc)
     case CURLE_RECV_ERROR:
     case CURLE_GOT_NOTHING:
     case CURLE_PARTIAL_FILE:
-    case CURLE_SSL_CONNECT_ERROR:
-        return 1;
-    default:
-        return 0;
+    case CURLE_SSL_CONNECT_ERROR: return 1;
+    default: return 0;
     }
 }
 
@@ -664,10 +656,14 @@ static CURLcode s3_attempt(struct s3_call *c, int *rc_out)
             snprintf(sha, sizeof(sha), "%s", S3_EMPTY_SHA256);
         hs[nh++] = (struct sigv4_kv){"x-amz-date", amz_date};
         hs[nh++] = (struct sigv4_kv){"x-amz-content-sha256", sha};
-        struct sigv4_input in = {.method = c->method, .path = path, .query = c->query,
-                                 .n_query = c->n_query, .headers = hs, .n_headers = nh};
-        rc = sigv4_sign(&in, be->access_key, be->secret_key, be->region, "s3", amz_date, sha,
-                        authz, sizeof(authz));
+        struct sigv4_input in = {.method = c->method,
+                                 .path = path,
+                                 .query = c->query,
+                                 .n_query = c->n_query,
+                                 .headers = hs,
+                                 .n_headers = nh};
+        rc = sigv4_sign(&in, be->access_key, be->secret_key, be->region, "s3", amz_date, sha, authz,
+                        sizeof(authz));
         if (rc) {
             *rc_out = rc;
             goto out;
@@ -793,9 +789,9 @@ int s3_call_run(struct s3_call *c)
                       (c->retry == S3_RETRY_IDEMPOTENT || before_send);
             if (!may || last) {
                 if (c->delivered)
-                    log_warn("be_s3: %s %s/%s failed after %" PRIu64 " body bytes: %s",
-                             c->method, c->bucket ? c->bucket : "", c->key ? c->key : "",
-                             c->delivered, curl_easy_strerror(cc));
+                    log_warn("be_s3: %s %s/%s failed after %" PRIu64 " body bytes: %s", c->method,
+                             c->bucket ? c->bucket : "", c->key ? c->key : "", c->delivered,
+                             curl_easy_strerror(cc));
                 return s3_curl_to_err(c, cc);
             }
             if (s3_stopping(c->be))
@@ -818,14 +814,16 @@ int s3_call_run(struct s3_call *c)
             }
             return 0;
         }
+        if (c->status == 503 || c->status == 429) /* the fetches ahead back off (cache/ahead.c) */
+            __atomic_add_fetch(c->be->throttled, 1, __ATOMIC_RELAXED);
         int transient = c->status >= 500 || c->status == 429;
         if (transient && c->retry == S3_RETRY_IDEMPOTENT && !last && c->status != 501 &&
             !s3_stopping(c->be)) {
             if (c->body_out.p)
                 s3x_get(c->body_out.p, c->body_out.p + c->body_out.len, "Code", c->code,
                         sizeof(c->code));
-            log_debug("be_s3: %s %s/%s: %ld %s; retrying", c->method,
-                      c->bucket ? c->bucket : "", c->key ? c->key : "", c->status, c->code);
+            log_debug("be_s3: %s %s/%s: %ld %s; retrying", c->method, c->bucket ? c->bucket : "",
+                      c->key ? c->key : "", c->status, c->code);
             s3_backoff(attempt);
             continue;
         }
@@ -848,4 +846,3 @@ int s3_body_error(struct s3_call *c)
         rc = rc ? rc : -S3E_SERVICE_UNAVAILABLE;
     return rc;
 }
-

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "ahead_priv.h"
 #include "cache_priv.h"
 #include "evict_priv.h"
 #include "fill_priv.h"
@@ -29,7 +30,6 @@
 #include "lib/log.h"
 #include "lib/s3err.h"
 #include "lib/workq.h"
-
 
 const char *cache_outcome_name(enum cache_outcome how)
 {
@@ -105,6 +105,10 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     c->st.capacity_bytes = c->cap;
     if ((rc = fillwin_open(c, em)))
         goto fail;
+    if ((rc = ahead_open(c, em))) {
+        fillwin_close(c);
+        goto fail;
+    }
     *out = c;
     return 0;
 fail:
@@ -153,6 +157,7 @@ void cache_close(struct cache *c)
     while (c->njobs)
         pthread_cond_wait(&c->jobs_cv, &c->mu);
     pthread_mutex_unlock(&c->mu);
+    ahead_close(c);     /* every run ended */
     workq_free(c->wwq); /* every run ended: only the writer's last jobs may be finishing */
     c->wwq = NULL;
     pthread_mutex_lock(&c->mu);
@@ -270,7 +275,7 @@ static int prefix_cb(void *arg, const struct index_key *k, const char *name, uin
 int cache_invalidate_prefix(struct cache *c, const char *bucket, const char *prefix, uint64_t *n)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
-    struct prefix_scan ps = { 0 };
+    struct prefix_scan ps = {0};
     char *np = NULL;
     size_t bl = strlen(bucket), pl = strlen(prefix);
     uint64_t dropped = 0;
@@ -540,6 +545,9 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     out->reserved_bytes = c->reserved - S3C_MIN(c->staged, c->reserved); /* staged is reserved */
     out->window_bytes = window_pool_bytes(&c->pool);
     out->window_held_bytes = window_pool_held(&c->pool);
+    out->fetch_ahead_running = c->ahead_running;
+    out->fetch_ahead_limit = c->ahead_limit;
+    out->fetch_objects = c->versions_receiving;
     out->window_limit_bytes = (uint64_t)c->pool.max_slots * c->pool.chunk;
     out->window_forced_drops = c->pool.forced;
     pthread_mutex_unlock(&c->mu);
@@ -577,8 +585,10 @@ int cache_policy_report(struct cache *c, struct cache_policy_report *out)
         return rc;
     for (size_t i = 0; i < out->n; i++) {
         uint64_t ws = out->rows[i].last.working_set_bytes;
-        out->rows[i].ideal = !ws ? 0 : out->available_bytes >= ws ? 1.0
-                                      : (double)out->available_bytes / (double)ws;
+        out->rows[i].ideal = !ws ? 0
+                             : out->available_bytes >= ws
+                                 ? 1.0
+                                 : (double)out->available_bytes / (double)ws;
     }
     return 0;
 }

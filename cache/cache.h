@@ -51,15 +51,19 @@ struct cache_stats {
     uint64_t capacity_bytes, used_bytes, staged_bytes, objects, pinned_objects, pinned_bytes;
     uint64_t reserved_bytes; /* of used_bytes, reserved by fills in flight (0: fills all ended) */
     uint64_t hits, misses, coalesced, bypassed, evictions, revalidations, stale_served;
-    uint64_t partial;              /* reads with part of their range cached that fetched the rest */
+    uint64_t partial; /* reads with part of their range cached that fetched the rest */
     uint64_t hit_bytes, miss_bytes; /* bytes reads asked for: in blocks present when they began,
                                      * and the others */
-    uint64_t fill_bytes; /* bytes written into the cache from the backend */
-    uint64_t source_sends; /* GETs sent from the backend's file while the cache filled */
+    uint64_t fill_bytes;            /* bytes written into the cache from the backend */
+    uint64_t source_sends;          /* GETs sent from the backend's file while the cache filled */
     /* fills through a memory window (fillwin.c): bytes (and blocks) of cold fills delivered
      * to readers but not cached, the disk being behind; the windows' memory, and its cap */
     uint64_t uncached_bytes, uncached_blocks, window_bytes, window_limit_bytes;
     uint64_t window_held_bytes; /* of window_bytes, held by fills now (0 once idle) */
+    /* ranged GETs ahead of readers (--fetch-parallel): started, limit halvings on SlowDown
+     * (counters); in flight and the limit now (gauges) */
+    uint64_t fetch_ahead_runs, fetch_ahead_backoffs, fetch_ahead_running, fetch_ahead_limit;
+    uint64_t fetch_objects;       /* objects with a fetch in flight now (gauge) */
     uint64_t window_forced_drops; /* blocks let go before their readers copied them */
     uint64_t dirty_objects, dirty_bytes;
     /* write-back drain (writeback/drain.c) */
@@ -188,8 +192,7 @@ int cache_adopt_dirty(struct cache *c, const char *bucket, const char *key, cons
 struct cache_journal_ops {
     /* (@bucket, @key) was just indexed dirty at @version (@size bytes): the journal row is
      * committed. */
-    void (*note)(void *cls, const char *bucket, const char *key, uint64_t version,
-                 uint64_t size);
+    void (*note)(void *cls, const char *bucket, const char *key, uint64_t version, uint64_t size);
     /* (@bucket, @key) is no longer dirty in the index (forgotten, or replaced by a clean
      * version). */
     void (*forget)(void *cls, const char *bucket, const char *key);
@@ -210,8 +213,7 @@ typedef int cache_journal_f(void *arg, const char *bucket, const char *key, uint
                             uint64_t size);
 int cache_journal_scan(struct cache *c, cache_journal_f *cb, void *arg);
 /* The metadata of the indexed version of (@bucket, @key): 0 with *@meta, or -ENOENT. */
-int cache_journal_get(struct cache *c, const char *bucket, const char *key,
-                      struct be_meta *meta);
+int cache_journal_get(struct cache *c, const char *bucket, const char *key, struct be_meta *meta);
 /* Opens the data file of dirty @version of (@bucket, @key) for its upload: 0 with *@fd (the
  * caller's, O_RDONLY) and *@meta; -ESTALE when the key is gone, has another version or is not
  * dirty (overwritten or deleted meanwhile); or the open's error (@path names the file). */
@@ -243,23 +245,23 @@ void cache_set_valid_after(struct cache *c, int64_t ns);
  * cache_policy_set(), or automatically (--keep-auto) when a prefix's misses are re-reads of
  * objects that LRU evicted. Pins, the cap and dirty bytes are as before. */
 struct cache_pass {
-    uint64_t reads, hits;                 /* GETs, and those served whole from the SSD */
-    uint64_t bytes, hit_bytes;            /* bytes they asked for, and those on the SSD */
-    uint64_t objects, working_set_bytes;  /* distinct objects read, and their sizes */
+    uint64_t reads, hits;                /* GETs, and those served whole from the SSD */
+    uint64_t bytes, hit_bytes;           /* bytes they asked for, and those on the SSD */
+    uint64_t objects, working_set_bytes; /* distinct objects read, and their sizes */
 };
 struct cache_prefix_row {
     char bucket[64];
     char prefix[448];
-    const char *policy;  /* "keep" | "lru" */
-    const char *source;  /* "config" | "admin" | "auto" (switched) | "default" (LRU, watched) */
-    int keep_active;     /* keep, and read within --keep-idle: its objects are protected */
-    double idle_s;       /* since its last request */
-    uint64_t passes;     /* passes completed */
-    int last_cut;        /* the last pass ended at POLICY_SEEN_MAX objects, not by a re-read */
+    const char *policy; /* "keep" | "lru" */
+    const char *source; /* "config" | "admin" | "auto" (switched) | "default" (LRU, watched) */
+    int keep_active;    /* keep, and read within --keep-idle: its objects are protected */
+    double idle_s;      /* since its last request */
+    uint64_t passes;    /* passes completed */
+    int last_cut;       /* the last pass ended at POLICY_SEEN_MAX objects, not by a re-read */
     struct cache_pass last, cur;
     uint64_t misses, thrash; /* this pass: reads that fetched, and re-reads of evicted objects */
     uint64_t read_bytes, hit_bytes; /* since start */
-    double ideal;        /* min(1, available capacity / last.working_set_bytes); 0: no pass yet */
+    double ideal; /* min(1, available capacity / last.working_set_bytes); 0: no pass yet */
 };
 struct cache_policy_report {
     int auto_on;

@@ -46,15 +46,15 @@ struct ckey {
     unsigned refs;
     struct index_key k;
     char *bucket, *key;
-    int loaded;          /* cur reflects the index (or newer knowledge) */
-    struct cver *cur;    /* the version new readers get; holds a ref */
-    uint64_t gen;        /* bumped by every replace/invalidate/evict */
+    int loaded;       /* cur reflects the index (or newer knowledge) */
+    struct cver *cur; /* the version new readers get; holds a ref */
+    uint64_t gen;     /* bumped by every replace/invalidate/evict */
     int lookup_running;
-    uint64_t lookup_seq;  /* last lookup started */
-    uint64_t lookup_done; /* last lookup finished */
-    int lookup_err;       /* result of lookup_done when it left no version */
-    int lookup_stale;     /* lookup_done failed and cur is served stale */
-    int lookup_same;      /* lookup_done confirmed cur (revalidated, unchanged) */
+    uint64_t lookup_seq;          /* last lookup started */
+    uint64_t lookup_done;         /* last lookup finished */
+    int lookup_err;               /* result of lookup_done when it left no version */
+    int lookup_stale;             /* lookup_done failed and cur is served stale */
+    int lookup_same;              /* lookup_done confirmed cur (revalidated, unchanged) */
     struct cache_waiter *waiters; /* waiting for a lookup */
     /* A delete of its index record failed (LMDB map full): the record left behind may name a
      * version we dropped (its data file unlinked). The cache then holds a ref, so the key stays
@@ -72,17 +72,17 @@ struct fetch {
     struct fetch *all_next; /* in c->fetches (in flight only) */
     struct cache *c;
     struct cver *v;
-    uint64_t first, n;     /* blocks */
-    uint64_t off, end;     /* bytes [off, end) */
-    uint64_t landed;       /* bytes [off, landed) are readable */
-    uint64_t marked;       /* blocks [first, first + marked) are done */
-    uint64_t reserved;     /* accounted bytes still reserved by this fetch */
+    uint64_t first, n; /* blocks */
+    uint64_t off, end; /* bytes [off, end) */
+    uint64_t landed;   /* bytes [off, landed) are readable */
+    uint64_t marked;   /* blocks [first, first + marked) are done */
+    uint64_t reserved; /* accounted bytes still reserved by this fetch */
     uint64_t woke_at;
     int need_reserve, bypass, running, err;
-    int direct;            /* a warm-up's: written around the page cache (set under c->mu) */
-    int as_lru;            /* reserves as an LRU fetch whatever the key's policy (a copy
+    int direct;         /* a warm-up's: written around the page cache (set under c->mu) */
+    int as_lru;         /* reserves as an LRU fetch whatever the key's policy (a copy
                             * source must be cached whole; set under c->mu) */
-    unsigned char *mem;    /* bypass: the bytes */
+    unsigned char *mem; /* bypass: the bytes */
     /* A direct run from a remote backend (fetch_stage_open): bytes gather in @stage, aligned,
      * and go to @dfd (the data file opened O_DIRECT) a chunk at a time. Owned by the run. */
     unsigned char *stage;
@@ -101,14 +101,16 @@ struct fetch {
      * disk is behind. Ended, the fetch may stay (@kept, not running) for readers still copying
      * from its window; it is freed once no reader copies (@copiers) and nothing is held. */
     struct window *win;
-    int nowin;            /* never through a window: warm-ups and copy sources (set under mu) */
-    int starved;          /* a reader waits for bytes the run has not received */
-    int received;         /* the backend call ended: every byte the run will get is in */
+    int nowin;    /* never through a window: warm-ups and copy sources (set under mu) */
+    int starved;  /* a reader waits for bytes the run has not received */
+    int received; /* the backend call ended: every byte the run will get is in */
     int wr_queued, handed, kept;
-    int run_rc;           /* the run's result, for the writer that ends it */
+    int run_rc; /* the run's result, for the writer that ends it */
     unsigned copiers;
     struct cache_obj *wreaders; /* readers attached to its window (fillwin_attach_locked) */
-    uint64_t released;    /* blocks (bits from first) whose fetching bit this run gave up */
+    uint64_t released;          /* blocks (bits from first) whose fetching bit this run gave up */
+    int ahead;                  /* started ahead of its readers, on the fetch threads (ahead.c) */
+    int receiving;              /* counted as receiving from the backend (ahead.c) */
 };
 
 struct cver {
@@ -122,21 +124,23 @@ struct cver {
     uint8_t *present, *fetching;
     int64_t validated_ns, touched_ns;
     int fd;
-    int dropped; /* no longer indexed: unlink the file when freed */
+    int dropped;   /* no longer indexed: unlink the file when freed */
     int unindexed; /* the index could not take it (LMDB map full, index error): it has no data
                     * file (cache_ver_fd_locked() fails with -ENOSPC, so fetches go to memory
                     * as bypasses) and is not kept once no request holds its key */
     unsigned bypass_seen; /* fetches of it that went to memory (a bypass): none, or how many */
-    int unrecorded; /* not in the index yet: recorded before its data file is created or it is
+    unsigned nreceiving;  /* its runs receiving from the backend (fetch.receiving, ahead.c) */
+    unsigned nahead;      /* of which started ahead of its readers */
+    int unrecorded;       /* not in the index yet: recorded before its data file is created or it is
                      * pinned (cache_ver_record); a cold GET sent from the backend's file does
                      * not wait for that write (--miss-source) */
     unsigned src_readers; /* GETs sending from a run's backend file: chains go on while > 0 */
     uint64_t src_done_to; /* and up to this block, asked by such GETs that read to their end */
-    int unverified; /* loaded from the index with blocks present, data file not yet opened */
+    int unverified;       /* loaded from the index with blocks present, data file not yet opened */
     int first_fetch_owned; /* created by a lookup: that lookup's request is the miss, so the
                             * request that happens to start the first fetch is not another */
-    int members_building; /* a member index build of this version runs (members.c) */
-    void *members;        /* its member index in memory (verified; members.c), or NULL */
+    int members_building;  /* a member index build of this version runs (members.c) */
+    void *members;         /* its member index in memory (verified; members.c), or NULL */
     size_t members_len;
     struct fetch *fetches;
     uint64_t err_gen;
@@ -150,14 +154,14 @@ struct cache_obj {
     struct ckey *k;
     struct cver *v; /* bound by cache_obj_meta */
     enum cache_outcome how;
-    int guessed;    /* how is a guess from meta (refined by open_range) */
+    int guessed; /* how is a guess from meta (refined by open_range) */
     int stale;
     uint64_t waited_lookup;
     int waited_data;
     uint64_t err_gen;
     uint64_t next_pos, range_end;
     struct cache_waiter *w_armed; /* the waiter we armed, if any */
-    int from_source; /* sending from a run's backend file (counted in v->src_readers) */
+    int from_source;   /* sending from a run's backend file (counted in v->src_readers) */
     int source_waited; /* suspended once for a run to open that file: never starts another */
     int internal;      /* a warm-up's or a copy's, not a client read: no pass accounting */
     int opened;        /* open_range ran: [read_off, range_end) is what the request reads */
@@ -201,10 +205,10 @@ struct cache {
     struct index *ix;
     char dir[2048];
     uint64_t cap, block_size, readahead;
-    int64_t revalidate_ms; /* < 0: never */
+    int64_t revalidate_ms;  /* < 0: never */
     int64_t valid_after_ns; /* entries validated before this are revalidated (cluster restart) */
-    int miss_source;       /* cold GETs send from the local backend's file (--miss-source) */
-    int in_memory;         /* the cache directory is tmpfs or ramfs (fileio_medium_of_path) */
+    int miss_source;        /* cold GETs send from the local backend's file (--miss-source) */
+    int in_memory;          /* the cache directory is tmpfs or ramfs (fileio_medium_of_path) */
 
     struct cache_up up; /* set once by cache_open() */
 
@@ -221,7 +225,7 @@ struct cache {
     /* Of reserved: bytes held by files of the cache directory outside the index (request
      * bodies being received, write-back parts until their upload ends); cache_stage_*(). */
     uint64_t staged;
-    struct cache_stats st;   /* counters only */
+    struct cache_stats st; /* counters only */
 
     struct index_touch *touch;
     size_t ntouch;
@@ -229,10 +233,18 @@ struct cache {
     struct unlink_item *unlinks;
     int unlink_queued;
 
-    struct window_pool pool;  /* the fills' windows (fillwin.c) */
-    pthread_cond_t win_cv;    /* runs waiting for room in their window */
+    struct window_pool pool; /* the fills' windows (fillwin.c) */
+    pthread_cond_t win_cv;   /* runs waiting for room in their window */
     unsigned win_waiters;
-    struct workq *wwq;        /* the cache writer's threads */
+    struct workq *wwq; /* the cache writer's threads */
+
+    /* Ranged GETs ahead of readers (ahead.c): their threads (NULL: off), how many run, the
+     * limit now (halved on SlowDown) and its ceiling, the most per object, and the backend's
+     * throttled answers last seen. */
+    struct workq *awq;
+    unsigned ahead_running, ahead_limit, ahead_max, ahead_per_object;
+    unsigned versions_receiving; /* versions with a run receiving (cver.nreceiving > 0) */
+    uint64_t ahead_throttled_seen;
 
     pthread_mutex_t evict_mu; /* one evictor at a time */
     struct policy *pol;       /* keep or LRU, per prefix (policy.c; its own lock, taken last) */
@@ -250,12 +262,21 @@ struct cache {
     int journal_on;
     unsigned journal_calls;
     pthread_cond_t journal_cv;
-    uint64_t members_mem;     /* bytes of member indexes held by versions (members.c) */
+    uint64_t members_mem; /* bytes of member indexes held by versions (members.c) */
 };
 
 /* A version's block bitmaps (present, fetching). */
-static inline int cache_bit(const uint8_t *bm, uint64_t b) { return bm[b / 8] >> (b % 8) & 1; }
-static inline void cache_bit_set(uint8_t *bm, uint64_t b) { bm[b / 8] |= (uint8_t)(1u << (b % 8)); }
-static inline void cache_bit_clr(uint8_t *bm, uint64_t b) { bm[b / 8] &= (uint8_t)~(1u << (b % 8)); }
+static inline int cache_bit(const uint8_t *bm, uint64_t b)
+{
+    return bm[b / 8] >> (b % 8) & 1;
+}
+static inline void cache_bit_set(uint8_t *bm, uint64_t b)
+{
+    bm[b / 8] |= (uint8_t)(1u << (b % 8));
+}
+static inline void cache_bit_clr(uint8_t *bm, uint64_t b)
+{
+    bm[b / 8] &= (uint8_t) ~(1u << (b % 8));
+}
 
 #endif

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 
+#include "ahead_priv.h"
 #include "cache_priv.h"
 #include "evict_priv.h"
 #include "fill_priv.h"
@@ -468,7 +469,7 @@ static int fetch_to_memory(struct fetch *f)
     f->bypass = 1;
     v->bypass_seen++;
     pthread_mutex_unlock(&c->mu);
-    struct be_sink sink = { cache_fetch_on_meta, fetch_on_data, f };
+    struct be_sink sink = {cache_fetch_on_meta, fetch_on_data, f};
     int rc = backend_get(c->be, v->key->bucket, v->key->key, f->off, f->end - f->off, &sink);
     if (!rc && f->landed < f->end)
         rc = -EIO; /* short body */
@@ -549,7 +550,7 @@ static void fetch_run(void *arg)
         pthread_mutex_unlock(&c->mu);
     }
     if (windowed) {
-        struct be_sink sink = { cache_fetch_on_meta, fillwin_on_data, f };
+        struct be_sink sink = {cache_fetch_on_meta, fillwin_on_data, f};
         if (!f->err)
             rc = backend_get(c->be, ck->bucket, ck->key, f->off, f->end - f->off, &sink);
         if (f->err && !rc)
@@ -567,7 +568,7 @@ static void fetch_run(void *arg)
         else
             rc = -ENOTSUP;
         if (rc == -ENOTSUP) {
-            struct be_sink sink = { cache_fetch_on_meta, fetch_on_data, f };
+            struct be_sink sink = {cache_fetch_on_meta, fetch_on_data, f};
             if (direct && !f->bypass) {
                 store_preallocate(v->fd, f->off, f->end - f->off, c->in_memory);
                 fetch_stage_open(f);
@@ -580,6 +581,9 @@ static void fetch_run(void *arg)
     }
     if ((rc == -ENOSPC || rc == -EDQUOT) && !f->bypass && !f->err && f->landed == f->off)
         rc = fetch_to_memory(f);
+    pthread_mutex_lock(&c->mu);
+    ahead_received_locked(f); /* the transfer is over: the next may start before the sync */
+    pthread_mutex_unlock(&c->mu);
     fill_end_run(f, rc);
 }
 
@@ -643,6 +647,7 @@ void fill_end_run(struct fetch *f, int rc)
     evict_unreserve_locked(c, f->reserved);
     f->reserved = 0;
     f->running = 0;
+    ahead_received_locked(f); /* if fillwin_received() did not already */
     fetch_unlink_locked(c, f);
     if (rc) {
         if (!f->err)
@@ -691,11 +696,12 @@ void fill_end_run(struct fetch *f, int rc)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Starts a run of blocks [@first, @first + @n) on a worker. A chain run also names the block
- * its chain ends at (@follow_to, else 0) and may be handed the backend file the previous run
- * copied from (@given_fd, owned by the run once this returns 0). */
-int fill_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
-                      uint64_t follow_to, int given_fd)
+/* Starts a run of blocks [@first, @first + @n) on a worker, or with @ahead on the fetch
+ * threads (ahead.c). A chain run also names the block its chain ends at (@follow_to, else 0)
+ * and may be handed the backend file the previous run copied from (@given_fd, owned by the run
+ * once this returns 0). */
+static int fill_start_on_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
+                                uint64_t follow_to, int given_fd, int ahead)
 {
     if (c->closing)
         return CACHE_ERR_CLOSING;
@@ -724,7 +730,8 @@ int fill_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t 
     }
     v->refs++;
     v->key->refs++;
-    int rc = cache_submit(c, WORKQ_HIGH, fetch_run, f);
+    int rc = ahead ? ahead_submit_locked(c, fetch_run, f)
+                   : cache_submit(c, WORKQ_HIGH, fetch_run, f);
     if (rc) {
         evict_unreserve_locked(c, f->reserved);
         v->refs--;
@@ -734,11 +741,36 @@ int fill_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t 
     }
     for (uint64_t b = first; b < first + n; b++)
         cache_bit_set(v->fetching, b);
+    ahead_receiving_locked(f);
     f->next = v->fetches;
     v->fetches = f;
     f->all_next = c->fetches;
     c->fetches = f;
     return 0;
+}
+
+int fill_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
+                      uint64_t follow_to, int given_fd)
+{
+    return fill_start_on_locked(c, v, first, n, follow_to, given_fd, 0);
+}
+
+/* Ahead of a reader: a run of one block, on the fetch threads, for each block of [@b0, @b1) of
+ * @v neither present nor fetching, as many as ahead_room_locked() lets start now (a remote
+ * backend, --fetch-parallel): the ranged GETs in flight for one object that a store serving
+ * each connection slowly needs. */
+static void fill_ahead_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1)
+{
+    if (b1 > v->nblocks)
+        b1 = v->nblocks;
+    unsigned room = ahead_room_locked(c, v);
+    for (uint64_t b = b0; b < b1 && room; b++) {
+        if (cache_bit(v->present, b) || cache_bit(v->fetching, b))
+            continue;
+        if (fill_start_on_locked(c, v, b, 1, 0, -1, 1))
+            return;
+        room--;
+    }
 }
 
 int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1)
@@ -753,8 +785,8 @@ int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1
             continue;
         }
         uint64_t e = b + 1;
-        while (e < b1 && e - b < CACHE_FETCH_MAX_BLOCKS && !cache_bit(v->present, e)
-               && !cache_bit(v->fetching, e))
+        while (e < b1 && e - b < CACHE_FETCH_MAX_BLOCKS && !cache_bit(v->present, e) &&
+               !cache_bit(v->fetching, e))
             e++;
         int rc = fill_start_locked(c, v, b, e - b, 0, -1);
         if (rc)
@@ -781,6 +813,12 @@ static uint64_t ra_blocks(struct cache *c, struct cver *v)
 static void read_ahead_locked(struct cache *c, struct cver *v, struct cache_obj *o, uint64_t b)
 {
     uint64_t end = cache_obj_end_block(o, v);
+    if (ahead_room_locked(c, v)) { /* ranged GETs in parallel, a block each, up to its end */
+        fill_ahead_locked(c, v, b + 1, S3C_MIN(end, b + 1 + c->ahead_per_object));
+        return;
+    }
+    if (v->nahead)
+        return; /* those in flight cover what comes next; more start as they end */
     uint64_t last = S3C_MIN(end, b + 1 + ra_blocks(c, v));
     if (backend_caps(c->be) & BE_CAP_LOCAL_FD) { /* a local file: no request to save */
         fill_ensure_locked(c, v, b + 1, last);
@@ -883,8 +921,17 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
         /* the requested range (in runs of at most CACHE_FETCH_MAX_BLOCKS), or the read-ahead
          * window when that is larger */
         uint64_t win = S3C_MAX((uint64_t)CACHE_FETCH_MAX_BLOCKS, 1 + ra_blocks(c, v));
-        uint64_t last = S3C_MIN(b1, miss + win);
+        /* with room for ranged GETs ahead: one block now and the rest of the range in
+         * parallel; else one stream, the run as long as the read-ahead */
+        int par = !v->bypass_seen && ahead_room_locked(c, v);
+        uint64_t last = S3C_MIN(b1, miss + (par ? 1 : win));
         rc = fill_ensure_locked(c, v, miss, last);
+        if (rc >= 0 && par) {
+            fill_ahead_locked(c, v, last, S3C_MIN(b1, last + c->ahead_per_object));
+            /* what the ahead runs could not take of the first window: one stream, as without
+             * them (the range's first window is fetched whatever its reader does next) */
+            (void)fill_ensure_locked(c, v, last, S3C_MIN(b1, miss + win));
+        }
         if (rc >= 0) {
             cache_outcome_started(o);
             if (o->how == CACHE_MISS && o->hit_bytes > 0)
@@ -981,8 +1028,8 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
                 o->next_pos = pos + n;
                 o->waited_data = 0;
                 if (sequential && c->readahead && !v->bypass_seen)
-                    fill_ensure_locked(c, v, b + 1, S3C_MIN(cache_obj_end_block(o, v),
-                                                             b + 1 + ra_blocks(c, v)));
+                    fill_ensure_locked(c, v, b + 1,
+                                       S3C_MIN(cache_obj_end_block(o, v), b + 1 + ra_blocks(c, v)));
                 rc = (ssize_t)n;
                 goto out;
             }
@@ -1002,15 +1049,16 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
                 goto out;
             }
             uint64_t last = S3C_MIN(cache_obj_end_block(o, v), b + 1 + ra_blocks(c, v));
-            if (last <= b)
-                last = b + 1;
-            if (v->bypass_seen)
+            int par = sequential && !v->bypass_seen && ahead_room_locked(c, v);
+            if (last <= b || v->bypass_seen || par || v->nahead)
                 last = b + 1;
             int r = fill_ensure_locked(c, v, b, last);
             if (r < 0) {
                 rc = r;
                 goto out;
             }
+            if (par) /* the blocks after it, in parallel */
+                read_ahead_locked(c, v, o, b);
             cache_outcome_started(o);
             o->waited_data = 1;
             o->err_gen = v->err_gen;

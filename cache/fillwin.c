@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include <sys/resource.h>
 
+#include "ahead_priv.h"
 #include "cache_priv.h"
 #include "evict_priv.h"
 #include "fillwin_priv.h"
@@ -229,6 +230,7 @@ int fillwin_received(struct fetch *f, int rc)
     fillwin_wake_runs_locked(c); /* one run fewer: the others' cap may have grown */
     f->run_rc = rc;
     f->received = 1;
+    ahead_received_locked(f); /* its place among the transfers goes to the next run */
     fillwin_release_passed_locked(f);
     fillwin_wake_readers_locked(f, 1);
     int writer_ends = !(window_settled(f->win) && !f->wr_queued);
@@ -317,8 +319,8 @@ static void fillwin_write_job(void *arg)
         if (rc == 0) {
             c->st.fill_bytes += len;
         } else if (rc != CACHE_ERR_CLOSING) {
-            log_warn("cache: writing \"%s/%s\" at %llu: %s: delivered, not cached",
-                     v->key->bucket, v->key->key, (unsigned long long)at, s3c_strerror(rc));
+            log_warn("cache: writing \"%s/%s\" at %llu: %s: delivered, not cached", v->key->bucket,
+                     v->key->key, (unsigned long long)at, s3c_strerror(rc));
         }
         fillwin_wake_runs_locked(c); /* a written chunk is room */
         if (workq_submit(c->wwq, WORKQ_HIGH, fillwin_write_job, f) == 0)
@@ -491,6 +493,14 @@ static void fillwin_readers_locked(struct fetch *f, int left)
         lo = left && !n ? f->end : f->off;
     if (lo > f->off && window_read(&c->pool, f->win, lo, s3c_mono_ns() / 1000000))
         fillwin_wake_runs_locked(c);
+}
+
+void fillwin_orphan_locked(struct cache *c, struct cver *v)
+{
+    for (struct fetch *f = v->fetches; f; f = f->next)
+        if (f->win && f->running && !f->wreaders &&
+            window_left(&c->pool, f->win, s3c_mono_ns() / 1000000))
+            fillwin_wake_runs_locked(c);
 }
 
 void fillwin_detach_locked(struct cache_obj *o)

@@ -40,6 +40,10 @@ void fillwin_attach_locked(struct cache_obj *o, struct fetch *f, uint64_t pos);
  * the run may let go of what lies behind @pos (mu held). */
 void fillwin_reader_at_locked(struct cache_obj *o, uint64_t pos);
 /* Reader @o is gone (mu held). */
+/* @v's last reader left: its runs no reader is attached to (read-ahead) keep nothing for
+ * readers any more: they go on at the backend's pace, the writer behind them, and what the disk
+ * cannot take is dropped (uncached), as for a run whose readers left. */
+void fillwin_orphan_locked(struct cache *c, struct cver *v);
 void fillwin_detach_locked(struct cache_obj *o);
 /* @v has no reader left but @self: its ended windows go back to the pool (mu held). */
 void fillwin_idle_locked(struct cache *c, struct cver *v);

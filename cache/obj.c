@@ -106,8 +106,10 @@ void cache_obj_release(struct cache_obj *o)
         unsigned running = 0;
         for (struct fetch *f = o->v->fetches; f; f = f->next)
             running += f->running;
-        if (o->v->refs <= 1 + running + (o->k->cur == o->v))
+        if (o->v->refs <= 1 + running + (o->k->cur == o->v)) {
             fillwin_idle_locked(c, o->v);
+            fillwin_orphan_locked(c, o->v);
+        }
     }
     if (o->v && o->v->refs <= 1 + (o->k->cur == o->v))
         fill_drop_finished_locked(o->v); /* the last reader: bypass bytes go */

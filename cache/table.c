@@ -23,12 +23,18 @@
 
 /* ---- jobs ------------------------------------------------------------------------------ */
 
-int cache_submit(struct cache *c, enum workq_prio prio, workq_fn_f *fn, void *arg)
+int cache_submit_to(struct cache *c, struct workq *wq, enum workq_prio prio, workq_fn_f *fn,
+                    void *arg)
 {
-    int rc = workq_submit(c->wq, prio, fn, arg);
+    int rc = workq_submit(wq, prio, fn, arg);
     if (!rc)
         c->njobs++;
     return rc;
+}
+
+int cache_submit(struct cache *c, enum workq_prio prio, workq_fn_f *fn, void *arg)
+{
+    return cache_submit_to(c, c->wq, prio, fn, arg);
 }
 
 void cache_job_done(struct cache *c)
@@ -169,8 +175,7 @@ struct ckey *cache_key_get_locked(struct cache *c, const char *bucket, const cha
     return ck;
 }
 
-struct cver *cache_ver_new(struct ckey *ck, uint64_t version, const struct be_meta *m,
-                            uint32_t bs)
+struct cver *cache_ver_new(struct ckey *ck, uint64_t version, const struct be_meta *m, uint32_t bs)
 {
     struct cver *v = calloc(1, sizeof(*v));
     if (!v)
@@ -444,8 +449,8 @@ void cache_key_put_locked(struct cache *c, struct ckey *ck)
         return;
     }
     S3C_ASSERT(!ck->waiters);
-    if (!c->closing && ck->cur && !ck->cur->unindexed && ck->loaded && !ck->lookup_running
-        && ck->bucket[0]) {
+    if (!c->closing && ck->cur && !ck->cur->unindexed && ck->loaded && !ck->lookup_running &&
+        ck->bucket[0]) {
         idle_push_locked(c, ck);
         while (c->nidle > c->max_idle) {
             struct ckey *old = c->idle_head;
@@ -567,15 +572,14 @@ int cache_ver_fd_locked(struct cache *c, struct cver *v, int create, int *fd)
     return rc;
 }
 
-
 /* ---- a run's and a read's state, as the stages of a fill see it ------------------------- */
 
 int cache_fetch_on_meta(void *cls, const struct be_meta *m)
 {
     struct fetch *f = cls;
     struct cver *v = f->v;
-    if (m->size != v->meta.size || (m->etag[0] && v->meta.etag[0]
-                                    && strcmp(m->etag, v->meta.etag) != 0))
+    if (m->size != v->meta.size ||
+        (m->etag[0] && v->meta.etag[0] && strcmp(m->etag, v->meta.etag) != 0))
         return -ESTALE; /* the object changed since its metadata was cached */
     return 0;
 }

@@ -20,7 +20,10 @@ void cache_key_free_locked(struct cache *c, struct ckey *ck);
  * unindexed (served uncached). @v held by the caller; no lock held. */
 void cache_ver_record(struct cache *c, struct cver *v);
 int cache_submit(struct cache *c, enum workq_prio prio, workq_fn_f *fn, void *arg); /* mu held */
-void cache_job_done(struct cache *c);                                               /* mu held */
+/* cache_submit() onto another pool of the cache's (the fetch threads): a cache job too. */
+int cache_submit_to(struct cache *c, struct workq *wq, enum workq_prio prio, workq_fn_f *fn,
+                    void *arg);       /* mu held */
+void cache_job_done(struct cache *c); /* mu held */
 struct ckey *cache_key_find_locked(struct cache *c, const struct index_key *k);
 struct ckey *cache_key_get_locked(struct cache *c, const char *bucket, const char *key,
                                   const struct index_key *k);

@@ -87,6 +87,11 @@ uint64_t window_pool_held(const struct window_pool *p)
     return (uint64_t)(p->nslots - p->nfree) * p->chunk;
 }
 
+uint64_t window_pool_limit(const struct window_pool *p)
+{
+    return (uint64_t)p->max_slots * p->chunk;
+}
+
 unsigned window_pool_cap(const struct window_pool *p)
 {
     return S3C_MAX(p->per_window, p->max_slots / S3C_MAX(p->receiving, 1u));
@@ -649,6 +654,12 @@ int window_read(struct window_pool *p, struct window *w, uint64_t to, uint64_t n
     while ((s = reclaim(w, WIN_R_CONSUMED)))
         pool_put(p, s);
     return more;
+}
+
+int window_left(struct window_pool *p, struct window *w, uint64_t now_ms)
+{
+    w->ever_read = 1;
+    return window_read(p, w, w->end, now_ms);
 }
 
 void window_readers(struct window *w, unsigned n, unsigned copying)

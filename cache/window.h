@@ -28,18 +28,18 @@ struct window;
 typedef void window_drop_f(void *owner, unsigned bi);
 
 struct window_pool {
-    size_t chunk;             /* bytes per slot */
-    unsigned max_slots;       /* every window together */
-    unsigned per_window;      /* one window's share (--fill-window) */
-    unsigned receiving;       /* windows whose run still lands bytes */
-    unsigned nslots, nfree;   /* allocated (never freed before window_pool_fini), free */
-    unsigned char **free;     /* stack of free slots */
+    size_t chunk;               /* bytes per slot */
+    unsigned max_slots;         /* every window together */
+    unsigned per_window;        /* one window's share (--fill-window) */
+    unsigned receiving;         /* windows whose run still lands bytes */
+    unsigned nslots, nfree;     /* allocated (never freed before window_pool_fini), free */
+    unsigned char **free;       /* stack of free slots */
     struct window *head, *tail; /* live windows, oldest first */
     window_drop_f *on_drop;
-    uint64_t stall_ms;        /* a window whose readers copied nothing this long is stale */
-    uint64_t now_ms;          /* the clock of the last window_room() / window_read() */
-    uint64_t drops;           /* blocks dropped, all windows (counter) */
-    uint64_t forced;          /* of which with bytes a reader had not copied (counter) */
+    uint64_t stall_ms; /* a window whose readers copied nothing this long is stale */
+    uint64_t now_ms;   /* the clock of the last window_room() / window_read() */
+    uint64_t drops;    /* blocks dropped, all windows (counter) */
+    uint64_t forced;   /* of which with bytes a reader had not copied (counter) */
 };
 
 /* Sets @p up for @total_bytes of slots in all, @per_window_bytes per window, fills of
@@ -52,7 +52,10 @@ int window_pool_init(struct window_pool *p, uint64_t total_bytes, uint64_t per_w
                      window_drop_f *on_drop);
 /* Frees the pool's slots; every window must have been freed. */
 void window_pool_fini(struct window_pool *p);
-static inline int window_pool_on(const struct window_pool *p) { return p->max_slots > 0; }
+static inline int window_pool_on(const struct window_pool *p)
+{
+    return p->max_slots > 0;
+}
 /* The slots one window may hold now: its share (per_window) or, while fewer runs land bytes
  * than the pool has shares for, an equal part of the pool, so that a run absorbs the writer's
  * pauses with memory no other run needs. Above its share a window grows only while its readers
@@ -61,6 +64,7 @@ unsigned window_pool_cap(const struct window_pool *p);
 /* Bytes of slots allocated (the pool's memory), and held by windows now. */
 uint64_t window_pool_bytes(const struct window_pool *p);
 uint64_t window_pool_held(const struct window_pool *p);
+uint64_t window_pool_limit(const struct window_pool *p); /* bytes of slots at most */
 
 /* A window for object bytes [@off, @end) of blocks of @bs bytes (@off at a block's start),
  * begun at @now_ms. 0 or -ENOMEM. */
@@ -125,6 +129,10 @@ int window_still(const struct window *w, uint64_t pos, const unsigned char *mem)
  * passed (a run waiting for room may find some). */
 int window_read(struct window_pool *p, struct window *w, uint64_t to, uint64_t now_ms);
 uint64_t window_read_to(const struct window *w);
+/* No reader will read @w (its readers left, or none came to a read-ahead): all of it counts as
+ * read, so it is let go as the writer writes it or dropped when the disk is behind, and it no
+ * longer counts as a read-ahead nobody reads yet. 1 when a chunk was passed. */
+int window_left(struct window_pool *p, struct window *w, uint64_t now_ms);
 /* @n readers are attached to the window (0 and none ever: a read-ahead nobody reads yet), of
  * which @copying copy its bytes (the others walk them: a member index build). Only a window
  * with readers that copy can be stale: a read-ahead or a walk is not a client that stopped. */

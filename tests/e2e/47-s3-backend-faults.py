@@ -258,11 +258,19 @@ def main():
               % (st, len(got), err or "no error"))
         gets = fake.count(k, "GET")
         fake.mode(k)
-        c0 = gw.stats()["cache"]
+        # the failed read's other transfers (the ranged GETs ahead of it) end before the
+        # figures the second GET is measured against: their reservations count as used
+        c0 = E.wait_until(lambda: (lambda c: c if not c["reserved_bytes"] and
+                                   not c.get("fetch_objects") else None)(gw.stats()["cache"]),
+                          timeout=20) or gw.stats()["cache"]
+        gets = fake.count(k, "GET")
         st, h, got, err = get_raw(gw, "/" + k)
         E.eq("status once the upstream is healthy", (st, err), (200, None))
         E.same_bytes("body once the upstream is healthy (nothing partial was kept)", got, body)
-        E.eq("x-cache of the GET after the failure", h.get("x-cache"), "miss")
+        # a miss, or partial: blocks the failed read's ranged GETs ahead got whole (its last, of
+        # 11 bytes; one that started after the upstream was healthy again) are kept
+        if h.get("x-cache") not in ("miss", "partial"):
+            raise E.Fail("x-cache of the GET after the failure: %r" % h.get("x-cache"))
         if fake.count(k, "GET") <= gets:
             raise E.Fail("the GET after the failure did not fetch from the upstream")
         # The client may have had the bytes from the fill's window, the cache writing behind
@@ -271,8 +279,9 @@ def main():
         # ASan suite): only then does the third GET's label say what the fill kept.
         def fill_done():
             c = gw.stats()["cache"]
-            return (c["used_bytes"] - c0["used_bytes"] >= len(body)
-                    or c["uncached_bytes"] > c0["uncached_bytes"])
+            # what it fetched is now used; what it found whole already (hit_bytes) was before
+            return (c["used_bytes"] - c0["used_bytes"] + c["hit_bytes"] - c0["hit_bytes"]
+                    >= len(body) or c["uncached_bytes"] > c0["uncached_bytes"])
         if not E.wait_until(fill_done, timeout=10):
             raise E.Fail("the second GET's fill neither indexed the object nor let blocks go "
                          "in 10 s: %r" % gw.stats()["cache"])

@@ -13,7 +13,8 @@ reaches it as an S3 endpoint, so cold GETs go through the fill window (cache/fil
   - three epochs over a small set in a new order each: the first all misses, the backend
     sends each byte once in all, the second and third all hits, and the data files are then
     resident in the page cache;
-  - a cold sequential GET of 48 blocks reaches the backend in a few requests: its read-ahead
+  - a cold sequential GET of 48 blocks with --fetch-parallel 1 reaches the backend in a few
+    requests (by default: ranged GETs of a block each ahead of it, each block once): its read-ahead
     starts runs as long as the first (before, one request per block past the first run).
 With the cache directory in memory (tmpfs: no window, the file is the page cache) the page
 cache checks are reported skipped."""
@@ -186,29 +187,47 @@ def main():
     t.check("three epochs in new orders: misses once, then hits, each byte fetched once",
             three_epochs)
 
-    def few_requests():
-        # the read-ahead of a sequential cold GET starts runs as long as its first one (16
-        # blocks): a long read is a few backend requests (before: one per block past the first
-        # run, 34 for this one)
+    def cold_long(extra, key):
+        """A cold GET of 48 blocks through a gateway with @extra: (backend requests, bytes,
+        its cache figures)."""
         g = E.Server(t, extra=["--backend", "http://127.0.0.1:%d" % up.port,
                                "--backend-access-key", up.ak, "--backend-secret-key", up.sk,
-                               "--block-size", "1M", "--revalidate-after", "never"]).start()
+                               "--block-size", "1M", "--revalidate-after", "never"] + extra).start()
         try:
-            body = put("long", 48 * MiB)
-            n0 = g.settled_stats()["backend"]["requests"]
-            r = g.req("GET", "/%s/long" % B)
+            body = put(key, 48 * MiB)
+            s0 = g.settled_stats()["backend"]
+            r = g.req("GET", "/%s/%s" % (B, key))
             E.eq("status", r.status, 200)
             E.eq("right bytes", r.body == body, True)
-            n = g.settled_stats()["backend"]["requests"] - n0
-            print("       # backend requests for a cold GET of 48 blocks: %d" % n)
-            if n > 6:
-                raise E.Fail("%d backend requests for 48 blocks (runs of 16: at most 6)" % n)
+            st = g.settled_stats()
+            return (st["backend"]["requests"] - s0["requests"],
+                    st["backend"]["bytes_read"] - s0["bytes_read"], st["cache"])
         finally:
             g.stop()
             g.cleanup()
 
-    t.check("a cold sequential GET of 48 blocks is a few backend requests, not one per block",
-            few_requests)
+    def few_requests():
+        # one stream (--fetch-parallel 1): the read-ahead of a sequential cold GET starts runs
+        # as long as its first one (16 blocks): a long read is a few backend requests (before:
+        # one per block past the first run, 34 for this one)
+        n, nbytes, _ = cold_long(["--fetch-parallel", "1"], "long")
+        print("       # backend requests for a cold GET of 48 blocks, one stream: %d" % n)
+        if n > 6:
+            raise E.Fail("%d backend requests for 48 blocks (runs of 16: at most 6)" % n)
+
+    def parallel_requests():
+        # the default: ranged GETs of a block each ahead of the reader, each block once
+        n, nbytes, c = cold_long(["--fetch-parallel", "16"], "long2")
+        print("       # backend requests for a cold GET of 48 blocks, in parallel: %d (%d "
+              "ahead)" % (n, c["fetch_ahead_runs"]))
+        E.eq("bytes from the backend", nbytes, 48 * MiB)
+        if not c["fetch_ahead_runs"] or n > 48 + 1:
+            raise E.Fail("%d requests, %d ahead: want ranged GETs ahead, at most one a block"
+                         % (n, c["fetch_ahead_runs"]))
+
+    t.check("a cold sequential GET of 48 blocks, one stream: a few backend requests", few_requests)
+    t.check("a cold sequential GET of 48 blocks: ranged GETs ahead, each block once",
+            parallel_requests)
     gw.stop()
     up.stop()
     return t.finish()

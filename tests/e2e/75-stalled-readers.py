@@ -211,9 +211,15 @@ def main():
     def still_open():
         # the stalled connections are still there (only the stall release acted), and what they
         # read so far is the object's first bytes (zeros); then they go
-        for s, body in socks:
+        for i, (s, body) in enumerate(socks):
             s.settimeout(5)
-            d = s.recv(65536)
+            try:
+                d = s.recv(65536)
+            except socket.timeout:
+                c = gw.stats()["cache"]
+                raise E.Fail("stalled connection %d (big-%d, %d body bytes with its headers) got "
+                             "no byte in 5 s: %r" % (i, i, len(body), {
+                                 k: v for k, v in c.items() if k.startswith(("fill", "fetch"))}))
             if not d:
                 raise E.Fail("a stalled connection was closed")
             if (body + d).strip(b"\0"):

@@ -96,8 +96,10 @@ static void tw_wait(struct twaiter *t)
     unsigned s = t->suspended, r = t->resumed;
     pthread_mutex_unlock(&t->mu);
     if (s != r) {
-        fprintf(stderr, "a reader waited 10 s and was not woken (suspended %u times, resumed "
-                        "%u)\n", s, r);
+        fprintf(stderr,
+                "a reader waited 10 s and was not woken (suspended %u times, resumed "
+                "%u)\n",
+                s, r);
         fflush(stderr);
     }
     assert_int_equal(s, r);
@@ -139,7 +141,7 @@ static void env_conf(struct env *e, uint64_t cache_size, uint64_t readahead, int
 
 static void env_open(struct env *e)
 {
-    struct errmsg em = { "" };
+    struct errmsg em = {""};
     int rc = cache_open(&e->cf, &e->fb->be, e->wq, &e->c, &em);
     if (rc)
         fprintf(stderr, "cache_open: %s\n", em.buf);
@@ -171,7 +173,10 @@ static int setup_with(void **state, uint64_t cache_size, uint64_t readahead, int
     return 0;
 }
 
-static int setup(void **state) { return setup_with(state, 64u << 20, 0, 60000); }
+static int setup(void **state)
+{
+    return setup_with(state, 64u << 20, 0, 60000);
+}
 
 static int teardown(void **state)
 {
@@ -281,8 +286,8 @@ static void check_gen(const unsigned char *p, uint64_t off, uint64_t len, uint64
 static uint64_t du_data(const char *dir)
 {
     char cmd[512];
-    snprintf(cmd, sizeof(cmd), "find '%s/data' -type f -printf '%%b\\n' | awk '{s+=$1} END {print s+0}'",
-             dir);
+    snprintf(cmd, sizeof(cmd),
+             "find '%s/data' -type f -printf '%%b\\n' | awk '{s+=$1} END {print s+0}'", dir);
     FILE *p = popen(cmd, "r");
     unsigned long long blocks = 0;
     assert_non_null(p);
@@ -398,7 +403,7 @@ static void test_cache_coalesce(void **state)
     fake_be_put_gen(e->fb, "bkt", "hot", size, 3);
     e->fb->meta_delay_ms = 200; /* every reader joins the lookup */
     for (int i = 0; i < N; i++) {
-        a[i] = (struct reader_arg){ e, "hot", size, 3, -1, CACHE_HIT };
+        a[i] = (struct reader_arg){e, "hot", size, 3, -1, CACHE_HIT};
         pthread_create(&th[i], NULL, reader_main, &a[i]);
     }
     int miss = 0, coal = 0;
@@ -532,16 +537,22 @@ static void test_cache_readahead(void **state)
     for (unsigned i = 0; i < gets && i < FAKE_GET_LOG; i++)
         covered += e->fb->get_log[i].len;
     assert_int_equal(covered, size); /* every block fetched exactly once */
-    assert_true(gets < 40);           /* in runs, not block by block */
+    assert_true(gets < 40);          /* in runs, not block by block */
     free(buf);
 }
 
-static int setup_ra(void **state) { return setup_with(state, 64u << 20, 4 * BS, 60000); }
+static int setup_ra(void **state)
+{
+    return setup_with(state, 64u << 20, 4 * BS, 60000);
+}
 
 /* ---- capacity -------------------------------------------------------------------------- */
 
 #define CAP (1u << 20)
-static int setup_small(void **state) { return setup_with(state, CAP, 2 * BS, -1); }
+static int setup_small(void **state)
+{
+    return setup_with(state, CAP, 2 * BS, -1);
+}
 
 /* Staged files (request bodies) take room in the cache: a reservation evicts clean objects,
  * fails SlowDown when the rest is staged by others, EntityTooLarge past the whole cache; the
@@ -761,9 +772,9 @@ static void test_cache_bypass_once(void **state)
         /* blocks 0..15 are cached; each of the others comes once, one get a block */
         uint64_t cached = CAP / BS;
         if (sent != size - cached * BS || gets != nb - cached)
-            fail_msg("round %d: %llu bytes in %u gets from the backend, want %llu in %llu",
-                     round, (unsigned long long)sent, gets,
-                     (unsigned long long)(size - cached * BS), (unsigned long long)(nb - cached));
+            fail_msg("round %d: %llu bytes in %u gets from the backend, want %llu in %llu", round,
+                     (unsigned long long)sent, gets, (unsigned long long)(size - cached * BS),
+                     (unsigned long long)(nb - cached));
     }
     free(buf);
 }
@@ -981,11 +992,14 @@ static void test_cache_fail_midblock_loop(void **state)
 
 /* ---- consistency ----------------------------------------------------------------------- */
 
-static int setup_reval(void **state) { return setup_with(state, 64u << 20, 0, 200); }
+static int setup_reval(void **state)
+{
+    return setup_with(state, 64u << 20, 0, 200);
+}
 
 static void sleep_ms(unsigned ms)
 {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
@@ -1022,7 +1036,10 @@ static void test_cache_revalidate_changed(void **state)
     assert_int_equal(stats(e).objects, 0);
 }
 
-static int setup_always(void **state) { return setup_with(state, 64u << 20, 0, 0); }
+static int setup_always(void **state)
+{
+    return setup_with(state, 64u << 20, 0, 0);
+}
 
 static void test_cache_stale_if_error(void **state)
 {
@@ -1259,7 +1276,7 @@ static void test_cache_parallel_ranges(void **state)
     fake_be_put_gen(e->fb, "bkt", "par", size, 31);
     e->fb->meta_delay_ms = 50;
     for (int i = 0; i < 2 * N; i++) { /* two readers per range */
-        a[i] = (struct range_arg){ e, (uint64_t)(i % N) * BS, BS, -1 };
+        a[i] = (struct range_arg){e, (uint64_t)(i % N) * BS, BS, -1};
         pthread_create(&th[i], NULL, range_main, &a[i]);
     }
     for (int i = 0; i < 2 * N; i++) {
@@ -1273,6 +1290,141 @@ static void test_cache_parallel_ranges(void **state)
     assert_int_equal(covered, size);
     assert_int_equal(fake_be_heads(e->fb), 1);
     assert_int_equal(stats(e).used_bytes, size);
+}
+
+/* ---- ranged GETs ahead of a reader (--fetch-parallel, cache/ahead.c) ------------------- */
+
+static int setup_ahead(void **state)
+{
+    setup_with(state, 64u << 20, 2 * BS, 60000);
+    struct env *e = *state;
+    e->cf.fetch_parallel = 8;
+    e->cf.fetch_connections = 4;
+    env_reopen(e);
+    return 0;
+}
+
+struct seq_arg {
+    struct env *e;
+    const char *key;
+    uint64_t size, seed;
+    int rc;
+};
+
+static void *seq_main(void *p)
+{
+    concurrent = 1;
+    struct seq_arg *a = p;
+    unsigned char *buf = malloc(a->size);
+    enum cache_outcome how;
+    a->rc = read_range(a->e->c, "bkt", a->key, 0, UINT64_MAX, buf, &how, NULL);
+    if (!a->rc)
+        check_gen(buf, 0, a->size, a->seed);
+    free(buf);
+    return NULL;
+}
+
+/* Waits (2 s at most) until the fake backend holds @n gets; the number it holds then. */
+static unsigned held_at_least(struct fake_be *fb, unsigned n)
+{
+    unsigned h = 0;
+    for (int i = 0; i < 200; i++) {
+        pthread_mutex_lock(&fb->mu);
+        h = fb->held;
+        pthread_mutex_unlock(&fb->mu);
+        if (h >= n)
+            break;
+        usleep(10000);
+    }
+    return h;
+}
+
+/* A cold object read in order: the block the reader waits for, ranged GETs of a block each
+ * ahead of it, --fetch-connections of them in the whole cache (here 4), and what they could not
+ * take of the first window (16 blocks) as one stream, all in flight at once: 6; each block
+ * fetched once, every byte right. */
+static void test_cache_ahead_parallel(void **state)
+{
+    struct env *e = *state;
+    enum { NB = 24 };
+    fake_be_put_gen(e->fb, "bkt", "seq", NB * BS, 41);
+    fake_be_hold(e->fb, 1);
+    struct seq_arg a = {e, "seq", NB * BS, 41, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, seq_main, &a);
+    assert_int_equal(held_at_least(e->fb, 6), 6);
+    usleep(100000);
+    struct cache_stats st = stats(e);
+    assert_int_equal(held_at_least(e->fb, 7), 6); /* the cap holds */
+    assert_int_equal(st.fetch_ahead_running, 4);
+    unsigned blocks1 = 0;
+    for (unsigned i = 0; i < fake_be_gets(e->fb); i++)
+        blocks1 += e->fb->get_log[i].len == BS;
+    assert_int_equal(blocks1, 5); /* the reader's own and 4 ahead: a block each */
+    fake_be_hold(e->fb, 0);
+    pthread_join(th, NULL);
+    assert_int_equal(a.rc, 0);
+    settle(e->c);
+    uint64_t covered = 0;
+    for (unsigned i = 0; i < fake_be_gets(e->fb); i++)
+        covered += e->fb->get_log[i].len;
+    assert_int_equal(covered, NB * BS); /* and each once */
+    st = stats(e);
+    assert_true(st.fetch_ahead_runs >= 4); /* the reader may catch up: then its own block */
+    assert_int_equal(st.fetch_ahead_running, 0);
+    assert_int_equal(st.used_bytes, NB * BS);
+}
+
+/* Two readers of one cold object: still one fetch per block. */
+static void test_cache_ahead_shared(void **state)
+{
+    struct env *e = *state;
+    enum { NB = 16 };
+    fake_be_put_gen(e->fb, "bkt", "two", NB * BS, 43);
+    struct seq_arg a[2] = {{e, "two", NB * BS, 43, 0}, {e, "two", NB * BS, 43, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, seq_main, &a[i]);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(a[i].rc, 0);
+    }
+    settle(e->c);
+    uint64_t covered = 0;
+    for (unsigned i = 0; i < fake_be_gets(e->fb); i++)
+        covered += e->fb->get_log[i].len;
+    assert_int_equal(covered, NB * BS);
+}
+
+/* The backend says slow down (a 503 SlowDown counted while runs are in flight): the limit of
+ * ranged GETs ahead halves as the next run ends, then grows back by one a run. */
+static void test_cache_ahead_backs_off(void **state)
+{
+    struct env *e = *state;
+    enum { NB = 12 };
+    fake_be_put_gen(e->fb, "bkt", "slow", NB * BS, 47);
+    fake_be_hold(e->fb, 1);
+    struct seq_arg a = {e, "slow", NB * BS, 47, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, seq_main, &a);
+    assert_int_equal(held_at_least(e->fb, 6), 6);
+    assert_int_equal(stats(e).fetch_ahead_limit, 4);
+    __atomic_add_fetch(&e->fb->be.ctr.throttled, 1, __ATOMIC_RELAXED); /* a SlowDown answer */
+    fake_be_hold(e->fb, 0);
+    pthread_join(th, NULL);
+    assert_int_equal(a.rc, 0);
+    settle(e->c);
+    struct cache_stats st = stats(e);
+    assert_int_equal(st.fetch_ahead_backoffs, 1);
+    assert_true(st.fetch_ahead_limit >= 2 && st.fetch_ahead_limit <= 4);
+    /* a read with no SlowDown grows it back to the ceiling */
+    fake_be_put_gen(e->fb, "bkt", "after", NB * BS, 53);
+    struct seq_arg b = {e, "after", NB * BS, 53, 0};
+    seq_main(&b);
+    concurrent = 0;
+    assert_int_equal(b.rc, 0);
+    settle(e->c);
+    assert_int_equal(stats(e).fetch_ahead_limit, 4);
 }
 
 struct small_arg {
@@ -1316,7 +1468,7 @@ static void test_cache_small_fills_free_windows(void **state)
     pthread_t th[T];
     struct small_arg a[T];
     for (int t = 0; t < T; t++) {
-        a[t] = (struct small_arg){ e, t * PER, PER, 0 };
+        a[t] = (struct small_arg){e, t * PER, PER, 0};
         pthread_create(&th[t], NULL, small_main, &a[t]);
     }
     for (int t = 0; t < T; t++) {
@@ -1327,8 +1479,10 @@ static void test_cache_small_fills_free_windows(void **state)
         usleep(1000);
     struct cache_stats st = stats(e);
     if (cache_busy(e->c) || st.window_held_bytes) {
-        fprintf(stderr, "%u cache jobs still running 10 s after the reads, the windows hold "
-                "%llu bytes\n", cache_busy(e->c), (unsigned long long)st.window_held_bytes);
+        fprintf(stderr,
+                "%u cache jobs still running 10 s after the reads, the windows hold "
+                "%llu bytes\n",
+                cache_busy(e->c), (unsigned long long)st.window_held_bytes);
         fflush(stderr);
         fail_msg("fills did not end, or their windows hold memory nobody reads");
     }
@@ -1382,7 +1536,7 @@ static void test_cache_concurrent_eviction(void **state)
     pthread_t th[NT];
     struct stress_arg a[NT];
     for (int t = 0; t < NT; t++) {
-        a[t] = (struct stress_arg){ e, 1000u + (unsigned)t, NOBJ, sizes, 0 };
+        a[t] = (struct stress_arg){e, 1000u + (unsigned)t, NOBJ, sizes, 0};
         pthread_create(&th[t], NULL, stress_main, &a[t]);
     }
     for (int t = 0; t < NT; t++) {
@@ -1488,6 +1642,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cache_write_back_forget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_parallel_ranges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_small_fills_free_windows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_ahead_parallel, setup_ahead, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_ahead_shared, setup_ahead, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_ahead_backs_off, setup_ahead, teardown),
         cmocka_unit_test_setup_teardown(test_cache_concurrent_eviction, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_cache_missing_data_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_close_fails_fills, setup, teardown),
