@@ -103,6 +103,7 @@ struct fetch {
     struct window *win;
     int nowin;    /* never through a window: warm-ups and copy sources (set under mu) */
     int starved;  /* a reader waits for bytes the run has not received */
+    int wanted;   /* a reader waited for it before its window began (window_wanted) */
     int received; /* the backend call ended: every byte the run will get is in */
     int wr_queued, handed, kept;
     int run_rc; /* the run's result, for the writer that ends it */

@@ -1059,6 +1059,11 @@ ssize_t cache_obj_read(struct cache_obj *o, uint64_t pos, void *buf, size_t max,
             }
             if (par) /* the blocks after it, in parallel */
                 read_ahead_locked(c, v, o, b);
+            /* the run this reader now waits for is a reader's, not a read-ahead: it must not
+             * wait for room behind the runs started ahead of it (they wait for it) */
+            struct fetch *rf = fill_find_locked(v, pos);
+            if (rf)
+                fillwin_starved_locked(rf);
             cache_outcome_started(o);
             o->waited_data = 1;
             o->err_gen = v->err_gen;

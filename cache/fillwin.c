@@ -126,6 +126,8 @@ int fillwin_begin_locked(struct fetch *f)
         return 0;
     if (window_new(&c->pool, f->off, f->end, v->bs, f, s3c_mono_ns() / 1000000, &f->win))
         return 0; /* no memory for its tables: the way through the page cache */
+    if (f->wanted)
+        window_wanted(f->win);
     return 1;
 }
 
@@ -139,18 +141,35 @@ void fillwin_starved_locked(struct fetch *f)
 {
     if (!f->running)
         return;
+    /* a reader waits for it: not a read-ahead that may wait behind the others for room */
+    f->wanted = 1;
+    if (f->win)
+        window_wanted(f->win);
     f->starved = 1;
     fillwin_wake_runs_locked(f->c);
 }
 
 static void fillwin_write_job(void *arg);
 
+/* The writer's queue for @f's next chunk: the first run of its object with bytes to write goes
+ * first (the objects' first runs in turn), the runs after it (ranged GETs ahead, cache/ahead.c)
+ * when none of those has a chunk ready. The reader copies in order, so the disk writes in its
+ * order: a block the reader passed is written, not dropped as one the writer never started
+ * while the writer spread itself over every run at once. */
+static enum workq_prio fillwin_write_prio_locked(const struct fetch *f)
+{
+    for (const struct fetch *x = f->v->fetches; x; x = x->next)
+        if (x != f && x->win && x->wr_queued && x->off < f->off)
+            return WORKQ_LOW;
+    return WORKQ_HIGH;
+}
+
 /* Queues the writer for @f unless it is queued already (mu held). */
 static void fillwin_kick_locked(struct fetch *f)
 {
     if (f->wr_queued)
         return;
-    if (workq_submit(f->c->wwq, WORKQ_HIGH, fillwin_write_job, f) == 0)
+    if (workq_submit(f->c->wwq, fillwin_write_prio_locked(f), fillwin_write_job, f) == 0)
         f->wr_queued = 1;
 }
 
@@ -323,7 +342,7 @@ static void fillwin_write_job(void *arg)
                      v->key->key, (unsigned long long)at, s3c_strerror(rc));
         }
         fillwin_wake_runs_locked(c); /* a written chunk is room */
-        if (workq_submit(c->wwq, WORKQ_HIGH, fillwin_write_job, f) == 0)
+        if (workq_submit(c->wwq, fillwin_write_prio_locked(f), fillwin_write_job, f) == 0)
             break; /* the next chunk waits its turn behind the other runs' */
     }
     pthread_mutex_unlock(&c->mu);
@@ -342,12 +361,15 @@ int fillwin_complete(struct fetch *f, int *unsynced)
         uint64_t b = f->first + bi;
         if (window_block_whole(f->win, bi)) {
             whole |= 1ull << bi;
-        } else if (fd >= 0 && window_block_started(f->win, bi) &&
-                   window_block_dropped(f->win, bi) && !cache_bit(v->present, b) &&
-                   !cache_bit(v->fetching, b)) {
-            /* dropped after the writer began it (a stale window gave it up, a write failed):
-             * its extent holds bytes nothing accounts for. Claimed as fetching while its space
-             * goes back, so no other run writes it meanwhile. */
+        } else if (fd >= 0 &&
+                   (window_block_dropped(f->win, bi) || !window_block_started(f->win, bi)) &&
+                   !cache_bit(v->present, b) && !cache_bit(v->fetching, b)) {
+            /* dropped after the writer began it (a stale window gave it up, a write failed),
+             * or given up by a run before this one that left it to this run (its fetching bit
+             * was taken when this run began) and not written by this one either: its extent
+             * may hold bytes nothing accounts for. No reader reads a dropped or unstarted
+             * block from the file. Claimed as fetching while its space goes back, so no other
+             * run writes it meanwhile. */
             cache_bit_set(v->fetching, b);
             punch |= 1ull << bi;
         }

@@ -31,7 +31,8 @@ struct fetch *fillwin_find_locked(struct cver *v, uint64_t pos, const unsigned c
  * the copy is good but @f ended meanwhile and this was its last copier: @f is freed (the
  * caller must not touch it again). Called and returns with mu held. */
 int fillwin_copy(struct fetch *f, uint64_t pos, const unsigned char *mem, void *buf, size_t n);
-/* A reader waits for bytes of @f past what it received (mu held). */
+/* A reader waits for bytes of @f past what it received (mu held): the run's window is one a
+ * reader reads (window_wanted), even before the reader could attach. */
 void fillwin_starved_locked(struct fetch *f);
 /* Reader @o reads windowed run @f at @pos (copies from its window, reads what its writer wrote,
  * or waits for it): the run keeps every byte from @pos on for it (mu held). */

@@ -670,6 +670,11 @@ void window_readers(struct window *w, unsigned n, unsigned copying)
         w->ever_read = 1;
 }
 
+void window_wanted(struct window *w)
+{
+    w->ever_read = 1;
+}
+
 uint64_t window_read_to(const struct window *w)
 {
     return w->read_to;

@@ -137,6 +137,9 @@ int window_left(struct window_pool *p, struct window *w, uint64_t now_ms);
  * which @copying copy its bytes (the others walk them: a member index build). Only a window
  * with readers that copy can be stale: a read-ahead or a walk is not a client that stopped. */
 void window_readers(struct window *w, unsigned n, unsigned copying);
+/* A reader waits for @w's bytes before it could attach (the run had no window yet): @w is not
+ * a read-ahead nobody reads, and grows as a read window does. */
+void window_wanted(struct window *w);
 /* 1 when the byte at @pos is in the data file (its chunk was written, its block kept): *@avail
  * bytes from @pos are. */
 int window_in_file(const struct window *w, uint64_t pos, uint64_t *avail);
