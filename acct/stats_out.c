@@ -131,6 +131,72 @@ static int snapshot_begin(struct stats *s, const struct cache_stats **cs,
     return rc ? rc : stats_snapshot_buckets(s, bk, nbk);
 }
 
+/* The "clients", "buckets" and "peers" arrays of /_/stats: @cl holds clients and peers (split
+ * here, the peers last), @bk the buckets. */
+static int json_rows(struct buf *out, struct stats_row *cl, size_t ncl, const struct stats_row *bk,
+                     size_t nbk)
+{
+    size_t nall = ncl;
+    ncl = split_peers(cl, ncl);
+    int rc = buf_puts(out, ",\n \"clients\": [");
+    for (size_t i = 0; i < ncl && !rc; i++) {
+        const struct stats_row *r = &cl[i];
+        rc = buf_puts(out, i ? ",\n  {\"client\": " : "\n  {\"client\": ");
+        if (!rc)
+            rc = buf_json_str(out, r->key);
+        if (!rc)
+            rc = buf_puts(out, ", \"addr\": ");
+        if (!rc)
+            rc = buf_json_str(out, r->addr);
+        if (!rc)
+            rc = buf_puts(out, ", ");
+        if (!rc)
+            rc = json_common(out, r);
+        if (!rc)
+            rc = buf_printf(out,
+                            ", \"backend_fill_bytes\": %" PRIu64
+                            ", \"in_flight\": %u, \"rate_out_bps\": %.0f, \"rate_in_bps\": %.0f, ",
+                            r->fill_bytes, r->in_flight, r->rate_out, r->rate_in);
+        if (!rc)
+            rc = stall_json(out, &r->stall);
+        if (!rc)
+            rc = buf_puts(out, "}");
+    }
+    if (!rc)
+        rc = buf_puts(out, ncl ? "\n ],\n \"buckets\": [" : "],\n \"buckets\": [");
+    for (size_t i = 0; i < nbk && !rc; i++) {
+        rc = buf_puts(out, i ? ",\n  {\"bucket\": " : "\n  {\"bucket\": ");
+        if (!rc)
+            rc = buf_json_str(out, bk[i].key);
+        if (!rc)
+            rc = buf_puts(out, ", ");
+        if (!rc)
+            rc = json_common(out, &bk[i]);
+        if (!rc)
+            rc = buf_puts(out, "}");
+    }
+    /* cluster mode: other gateways' requests, apart from the clients' (counted where they
+     * entered the cluster) */
+    if (!rc)
+        rc = buf_puts(out, nbk ? "\n ],\n \"peers\": [" : "],\n \"peers\": [");
+    for (size_t i = ncl; i < nall && !rc; i++) {
+        rc = buf_puts(out, i > ncl ? ",\n  {\"peer\": " : "\n  {\"peer\": ");
+        if (!rc)
+            rc = buf_json_str(out, cl[i].key);
+        if (!rc)
+            rc = buf_puts(out, ", ");
+        if (!rc)
+            rc = json_common(out, &cl[i]);
+        if (!rc)
+            rc = buf_printf(out,
+                            ", \"in_flight\": %u, \"rate_out_bps\": %.0f, \"rate_in_bps\": %.0f}",
+                            cl[i].in_flight, cl[i].rate_out, cl[i].rate_in);
+    }
+    if (!rc)
+        rc = buf_puts(out, nall > ncl ? "\n ]" : "]");
+    return rc;
+}
+
 int stats_json(struct stats *s, const struct cache_stats *cs, const struct backend_counters *bc,
                const struct fair_stats *fs, const struct cache_policy_report *pr, struct buf *out)
 {
@@ -211,65 +277,8 @@ int stats_json(struct stats *s, const struct cache_stats *cs, const struct backe
                         LOAD(s->park_bound_ms));
     if (!rc)
         rc = json_by_op(out, by_op);
-    size_t nall = ncl;
-    ncl = split_peers(cl, ncl);
     if (!rc)
-        rc = buf_puts(out, ",\n \"clients\": [");
-    for (size_t i = 0; i < ncl && !rc; i++) {
-        const struct stats_row *r = &cl[i];
-        rc = buf_puts(out, i ? ",\n  {\"client\": " : "\n  {\"client\": ");
-        if (!rc)
-            rc = buf_json_str(out, r->key);
-        if (!rc)
-            rc = buf_puts(out, ", \"addr\": ");
-        if (!rc)
-            rc = buf_json_str(out, r->addr);
-        if (!rc)
-            rc = buf_puts(out, ", ");
-        if (!rc)
-            rc = json_common(out, r);
-        if (!rc)
-            rc = buf_printf(out,
-                            ", \"backend_fill_bytes\": %" PRIu64
-                            ", \"in_flight\": %u, \"rate_out_bps\": %.0f, \"rate_in_bps\": %.0f, ",
-                            r->fill_bytes, r->in_flight, r->rate_out, r->rate_in);
-        if (!rc)
-            rc = stall_json(out, &r->stall);
-        if (!rc)
-            rc = buf_puts(out, "}");
-    }
-    if (!rc)
-        rc = buf_puts(out, ncl ? "\n ],\n \"buckets\": [" : "],\n \"buckets\": [");
-    for (size_t i = 0; i < nbk && !rc; i++) {
-        rc = buf_puts(out, i ? ",\n  {\"bucket\": " : "\n  {\"bucket\": ");
-        if (!rc)
-            rc = buf_json_str(out, bk[i].key);
-        if (!rc)
-            rc = buf_puts(out, ", ");
-        if (!rc)
-            rc = json_common(out, &bk[i]);
-        if (!rc)
-            rc = buf_puts(out, "}");
-    }
-    /* cluster mode: other gateways' requests, apart from the clients' (counted where they
-     * entered the cluster) */
-    if (!rc)
-        rc = buf_puts(out, nbk ? "\n ],\n \"peers\": [" : "],\n \"peers\": [");
-    for (size_t i = ncl; i < nall && !rc; i++) {
-        rc = buf_puts(out, i > ncl ? ",\n  {\"peer\": " : "\n  {\"peer\": ");
-        if (!rc)
-            rc = buf_json_str(out, cl[i].key);
-        if (!rc)
-            rc = buf_puts(out, ", ");
-        if (!rc)
-            rc = json_common(out, &cl[i]);
-        if (!rc)
-            rc = buf_printf(out,
-                            ", \"in_flight\": %u, \"rate_out_bps\": %.0f, \"rate_in_bps\": %.0f}",
-                            cl[i].in_flight, cl[i].rate_out, cl[i].rate_in);
-    }
-    if (!rc)
-        rc = buf_puts(out, nall > ncl ? "\n ]" : "]");
+        rc = json_rows(out, cl, ncl, bk, nbk);
     if (!rc)
         rc = buf_puts(out, ",\n \"policy\": ");
     if (!rc)

@@ -1246,9 +1246,12 @@ static void test_cache_write_back_forget(void **state)
     assert_int_equal(e->fb->n_put, puts);
 }
 
+/* A reader on its own thread: bytes [@off, @off + @len) of @key (len UINT64_MAX: to the end,
+ * @size bytes), checked against the fake backend's generator with @seed; @rc its result. */
 struct range_arg {
     struct env *e;
-    uint64_t off, len;
+    const char *key;
+    uint64_t off, len, size, seed;
     int rc;
 };
 
@@ -1256,13 +1259,20 @@ static void *range_main(void *p)
 {
     concurrent = 1;
     struct range_arg *a = p;
-    unsigned char *buf = malloc(a->len);
+    uint64_t n = a->len == UINT64_MAX ? a->size : a->len;
+    unsigned char *buf = malloc(n);
     enum cache_outcome how;
-    a->rc = read_range(a->e->c, "bkt", "par", a->off, a->len, buf, &how, NULL);
+    a->rc = read_range(a->e->c, "bkt", a->key, a->off, a->len, buf, &how, NULL);
     if (!a->rc)
-        check_gen(buf, a->off, a->len, 31);
+        check_gen(buf, a->off, n, a->seed);
     free(buf);
     return NULL;
+}
+
+/* the whole of @key, @size bytes made with @seed */
+static struct range_arg whole(struct env *e, const char *key, uint64_t size, uint64_t seed)
+{
+    return (struct range_arg){e, key, 0, UINT64_MAX, size, seed, -1};
 }
 
 /* boto3/awscli style: parallel block-sized ranges of one cold object; every block fetched once. */
@@ -1276,7 +1286,7 @@ static void test_cache_parallel_ranges(void **state)
     fake_be_put_gen(e->fb, "bkt", "par", size, 31);
     e->fb->meta_delay_ms = 50;
     for (int i = 0; i < 2 * N; i++) { /* two readers per range */
-        a[i] = (struct range_arg){e, (uint64_t)(i % N) * BS, BS, -1};
+        a[i] = (struct range_arg){e, "par", (uint64_t)(i % N) * BS, BS, BS, 31, -1};
         pthread_create(&th[i], NULL, range_main, &a[i]);
     }
     for (int i = 0; i < 2 * N; i++) {
@@ -1304,26 +1314,6 @@ static int setup_ahead(void **state)
     return 0;
 }
 
-struct seq_arg {
-    struct env *e;
-    const char *key;
-    uint64_t size, seed;
-    int rc;
-};
-
-static void *seq_main(void *p)
-{
-    concurrent = 1;
-    struct seq_arg *a = p;
-    unsigned char *buf = malloc(a->size);
-    enum cache_outcome how;
-    a->rc = read_range(a->e->c, "bkt", a->key, 0, UINT64_MAX, buf, &how, NULL);
-    if (!a->rc)
-        check_gen(buf, 0, a->size, a->seed);
-    free(buf);
-    return NULL;
-}
-
 /* Waits (2 s at most) until the fake backend holds @n gets; the number it holds then. */
 static unsigned held_at_least(struct fake_be *fb, unsigned n)
 {
@@ -1349,9 +1339,9 @@ static void test_cache_ahead_parallel(void **state)
     enum { NB = 24 };
     fake_be_put_gen(e->fb, "bkt", "seq", NB * BS, 41);
     fake_be_hold(e->fb, 1);
-    struct seq_arg a = {e, "seq", NB * BS, 41, 0};
+    struct range_arg a = whole(e, "seq", NB * BS, 41);
     pthread_t th;
-    pthread_create(&th, NULL, seq_main, &a);
+    pthread_create(&th, NULL, range_main, &a);
     assert_int_equal(held_at_least(e->fb, 6), 6);
     usleep(100000);
     struct cache_stats st = stats(e);
@@ -1381,10 +1371,10 @@ static void test_cache_ahead_shared(void **state)
     struct env *e = *state;
     enum { NB = 16 };
     fake_be_put_gen(e->fb, "bkt", "two", NB * BS, 43);
-    struct seq_arg a[2] = {{e, "two", NB * BS, 43, 0}, {e, "two", NB * BS, 43, 0}};
+    struct range_arg a[2] = {whole(e, "two", NB * BS, 43), whole(e, "two", NB * BS, 43)};
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
-        pthread_create(&th[i], NULL, seq_main, &a[i]);
+        pthread_create(&th[i], NULL, range_main, &a[i]);
     for (int i = 0; i < 2; i++) {
         pthread_join(th[i], NULL);
         assert_int_equal(a[i].rc, 0);
@@ -1404,9 +1394,9 @@ static void test_cache_ahead_backs_off(void **state)
     enum { NB = 12 };
     fake_be_put_gen(e->fb, "bkt", "slow", NB * BS, 47);
     fake_be_hold(e->fb, 1);
-    struct seq_arg a = {e, "slow", NB * BS, 47, 0};
+    struct range_arg a = whole(e, "slow", NB * BS, 47);
     pthread_t th;
-    pthread_create(&th, NULL, seq_main, &a);
+    pthread_create(&th, NULL, range_main, &a);
     assert_int_equal(held_at_least(e->fb, 6), 6);
     assert_int_equal(stats(e).fetch_ahead_limit, 4);
     __atomic_add_fetch(&e->fb->be.ctr.throttled, 1, __ATOMIC_RELAXED); /* a SlowDown answer */
@@ -1419,8 +1409,8 @@ static void test_cache_ahead_backs_off(void **state)
     assert_true(st.fetch_ahead_limit >= 2 && st.fetch_ahead_limit <= 4);
     /* a read with no SlowDown grows it back to the ceiling */
     fake_be_put_gen(e->fb, "bkt", "after", NB * BS, 53);
-    struct seq_arg b = {e, "after", NB * BS, 53, 0};
-    seq_main(&b);
+    struct range_arg b = whole(e, "after", NB * BS, 53);
+    range_main(&b);
     concurrent = 0;
     assert_int_equal(b.rc, 0);
     settle(e->c);
