@@ -14,6 +14,7 @@
 #include "cache/cache.h"
 #include "http/respond.h"
 #include "http/server.h"
+#include "lib/hex.h"
 #include "lib/json.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
@@ -37,6 +38,27 @@ static void notice_state_free(void *p)
     free(s);
 }
 
+/* The key of change @c into *@key (the caller frees it; NULL: the whole bucket): its
+ * "key_hex" (any bytes, whole) where given, else its "key" (UTF-8 only: an older peer's).
+ * 0, -EINVAL for a key that is not a string or not a valid key, or -ENOMEM. */
+static int change_key(const struct json *c, char **key)
+{
+    const struct json *kj = json_get(c, "key"), *hj = json_get(c, "key_hex");
+    *key = NULL;
+    if (!kj && !hj)
+        return 0;
+    if ((kj && kj->type != JSON_STR) || (hj && hj->type != JSON_STR))
+        return -EINVAL;
+    int rc = hj ? hex_decode_str(hj->str, key) : (*key = strdup(kj->str)) ? 0 : -ENOMEM;
+    if (!rc && backend_check_key(*key, strlen(*key)))
+        rc = -EINVAL;
+    if (rc) {
+        free(*key);
+        *key = NULL;
+    }
+    return rc;
+}
+
 static void notice_job(struct req *rq)
 {
     struct notice_state *s = rq->job_state;
@@ -45,9 +67,12 @@ static void notice_job(struct req *rq)
     rq->rc = 0;
     for (size_t i = 0; i < s->changes->n; i++) {
         const struct json *c = &s->changes->items[i];
-        const char *b = json_get_str(c, "bucket"), *k = json_get_str(c, "key");
+        const char *b = json_get_str(c, "bucket");
         const struct json *w = json_get(c, "warm");
         uint64_t n = 0;
+        char *k = NULL;
+        if (change_key(c, &k)) /* checked: only memory runs out */
+            continue;
         if (!k) {
             (void)cache_invalidate_prefix(srv->cache, b, "", &n);
             s->forgotten += n;
@@ -58,6 +83,7 @@ static void notice_job(struct req *rq)
         /* the writer kept no copy: the owner fetches the new version back */
         if (w && w->b && srv->warm && !peer_route_key(srv->peer, b, k, owner))
             (void)warm_object(srv->warm, b, k);
+        free(k);
     }
 }
 
@@ -72,12 +98,14 @@ static int notice_check(const struct json *d, const struct json **changes, char 
     for (size_t i = 0; i < ch->n; i++) {
         const struct json *c = &ch->items[i], *w = json_get(c, "warm");
         const char *b = c->type == JSON_OBJ ? json_get_str(c, "bucket") : NULL;
-        const char *k = b ? json_get_str(c, "key") : NULL;
-        if (!b || backend_check_bucket_name(b) || (json_get(c, "key") && !k) ||
-            (k && backend_check_key(k, strlen(k))) || (w && w->type != JSON_BOOL)) {
+        char *k = NULL;
+        int bad = !b || backend_check_bucket_name(b) || change_key(c, &k) ||
+                  (w && w->type != JSON_BOOL);
+        free(k);
+        if (bad) {
             snprintf(msg, cap,
                      "change %zu: want a valid \"bucket\", an optional valid \"key\" "
-                     "and an optional boolean \"warm\"",
+                     "(or \"key_hex\": its bytes in hex) and an optional boolean \"warm\"",
                      i);
             return -S3E_INVALID_ARGUMENT;
         }

@@ -327,20 +327,37 @@ static int warm_body(const struct cli_opts *o, struct buf *b)
         }
         buf_puts(b, "\"bucket\":");
         buf_json_str(b, bucket);
+        /* each key twice: "keys_hex" carries its bytes whole (a key need not be UTF-8) and
+         * is what the gateway reads, "keys" is for an older gateway */
+        struct buf hex;
+        buf_init(&hex, b->max);
         buf_puts(b, ",\"keys\":[");
+        buf_puts(&hex, ",\"keys_hex\":[");
         char line[2048];
         int first = 1;
         while (fgets(line, sizeof(line), f)) {
             line[strcspn(line, "\r\n")] = '\0';
             if (!line[0])
                 continue;
-            if (!first)
+            if (!first) {
                 buf_puts(b, ",");
+                buf_puts(&hex, ",");
+            }
             buf_json_str(b, line);
+            buf_json_hex(&hex, line);
             first = 0;
         }
         fclose(f);
         buf_puts(b, "]");
+        buf_puts(&hex, "]");
+        if (buf_append(b, hex.p, hex.len))
+            rc = -EMSGSIZE;
+        buf_free(&hex);
+        if (rc) {
+            fprintf(stderr, "s3cached warm: --keys \"%s\": too many keys for one job\n",
+                    o->keys_file);
+            goto out;
+        }
     } else {
         if (!o->target || parse_s3_url(o->target, &bucket, &prefix)) {
             fprintf(stderr, "s3cached warm: give s3://BUCKET/PREFIX, --keys FILE or --manifest\n");

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "hex.h"
 
 void buf_init(struct buf *b, size_t max)
 {
@@ -181,6 +182,17 @@ static size_t buf_utf8_len(const unsigned char *s)
         (cp >= 0xd800 && cp <= 0xdfff))
         return 0;
     return n;
+}
+
+int buf_json_hex(struct buf *b, const char *s)
+{
+    char pair[3];
+    int rc = buf_puts(b, "\"");
+    for (; !rc && *s; s++) {
+        hex_encode(s, 1, pair);
+        rc = buf_append(b, pair, 2);
+    }
+    return rc ? rc : buf_puts(b, "\"");
 }
 
 int buf_json_str(struct buf *b, const char *s)

@@ -33,6 +33,9 @@ int buf_xml_text_elem(struct buf *b, const char *name, const char *value);
 /* Appends @s as a JSON string literal, quotes included: always valid JSON, so a byte of @s
  * that is not part of well-formed UTF-8 is written as \ufffd. */
 int buf_json_str(struct buf *b, const char *s);
+/* Appends @s's bytes as a JSON string of lower-case hex digits, quotes included: any bytes,
+ * whole (hex_decode_str() reads them back). */
+int buf_json_hex(struct buf *b, const char *s);
 void buf_reset(struct buf *b);
 /* Gives the memory to the caller (free()); the buffer is empty afterwards. */
 char *buf_take(struct buf *b);

@@ -1,7 +1,10 @@
 /*
  * hex.c: hexadecimal digits, both ways (hex.h).
  */
+#include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "hex.h"
 
@@ -36,4 +39,22 @@ void hex_encode(const void *in, size_t n, char *out)
         out[2 * i + 1] = digits[p[i] & 15];
     }
     out[2 * n] = '\0';
+}
+
+int hex_decode_str(const char *hex, char **out)
+{
+    size_t n = strlen(hex);
+    *out = NULL;
+    if (n % 2)
+        return -EINVAL;
+    unsigned char *s = malloc(n / 2 + 1);
+    if (!s)
+        return -ENOMEM;
+    if (hex_decode(hex, n / 2, s) || memchr(s, 0, n / 2)) {
+        free(s);
+        return -EINVAL;
+    }
+    s[n / 2] = 0;
+    *out = (char *)s;
+    return 0;
 }

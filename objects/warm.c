@@ -23,6 +23,7 @@
 #include "backends/backend.h"
 #include "cache/cache.h"
 #include "lib/conf.h"
+#include "lib/hex.h"
 #include "lib/json.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
@@ -595,9 +596,9 @@ static int job_parse(const char *body, size_t len, struct warm_job **out, struct
     const char *bucket = json_get_str(js, "bucket");
     const char *prefix = json_get_str(js, "prefix");
     const char *manifest = json_get_str(js, "manifest");
-    const struct json *keys = json_get(js, "keys");
+    const struct json *keys = json_get(js, "keys"), *hexkeys = json_get(js, "keys_hex");
     const struct json *pin = json_get(js, "pin"), *fit = json_get(js, "fit");
-    int sources = !!prefix + !!manifest + !!keys;
+    int sources = !!prefix + !!manifest + !!(keys || hexkeys);
     rc = 0;
     if (!bucket || backend_check_bucket_name(bucket)) {
         errmsg_set(em, "\"bucket\" must name a bucket");
@@ -623,18 +624,33 @@ static int job_parse(const char *body, size_t len, struct warm_job **out, struct
             rc = -ENOMEM;
         }
     }
-    for (size_t i = 0; !rc && keys && i < keys->n; i++) {
-        const struct json *k = &keys->items[i];
-        if (k->type != JSON_STR || backend_check_key(k->str, strlen(k->str))) {
-            errmsg_set(em, "\"keys\"[%zu] is not a valid key", i);
+    /* "keys_hex": the keys, each its bytes in hex (a key that is not UTF-8; a cluster
+     * warm-up's share sends both): read instead of "keys" */
+    if (!rc && hexkeys && (hexkeys->type != JSON_ARR || (keys && hexkeys->n != keys->n))) {
+        errmsg_set(em, "\"keys_hex\" must be an array of hex strings, one per key");
+        rc = -S3E_INVALID_ARGUMENT;
+    }
+    size_t nkeys = hexkeys ? hexkeys->n : keys ? keys->n : 0;
+    for (size_t i = 0; !rc && i < nkeys; i++) {
+        const struct json *h = hexkeys ? &hexkeys->items[i] : NULL;
+        const struct json *k = h ? NULL : &keys->items[i];
+        char *raw = NULL;
+        const char *key = k && k->type == JSON_STR ? k->str : NULL;
+        if (h && (h->type != JSON_STR || hex_decode_str(h->str, &raw)))
+            key = NULL;
+        else if (h)
+            key = raw;
+        if (!key || backend_check_key(key, strlen(key))) {
+            errmsg_set(em, "\"%s\"[%zu] is not a valid key", h ? "keys_hex" : "keys", i);
             rc = -S3E_INVALID_ARGUMENT;
         } else {
-            rc = job_add_key(j, k->str, strlen(k->str));
+            rc = job_add_key(j, key, strlen(key));
         }
+        free(raw);
     }
     /* "sizes" (a cluster warm-up's share: the listing's sizes of its keys) */
     const struct json *sizes = json_get(js, "sizes");
-    if (!rc && sizes && (sizes->type != JSON_ARR || !keys || sizes->n != keys->n)) {
+    if (!rc && sizes && (sizes->type != JSON_ARR || !nkeys || sizes->n != nkeys)) {
         errmsg_set(em, "\"sizes\" must be an array of numbers, one per key");
         rc = -S3E_INVALID_ARGUMENT;
     }

@@ -147,12 +147,17 @@ static void share_fail_locked(struct cwarm_share *s, const char *why)
 
 /* --- handing out ---------------------------------------------------------------------------- */
 
-/* The body of a share: the keys @idx[0..@n) of @k. */
+/* The body of a share: the keys @idx[0..@n) of @k, in "keys_hex" (any bytes, whole: the
+ * owner reads them) and in "keys" (UTF-8: for people, and for an older owner). */
 static int share_body(const struct warm_keys *k, const size_t *idx, size_t n, struct buf *b)
 {
     int rc = buf_puts(b, "{\"bucket\":") || buf_json_str(b, k->bucket) || buf_puts(b, ",\"keys\":[");
     for (size_t i = 0; !rc && i < n; i++)
         rc = (i && buf_puts(b, ",")) || buf_json_str(b, k->keys[idx[i]]);
+    if (!rc)
+        rc = buf_puts(b, "],\"keys_hex\":[");
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = (i && buf_puts(b, ",")) || buf_json_hex(b, k->keys[idx[i]]);
     if (!rc)
         rc = buf_puts(b, "]");
     if (!rc && k->sizes) {

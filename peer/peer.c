@@ -353,14 +353,17 @@ static void peer_notice_one(void *cls, struct peer_xfer *x)
     peer_notice_put(nt);
 }
 
-/* {"changes":[{"bucket":B,"key":K,"warm":true},{"bucket":B},...]} into @b. */
+/* {"changes":[{"bucket":B,"key":K,"key_hex":H,"warm":true},{"bucket":B},...]} into @b. A key
+ * is any bytes but NUL, JSON strings are UTF-8: "key_hex" carries it whole (the receiver reads
+ * it; "key" is for people, and for an older peer). */
 static int peer_notice_body(struct buf *b, const struct objects_change *ch, size_t n)
 {
     int rc = buf_puts(b, "{\"changes\":[");
     for (size_t i = 0; !rc && i < n; i++) {
         rc = buf_puts(b, i ? ",{\"bucket\":" : "{\"bucket\":") || buf_json_str(b, ch[i].bucket);
         if (!rc && ch[i].key)
-            rc = buf_puts(b, ",\"key\":") || buf_json_str(b, ch[i].key);
+            rc = buf_puts(b, ",\"key\":") || buf_json_str(b, ch[i].key) ||
+                 buf_puts(b, ",\"key_hex\":") || buf_json_hex(b, ch[i].key);
         if (!rc && ch[i].key && ch[i].rewarm)
             rc = buf_puts(b, ",\"warm\":true");
         if (!rc)

@@ -13,6 +13,7 @@ their S3 backend, through a pausable relay.
   - read-after-write from any gateway: a PUT and a DELETE through a non-owner, then a GET
     through nginx: the new bytes (404) at once, with --revalidate-after never; the same for
     CompleteMultipartUpload, CopyObject and DeleteObjects (boto3);
+    keys with every byte value 1-255 the same way (a notice carries a key's bytes whole);
   - members that disagree (a fifth gateway with its own list): its request is served by the
     gateway it believes the owner, which serves it itself: one hop, no loop;
   - peer traffic is authenticated: a wrong peer secret, an unsigned or missing peer mark
@@ -36,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -295,6 +297,38 @@ t.check("read-after-write from any gateway: PUT and DELETE through a non-owner, 
         "nginx sees them at once (--revalidate-after never)", write_through_non_owner)
 
 
+def any_byte_keys():
+    # S3 keys are any bytes but NUL; a write notice is JSON, whose strings are UTF-8: every
+    # byte value 1-255 in a key the owner cached, overwritten and then deleted through a
+    # non-owner, read from the owner itself (which holds the cached copy) each time
+    keys = [b"any/k" + bytes([x]) + b"k" for x in range(1, 256)]
+    enc = [urllib.parse.quote(k, safe="/~") for k in keys]  # as SigV4 canonicalises it
+    own = owners("cold", enc)
+    stale = []
+    for k, e, o in zip(keys, enc, own):
+        r = get(gws[o].endpoint, "/cold/" + e, method="PUT", body=b"old " + k)
+        E.eq("PUT of key %r through its owner" % k, r.status, 200)
+        r = get(gws[(o + 2) % N].endpoint, "/cold/" + e)
+        E.same_bytes("GET of key %r through a non-owner" % k, r.body, b"old " + k)
+        r = get(gws[(o + 1) % N].endpoint, "/cold/" + e, method="PUT", body=b"new " + k)
+        E.eq("PUT of key %r through a non-owner" % k, r.status, 200)
+        r = get(gws[o].endpoint, "/cold/" + e)
+        if r.status != 200 or r.body != b"new " + k:
+            stale.append(k)
+    E.eq("keys whose owner served the old bytes after a PUT through a non-owner", stale, [])
+    for k, e, o in zip(keys, enc, own):
+        r = get(gws[(o + 1) % N].endpoint, "/cold/" + e, method="DELETE")
+        E.eq("DELETE of key %r through a non-owner" % k, r.status, 204)
+        r = get(gws[o].endpoint, "/cold/" + e)
+        if r.status != 404:
+            stale.append(k)
+    E.eq("keys their owner still served after a DELETE through a non-owner", stale, [])
+
+
+t.check("keys with every byte value 1-255: a write through a non-owner reaches the owner's "
+        "cache (the notice carries the key's bytes whole)", any_byte_keys)
+
+
 def other_writes_through_non_owner():
     # CompleteMultipartUpload, CopyObject and DeleteObjects through gateway 0, of keys it
     # does not own and whose owner cached the old bytes: the next GET through nginx has the
@@ -489,6 +523,36 @@ def warm_direct():
 
 
 t.check("the same job posted to one gateway directly: the same result", warm_direct)
+
+
+def warm_any_byte_keys():
+    # a cluster warm-up hands each owner its keys in JSON: keys that are not UTF-8 (every
+    # byte 0x80-0xFF) reach their owners whole, each cached there once
+    d = os.path.join(os.fsencode(origin.store), b"warm3")
+    os.makedirs(d, exist_ok=True)
+    keys = [b"k" + bytes([x]) + b"k" for x in range(0x80, 0x100)]
+    for k in keys:
+        with open(os.path.join(d, k), "wb") as f:
+            f.write(b"warm3 " + k)
+    enc = [urllib.parse.quote(k, safe="/~") for k in keys]
+    before = [objects_of(i) for i in range(N)]
+    st, js = admin(gws[1].endpoint, "POST", "/_/warm", json.dumps({"bucket": "warm3", "prefix": ""}))
+    E.eq("POST /_/warm of keys that are not UTF-8", st, 202)
+    j = wait_job(gws[1].endpoint, js["job"])
+    E.eq("job state, objects_done, errors_total",
+         (j["state"], j["objects_done"], j["errors_total"]), ("done", len(keys), 0))
+    after = [objects_of(i) for i in range(N)]
+    E.eq("objects cached in the cluster", sum(after) - sum(before), len(keys))
+    bad = []
+    for k, e, o in zip(keys, enc, owners("warm3", enc)):
+        r = get(gws[o].endpoint, "/warm3/" + e)
+        if r.status != 200 or r.body != b"warm3 " + k or r.h("x-cache") != "hit":
+            bad.append((k, r.status, r.h("x-cache")))
+    E.eq("reads from the owners that were not hits with the right bytes", bad, [])
+
+
+t.check("a cluster warm-up of keys that are not UTF-8: each cached on its owner, a hit there",
+        warm_any_byte_keys)
 
 
 def big_streams():

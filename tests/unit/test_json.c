@@ -8,7 +8,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
+
 #include "lib/buf.h"
+#include "lib/hex.h"
 #include "lib/json.h"
 
 static void test_json_values(void **state)
@@ -175,6 +178,39 @@ static void test_json_writer_roundtrip(void **state)
     }
 }
 
+/* A key's bytes in hex (peer notices, warm shares): every byte 1-255 comes back whole, where a
+ * JSON string would have made U+FFFD of the bytes that are not UTF-8. */
+static void test_json_hex_keys(void **state)
+{
+    (void)state;
+    char key[256];
+    for (int i = 0; i < 255; i++)
+        key[i] = (char)(i + 1);
+    key[255] = 0;
+    struct buf b;
+    struct json *j = NULL;
+    struct errmsg em = {{0}};
+    buf_init(&b, 1 << 12);
+    assert_int_equal(buf_json_hex(&b, key), 0);
+    assert_int_equal(json_parse(b.p, b.len, &j, &em), 0);
+    assert_int_equal(j->type, JSON_STR);
+    char *back = NULL;
+    assert_int_equal(hex_decode_str(j->str, &back), 0);
+    assert_memory_equal(back, key, 256);
+    free(back);
+    json_free(j);
+    buf_free(&b);
+    /* an odd count, a non-digit, a NUL byte: refused, nothing to free */
+    assert_int_equal(hex_decode_str("abc", &back), -EINVAL);
+    assert_null(back);
+    assert_int_equal(hex_decode_str("zz", &back), -EINVAL);
+    assert_int_equal(hex_decode_str("6100", &back), -EINVAL);
+    assert_null(back);
+    assert_int_equal(hex_decode_str("", &back), 0);
+    assert_string_equal(back, "");
+    free(back);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -184,6 +220,7 @@ int main(void)
         cmocka_unit_test(test_json_choices),
         cmocka_unit_test(test_json_depth),
         cmocka_unit_test(test_json_writer_roundtrip),
+        cmocka_unit_test(test_json_hex_keys),
     };
     return cmocka_run_group_tests_name("json", tests, NULL, NULL);
 }
