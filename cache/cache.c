@@ -67,6 +67,7 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     if (c->block_size > (1u << 30))
         c->block_size = 1u << 30;
     c->readahead = cf->readahead;
+    c->cold_get = cf->cold_get && !(backend_caps(be) & BE_CAP_LOCAL_FD);
     c->miss_source = missource_enabled(cf, be);
     c->up.run_start_locked = fill_start_locked; /* the pipeline's calls up (cache_priv.h) */
     c->up.run_end = fill_end_run;

@@ -97,6 +97,10 @@ int cache_obj_get(struct cache *c, const char *bucket, const char *key, struct c
  * error (-S3E_NO_SUCH_KEY, -S3E_NO_SUCH_BUCKET, -S3E_SERVICE_UNAVAILABLE, ...). */
 int cache_obj_meta(struct cache_obj *o, struct cache_waiter *w, const struct be_meta **meta,
                    enum cache_outcome *how);
+/* Before cache_obj_meta(): the request is a GET that reads from the object's first block (no
+ * Range, or one from byte 0). A lookup it starts for a key not cached may then be a ranged GET
+ * of that block whose answer brings the metadata and the first bytes at once (--cold-get). */
+void cache_obj_reads_first(struct cache_obj *o);
 /* When every byte of [@off, @off+@len) is on the SSD: 0 and a new O_RDONLY fd (caller owns it;
  * the bytes stay valid while it is open, even if evicted) positioned nowhere in particular: read
  * the object at file offset @off. Otherwise -EAGAIN (not suspended) after making sure the missing

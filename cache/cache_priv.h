@@ -165,6 +165,7 @@ struct cache_obj {
     int from_source;   /* sending from a run's backend file (counted in v->src_readers) */
     int source_waited; /* suspended once for a run to open that file: never starts another */
     int internal;      /* a warm-up's or a copy's, not a client read: no pass accounting */
+    int reads_first;   /* a GET that reads from the object's first block (cache_obj_reads_first) */
     int opened;        /* open_range ran: [read_off, range_end) is what the request reads */
     uint64_t read_off, read_end, hit_bytes; /* and the bytes of it present when it began */
     /* The windowed run this reader reads from (or waits on), in its wreaders, and the position
@@ -244,6 +245,7 @@ struct cache {
      * throttled answers last seen. */
     struct workq *awq;
     unsigned ahead_running, ahead_limit, ahead_max, ahead_per_object;
+    int cold_get; /* --cold-get on a remote backend: a cold lookup by GET (lookup.c) */
     unsigned versions_receiving; /* versions with a run receiving (cver.nreceiving > 0) */
     uint64_t ahead_throttled_seen;
 

@@ -520,28 +520,29 @@ static int fetch_reserve(struct fetch *f)
     return rc;
 }
 
-static void fetch_run(void *arg)
+/* The start of run @f on the thread that carries its transfer: its reservation, its window
+ * (or its data file). 0, or the run's error (fetch_finish() ends it then); *@windowed whether
+ * its bytes go through a window (fillwin_on_data), else fetch_on_data; *@direct for a run
+ * written around the page cache. */
+static int fetch_begin(struct fetch *f, int *windowed, int *direct)
 {
-    struct fetch *f = arg;
     struct cache *c = f->c;
     struct cver *v = f->v;
-    struct ckey *ck = v->key;
     int rc = 0;
-
+    *windowed = *direct = 0;
     if (f->need_reserve)
         rc = fetch_reserve(f);
     if (!rc && !f->bypass)
         missource_run_start(f);
-    int direct = 0, windowed = 0;
     if (!rc && !f->bypass) {
         int fd;
         pthread_mutex_lock(&c->mu);
         /* A run through a window creates its data file in the writer: the first byte waits
          * for neither the file nor the disk. */
-        windowed = fillwin_begin_locked(f);
-        if (!windowed)
+        *windowed = fillwin_begin_locked(f);
+        if (!*windowed)
             rc = cache_ver_fd_locked(c, v, 1, &fd);
-        direct = f->direct;
+        *direct = f->direct;
         pthread_mutex_unlock(&c->mu);
     }
     if (rc || f->bypass || !(backend_caps(c->be) & BE_CAP_LOCAL_FD)) { /* no file to send */
@@ -549,17 +550,45 @@ static void fetch_run(void *arg)
         missource_run_none_locked(f);
         pthread_mutex_unlock(&c->mu);
     }
+    return rc;
+}
+
+/* The end of run @f's transfer with result @rc: a windowed run is ended by the cache writer
+ * once the disk has what it will take, any other here (fill_end_run()). */
+static void fetch_finish(struct fetch *f, int windowed, int rc)
+{
+    struct cache *c = f->c;
+    if (f->err && !rc)
+        rc = f->err;
+    if (!rc && f->landed < f->end)
+        rc = -EIO; /* short body */
+    if (windowed) {
+        if (fillwin_received(f, rc))
+            return;
+        fill_end_run(f, rc);
+        return;
+    }
+    if ((rc == -ENOSPC || rc == -EDQUOT) && !f->bypass && !f->err && f->landed == f->off)
+        rc = fetch_to_memory(f);
+    pthread_mutex_lock(&c->mu);
+    ahead_received_locked(f); /* the transfer is over: the next may start before the sync */
+    pthread_mutex_unlock(&c->mu);
+    fill_end_run(f, rc);
+}
+
+static void fetch_run(void *arg)
+{
+    struct fetch *f = arg;
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    struct ckey *ck = v->key;
+    int windowed, direct;
+    int rc = fetch_begin(f, &windowed, &direct);
     if (windowed) {
         struct be_sink sink = {cache_fetch_on_meta, fillwin_on_data, f};
         if (!f->err)
             rc = backend_get(c->be, ck->bucket, ck->key, f->off, f->end - f->off, &sink);
-        if (f->err && !rc)
-            rc = f->err;
-        if (!rc && f->landed < f->end)
-            rc = -EIO; /* short body */
-        if (fillwin_received(f, rc))
-            return; /* the cache writer ends the run once the disk has what it will take */
-        fill_end_run(f, rc);
+        fetch_finish(f, 1, rc);
         return;
     }
     if (!rc && !f->err) {
@@ -576,15 +605,26 @@ static void fetch_run(void *arg)
             rc = backend_get(c->be, ck->bucket, ck->key, f->off, f->end - f->off, &sink);
             rc = fetch_stage_close(f, rc);
         }
-        if (!rc && f->landed < f->end)
-            rc = -EIO; /* short body */
     }
-    if ((rc == -ENOSPC || rc == -EDQUOT) && !f->bypass && !f->err && f->landed == f->off)
-        rc = fetch_to_memory(f);
-    pthread_mutex_lock(&c->mu);
-    ahead_received_locked(f); /* the transfer is over: the next may start before the sync */
-    pthread_mutex_unlock(&c->mu);
-    fill_end_run(f, rc);
+    fetch_finish(f, 0, rc);
+}
+
+int fill_adopted_begin(struct fetch *f, int *windowed)
+{
+    int direct;
+    int rc = fetch_begin(f, windowed, &direct);
+    S3C_ASSERT(!direct);
+    return rc;
+}
+
+int fill_adopted_data(struct fetch *f, int windowed, const void *buf, size_t len)
+{
+    return windowed ? fillwin_on_data(f, buf, len) : fetch_on_data(f, buf, len);
+}
+
+void fill_adopted_end(struct fetch *f, int windowed, int rc)
+{
+    fetch_finish(f, windowed, rc);
 }
 
 /* Marks what a run that went through the page cache landed whole: one fdatasync and one index
@@ -696,18 +736,14 @@ void fill_end_run(struct fetch *f, int rc)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Starts a run of blocks [@first, @first + @n) on a worker, or with @ahead on the fetch
- * threads (ahead.c). A chain run also names the block its chain ends at (@follow_to, else 0)
- * and may be handed the backend file the previous run copied from (@given_fd, owned by the run
- * once this returns 0). */
-static int fill_start_on_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
-                                uint64_t follow_to, int given_fd, int ahead)
+/* A new run of blocks [@first, @first + @n) of @v, its capacity reserved if there is room
+ * now (else its worker reserves it): NULL without memory. Not yet in flight (fetch_link). */
+static struct fetch *fetch_new_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
+                                      uint64_t follow_to, int given_fd)
 {
-    if (c->closing)
-        return CACHE_ERR_CLOSING;
     struct fetch *f = calloc(1, sizeof(*f));
     if (!f)
-        return -ENOMEM;
+        return NULL;
     f->c = c;
     f->v = v;
     f->first = first;
@@ -730,6 +766,35 @@ static int fill_start_on_locked(struct cache *c, struct cver *v, uint64_t first,
     }
     v->refs++;
     v->key->refs++;
+    return f;
+}
+
+/* Run @f is in flight: its blocks fetching, on its version's and the cache's lists. */
+static void fetch_link_locked(struct fetch *f)
+{
+    struct cache *c = f->c;
+    struct cver *v = f->v;
+    for (uint64_t b = f->first; b < f->first + f->n; b++)
+        cache_bit_set(v->fetching, b);
+    ahead_receiving_locked(f);
+    f->next = v->fetches;
+    v->fetches = f;
+    f->all_next = c->fetches;
+    c->fetches = f;
+}
+
+/* Starts a run of blocks [@first, @first + @n) on a worker, or with @ahead on the fetch
+ * threads (ahead.c). A chain run also names the block its chain ends at (@follow_to, else 0)
+ * and may be handed the backend file the previous run copied from (@given_fd, owned by the run
+ * once this returns 0). */
+static int fill_start_on_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
+                                uint64_t follow_to, int given_fd, int ahead)
+{
+    if (c->closing)
+        return CACHE_ERR_CLOSING;
+    struct fetch *f = fetch_new_locked(c, v, first, n, follow_to, given_fd);
+    if (!f)
+        return -ENOMEM;
     int rc = ahead ? ahead_submit_locked(c, fetch_run, f)
                    : cache_submit(c, WORKQ_HIGH, fetch_run, f);
     if (rc) {
@@ -739,14 +804,23 @@ static int fill_start_on_locked(struct cache *c, struct cver *v, uint64_t first,
         free(f);
         return rc == -ESHUTDOWN ? CACHE_ERR_CLOSING : rc;
     }
-    for (uint64_t b = first; b < first + n; b++)
-        cache_bit_set(v->fetching, b);
-    ahead_receiving_locked(f);
-    f->next = v->fetches;
-    v->fetches = f;
-    f->all_next = c->fetches;
-    c->fetches = f;
+    fetch_link_locked(f);
     return 0;
+}
+
+struct fetch *fill_adopt_locked(struct cache *c, struct cver *v, uint64_t n)
+{
+    if (c->closing || !v->nblocks)
+        return NULL;
+    for (uint64_t b = 0; b < n; b++)
+        if (cache_bit(v->present, b) || cache_bit(v->fetching, b))
+            return NULL;
+    struct fetch *f = fetch_new_locked(c, v, 0, n, 0, -1);
+    if (f) {
+        fetch_link_locked(f);
+        c->njobs++; /* a job until fill_end_run(), as a run on a worker is */
+    }
+    return f;
 }
 
 int fill_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
@@ -829,6 +903,28 @@ static void read_ahead_locked(struct cache *c, struct cver *v, struct cache_obj 
             (void)fill_ensure_locked(c, v, x, S3C_MIN(end, x + CACHE_FETCH_MAX_BLOCKS));
             return;
         }
+}
+
+/* Starts what a range's first missing block @miss needs from [@from, @b1): the range (in runs
+ * of at most CACHE_FETCH_MAX_BLOCKS), or the read-ahead window when that is larger, counted
+ * from @miss. With room for ranged GETs ahead: one block now and the rest in parallel, what
+ * they cannot take of the window as one stream (the range's first window is fetched whatever
+ * its reader does next); else one stream, the run as long as the read-ahead. The number of
+ * runs started, or an error (fill_ensure_locked()). */
+static int open_window_locked(struct cache *c, struct cver *v, uint64_t from, uint64_t b1,
+                              uint64_t miss)
+{
+    uint64_t win = S3C_MAX((uint64_t)CACHE_FETCH_MAX_BLOCKS, 1 + ra_blocks(c, v));
+    int par = !v->bypass_seen && ahead_room_locked(c, v);
+    uint64_t last = S3C_MIN(b1, from + (par ? 1 : win));
+    if (from >= b1)
+        return 0;
+    int rc = fill_ensure_locked(c, v, from, S3C_MIN(last, miss + win));
+    if (rc >= 0 && par) {
+        fill_ahead_locked(c, v, last, S3C_MIN(b1, last + c->ahead_per_object));
+        (void)fill_ensure_locked(c, v, last, S3C_MIN(b1, miss + win));
+    }
+    return rc;
 }
 
 /* cache_obj_open_range(), and with a waiter (cache_obj_open_get) a cold range may be sent from
@@ -916,22 +1012,12 @@ static int open_range(struct cache_obj *o, uint64_t off, uint64_t len, struct ca
         } else {
             cache_outcome_waiting(o);
         }
+        /* the rest of the range's first window, as if this reader had started the fetch (it
+         * may be a lookup's of the first block, --cold-get) */
+        (void)open_window_locked(c, v, miss + 1, b1, miss);
         rc = -EAGAIN;
     } else {
-        /* the requested range (in runs of at most CACHE_FETCH_MAX_BLOCKS), or the read-ahead
-         * window when that is larger */
-        uint64_t win = S3C_MAX((uint64_t)CACHE_FETCH_MAX_BLOCKS, 1 + ra_blocks(c, v));
-        /* with room for ranged GETs ahead: one block now and the rest of the range in
-         * parallel; else one stream, the run as long as the read-ahead */
-        int par = !v->bypass_seen && ahead_room_locked(c, v);
-        uint64_t last = S3C_MIN(b1, miss + (par ? 1 : win));
-        rc = fill_ensure_locked(c, v, miss, last);
-        if (rc >= 0 && par) {
-            fill_ahead_locked(c, v, last, S3C_MIN(b1, last + c->ahead_per_object));
-            /* what the ahead runs could not take of the first window: one stream, as without
-             * them (the range's first window is fetched whatever its reader does next) */
-            (void)fill_ensure_locked(c, v, last, S3C_MIN(b1, miss + win));
-        }
+        rc = open_window_locked(c, v, miss, b1, miss);
         if (rc >= 0) {
             cache_outcome_started(o);
             if (o->how == CACHE_MISS && o->hit_bytes > 0)

@@ -24,5 +24,15 @@ int fill_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t 
 /* Ends run @f with @rc (no lock held): blocks landed whole are synced and marked present,
  * waiters woken, the fetch freed (or kept for readers), its job done. */
 void fill_end_run(struct fetch *f, int rc);
+/* A run of blocks [0, @n) of @v whose transfer is already under way on the caller's thread
+ * (a lookup by GET, lookup.c: the GET that brought @v's metadata carries its first bytes):
+ * in flight at once, its blocks fetching. NULL when one of them is present or fetching, or
+ * the cache closes, or without memory. Then, without the lock: fill_adopted_begin() (0, or
+ * the run's error), fill_adopted_data() for each piece of the body, fill_adopted_end() with
+ * the transfer's result, always once: it ends the run. */
+struct fetch *fill_adopt_locked(struct cache *c, struct cver *v, uint64_t n);
+int fill_adopted_begin(struct fetch *f, int *windowed);
+int fill_adopted_data(struct fetch *f, int windowed, const void *buf, size_t len);
+void fill_adopted_end(struct fetch *f, int windowed, int rc);
 
 #endif

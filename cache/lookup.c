@@ -1,5 +1,7 @@
 /*
- * lookup.c: the metadata of a key: a HEAD on a worker, coalesced per key, that makes a new
+ * lookup.c: the metadata of a key: a HEAD on a worker (for a cold GET from byte 0 over an S3
+ * backend, --cold-get, a ranged GET of the first block whose answer's headers are the metadata
+ * and whose body fills that block), coalesced per key, that makes a new
  * version (indexed, or left unrecorded for --miss-source, or unindexed when the index cannot
  * hold it), revalidation after --revalidate-after and stale-if-error; cache_obj_meta() binds a
  * request to the version it will read; broken versions are dropped in the background.
@@ -14,6 +16,7 @@
 
 #include "cache_priv.h"
 #include "evict_priv.h"
+#include "fill_priv.h"
 #include "missource_priv.h"
 #include "table_priv.h"
 #include "lib/conf.h"
@@ -27,7 +30,14 @@ struct lookup_job {
     struct cache *c;
     struct ckey *ck;
     uint64_t gen, seq;
+    /* A lookup by GET (--cold-get): the ranged GET of the first block whose answer makes the
+     * version (@got_meta) and then fills that block as the run @f (fill_adopt_locked()),
+     * through a window or not (@windowed); @frc its start's error. */
+    int by_get, got_meta, windowed, frc;
+    struct fetch *f;
 };
+
+#define LOOKUP_GET_DONE (-ECANCELED) /* the GET's bytes have no run to go to: stop it */
 
 static int meta_same(const struct be_meta *a, const struct be_meta *b)
 {
@@ -39,8 +49,8 @@ static int is_absent_err(int rc)
     return rc == -S3E_NO_SUCH_KEY || rc == -S3E_NO_SUCH_BUCKET || rc == -ENOENT;
 }
 
-static void lookup_finish_locked(struct cache *c, struct ckey *ck, uint64_t seq, int err,
-                                 int stale, int same)
+static void lookup_finish_locked(struct cache *c, struct ckey *ck, uint64_t seq, int err, int stale,
+                                 int same)
 {
     if (ck->lookup_seq == seq)
         ck->lookup_running = 0;
@@ -55,8 +65,8 @@ static void lookup_finish_locked(struct cache *c, struct ckey *ck, uint64_t seq,
 
 /* Indexes a new version of @ck with metadata @m (no blocks yet). 0 and *@out (one ref), or
  * an error. No lock held. */
-static int version_create(struct cache *c, struct ckey *ck, const struct be_meta *m,
-                          uint32_t flags, struct cver **out)
+static int version_create(struct cache *c, struct ckey *ck, const struct be_meta *m, uint32_t flags,
+                          struct cver **out)
 {
     struct index_entry e;
     memset(&e, 0, sizeof(e));
@@ -159,14 +169,14 @@ static int version_unrecorded(struct cache *c, struct ckey *ck, const struct be_
     return v ? 0 : -ENOMEM;
 }
 
-static void lookup_run(void *arg)
+/* The lookup's answer: the backend's @rc and metadata @m (a HEAD's, or a GET's headers):
+ * the key's version confirmed, replaced or made, or its error, and the requests waiting for it
+ * woken. A lookup by GET that made a new version adopts the run of its first block first
+ * (j->f), so that no request woken here starts another. No lock held. */
+static void lookup_settle(struct lookup_job *j, int rc, const struct be_meta *m)
 {
-    struct lookup_job *j = arg;
     struct cache *c = j->c;
     struct ckey *ck = j->ck;
-    struct be_meta m;
-    memset(&m, 0, sizeof(m));
-    int rc = backend_head(c->be, ck->bucket, ck->key, &m);
     int err = 0, stale = 0, warn = 0, same = 0;
     uint64_t drop_version = 0;
     struct cver *nv = NULL;
@@ -191,7 +201,7 @@ static void lookup_run(void *arg)
         }
         goto finish;
     }
-    if (cur && meta_same(&cur->meta, &m)) {
+    if (cur && meta_same(&cur->meta, m)) {
         cur->validated_ns = s3c_real_ns();
         evict_touch_locked(c, cur, cur->validated_ns);
         same = 1;
@@ -209,19 +219,19 @@ static void lookup_run(void *arg)
         cache_index_drop(c, ck, drop_version);
         drop_version = 0;
     }
-    if (!cur && !flags && missource_defer_record(c, m.size)) {
+    if (!cur && !flags && missource_defer_record(c, m->size)) {
         /* its first GET is sent from the backend's file: the record is written when the
          * fill needs it (cache_ver_record), not before that GET's first byte */
-        rc = version_unrecorded(c, ck, &m, &nv);
+        rc = version_unrecorded(c, ck, m, &nv);
     } else {
-        rc = version_create(c, ck, &m, flags, &nv);
+        rc = version_create(c, ck, m, flags, &nv);
     }
     if (rc && rc != -ENOMEM) {
         /* the object is there, the index cannot hold it (LMDB map full, an index or disk
          * error): read it from the backend, uncached, rather than fail the read */
         log_warn("cache: indexing \"%s/%s\": %s: served uncached", ck->bucket, ck->key,
                  s3c_strerror(rc));
-        rc = version_unindexed(c, ck, &m, &nv);
+        rc = version_unindexed(c, ck, m, &nv);
     }
     pthread_mutex_lock(&c->mu);
     if (rc) {
@@ -238,6 +248,8 @@ static void lookup_run(void *arg)
         goto finish;
     }
     ck->cur = nv; /* our ref moves to ck */
+    if (j->by_get && !nv->unindexed && !nv->unrecorded)
+        j->f = fill_adopt_locked(c, nv, 1);
 finish:
     lookup_finish_locked(c, ck, j->seq, err, stale, same);
     pthread_mutex_unlock(&c->mu);
@@ -246,6 +258,52 @@ finish:
                  s3c_strerror(rc));
     if (drop_version)
         cache_index_drop(c, ck, drop_version);
+}
+
+static int lookup_get_meta(void *cls, const struct be_meta *m)
+{
+    struct lookup_job *j = cls;
+    if (j->got_meta) /* a retry of the GET before any byte came: the same answer */
+        return j->f ? j->frc : LOOKUP_GET_DONE;
+    j->got_meta = 1;
+    lookup_settle(j, 0, m);
+    if (!j->f)
+        return LOOKUP_GET_DONE;
+    j->frc = fill_adopted_begin(j->f, &j->windowed);
+    return j->frc;
+}
+
+static int lookup_get_data(void *cls, const void *buf, size_t len)
+{
+    struct lookup_job *j = cls;
+    return fill_adopted_data(j->f, j->windowed, buf, len);
+}
+
+static void lookup_run(void *arg)
+{
+    struct lookup_job *j = arg;
+    struct cache *c = j->c;
+    struct ckey *ck = j->ck;
+    struct be_meta m;
+    memset(&m, 0, sizeof(m));
+    int rc = 0, head = 1;
+    if (j->by_get) {
+        struct be_sink sink = {lookup_get_meta, lookup_get_data, j};
+        rc = backend_get(c->be, ck->bucket, ck->key, 0, c->block_size, &sink);
+        if (j->got_meta) {
+            head = 0;
+            if (j->f)
+                fill_adopted_end(j->f, j->windowed, j->frc ? j->frc : rc);
+        } else if (rc != -S3E_INVALID_RANGE && rc != -S3E_NOT_IMPLEMENTED) {
+            head = 0; /* the backend's answer, as a HEAD's would be (an empty object's first
+                       * block is no range: 416, and a HEAD then) */
+            lookup_settle(j, rc, &m);
+        }
+    }
+    if (head) {
+        rc = backend_head(c->be, ck->bucket, ck->key, &m);
+        lookup_settle(j, rc, &m);
+    }
     cache_unlinks_run(c);
     pthread_mutex_lock(&c->mu);
     cache_key_put_locked(c, ck);
@@ -254,13 +312,14 @@ finish:
     free(j);
 }
 
-static int lookup_start_locked(struct cache *c, struct ckey *ck)
+static int lookup_start_locked(struct cache *c, struct ckey *ck, int by_get)
 {
     struct lookup_job *j = calloc(1, sizeof(*j));
     if (!j)
         return -ENOMEM;
     j->c = c;
     j->ck = ck;
+    j->by_get = by_get && c->cold_get && !ck->cur;
     j->gen = ck->gen;
     j->seq = ck->lookup_seq + 1;
     ck->refs++;
@@ -366,7 +425,7 @@ int cache_obj_meta(struct cache_obj *o, struct cache_waiter *w, const struct be_
         if (o->how != CACHE_MISS)
             o->how = CACHE_COALESCED;
     } else {
-        if ((rc = lookup_start_locked(c, ck)))
+        if ((rc = lookup_start_locked(c, ck, o->reads_first)))
             goto out;
         o->how = CACHE_MISS;
     }
@@ -391,3 +450,8 @@ unsigned cache_busy(struct cache *c)
     return n;
 }
 
+void cache_obj_reads_first(struct cache_obj *o)
+{
+    CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
+    o->reads_first = 1;
+}

@@ -80,6 +80,21 @@ static int read_range(struct req *rq, const struct be_meta *m, uint64_t *off, ui
     return READ_ON;
 }
 
+/* Whether a GET reads from the object's first byte: no Range (nor ?partNumber but 1), or a
+ * Range from byte 0 (a suffix range or a later start reads elsewhere). */
+static int reads_first(struct req *rq)
+{
+    const char *pn = req_query(rq, "partNumber");
+    const char *range = req_header(rq, "Range");
+    if (pn && strcmp(pn, "1"))
+        return 0;
+    if (!range)
+        return 1;
+    while (*range == ' ')
+        range++;
+    return strncmp(range, "bytes=0-", 8) == 0;
+}
+
 static int read_answer(struct req *rq, int is_get, const struct read_target *t)
 {
     int rc;
@@ -87,6 +102,8 @@ static int read_answer(struct req *rq, int is_get, const struct read_target *t)
         rc = cache_obj_get(rq->srv->cache, rq->bucket, rq->key, &rq->obj);
         if (rc)
             return respond_error(rq, rc);
+        if (is_get && !t->select && reads_first(rq))
+            cache_obj_reads_first(rq->obj);
         rq->phase = READ_META;
     }
     enum cache_outcome how = CACHE_HIT;

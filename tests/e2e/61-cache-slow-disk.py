@@ -312,8 +312,24 @@ def refetch_missing():
          "miss" if missing == SIZE else "partial" if missing else "hit")
     E.eq("backend bytes of the second GET: the blocks not cached, no more",
          s2["backend"]["bytes_read"] - s1["backend"]["bytes_read"], missing)
-    if not E.wait_until(lambda: gw.stats()["cache"]["used_bytes"] == SIZE, timeout=60):
-        raise E.Fail("the refetched blocks were not all cached: %r" % gw.stats()["cache"])
+    # The disk is fast again, but the cache writer yields the CPU to the readers: on a loaded
+    # machine, ranged GETs ahead of the reader (--fetch-parallel) may outrun it and leave a
+    # block or two uncached again, counted. Each further GET fetches exactly what is missing,
+    # and the blocks are all cached within a few.
+    for rnd in range(4):
+        if E.wait_until(lambda: gw.stats()["cache"]["used_bytes"] == SIZE, timeout=30):
+            break
+        if rnd == 3:
+            raise E.Fail("the refetched blocks were not all cached: %r" % gw.stats()["cache"])
+        s2 = gw.stats()
+        missing = SIZE - s2["cache"]["used_bytes"]
+        print("       # %d bytes left uncached (%d blocks in all): one more GET"
+              % (missing, s2["cache"]["uncached_blocks"]))
+        st, how, sh, n, _ = get(gw.port, "/%s/cold.bin" % B)
+        E.eq("GET after blocks were left uncached", (st, sh, how), (200, want, "partial"))
+        E.eq("backend bytes of that GET: the blocks not cached, no more",
+             gw.stats()["backend"]["bytes_read"] - s2["backend"]["bytes_read"], missing)
+        s2 = gw.stats()
     st, how, sh, n, _ = get(gw.port, "/%s/cold.bin" % B)
     E.eq("third GET", (st, sh, how), (200, want, "hit"))
     E.eq("backend bytes of the third GET", gw.stats()["backend"]["bytes_read"],

@@ -201,6 +201,7 @@ static void env_reopen(struct env *e)
 /* ---- helpers --------------------------------------------------------------------------- */
 
 static __thread int concurrent; /* this thread runs beside other readers: no settling */
+static int reads_first;         /* read_range() says its GET reads from byte 0 (--cold-get) */
 
 /* Waits until no cache job is queued or running (fills finish after readers got the bytes). */
 static void settle(struct cache *c)
@@ -231,6 +232,8 @@ static int read_range(struct cache *c, const char *bucket, const char *key, uint
     int rc = cache_obj_get(c, bucket, key, &o);
     assert_int_equal(rc, 0);
     tw_init(&tw);
+    if (reads_first && off == 0)
+        cache_obj_reads_first(o);
     rc = meta_wait(o, &tw, &m, how);
     if (rc)
         goto out;
@@ -1302,6 +1305,67 @@ static void test_cache_parallel_ranges(void **state)
     assert_int_equal(stats(e).used_bytes, size);
 }
 
+/* --cold-get: a cold GET from byte 0 learns the metadata from the GET of its first block. A
+ * small object costs one backend request, not a HEAD and a GET; a large one's first block comes
+ * with that GET and every byte is fetched once; an empty object, a missing key and a lookup
+ * that reads nothing (a HEAD) are answered as before. */
+static void test_cache_cold_get(void **state)
+{
+    struct env *e = *state;
+    e->cf.cold_get = 1;
+    env_reopen(e);
+    uint64_t big = 3 * BS + 5;
+    fake_be_put_gen(e->fb, "bkt", "small", BS - 1000, 7); /* one block */
+    fake_be_put_gen(e->fb, "bkt", "big", big, 9);
+    fake_be_put_gen(e->fb, "bkt", "empty", 0, 1);
+    fake_be_put_gen(e->fb, "bkt", "headed", 10, 3);
+    unsigned char *buf = malloc(big);
+    enum cache_outcome how;
+    reads_first = 1;
+    assert_int_equal(read_range(e->c, "bkt", "small", 0, UINT64_MAX, buf, &how, NULL), 0);
+    check_gen(buf, 0, BS - 1000, 7);
+    assert_int_equal(how, CACHE_MISS);
+    settle(e->c);
+    assert_int_equal(fake_be_heads(e->fb), 0);
+    assert_int_equal(fake_be_gets(e->fb), 1);
+    assert_int_equal(read_range(e->c, "bkt", "small", 0, UINT64_MAX, buf, &how, NULL), 0);
+    assert_int_equal(how, CACHE_HIT);
+    assert_int_equal(fake_be_gets(e->fb), 1);
+
+    assert_int_equal(read_range(e->c, "bkt", "big", 0, UINT64_MAX, buf, &how, NULL), 0);
+    check_gen(buf, 0, big, 9);
+    settle(e->c);
+    uint64_t covered = 0;
+    for (unsigned i = 1; i < fake_be_gets(e->fb); i++) {
+        uint64_t end = S3C_MIN(big, e->fb->get_log[i].off + e->fb->get_log[i].len);
+        covered += end - e->fb->get_log[i].off;
+    }
+    assert_int_equal(covered, big); /* each byte once, the first block by the lookup's GET */
+    assert_int_equal(fake_be_heads(e->fb), 0);
+    assert_int_equal(read_range(e->c, "bkt", "big", 0, UINT64_MAX, buf, &how, NULL), 0);
+    assert_int_equal(how, CACHE_HIT);
+
+    uint64_t size = 1;
+    assert_int_equal(read_range(e->c, "bkt", "empty", 0, UINT64_MAX, buf, &how, &size), 0);
+    assert_int_equal(size, 0);
+    assert_int_equal(read_range(e->c, "bkt", "nope", 0, UINT64_MAX, buf, &how, NULL),
+                     -S3E_NO_SUCH_KEY);
+    reads_first = 0;
+    unsigned heads = fake_be_heads(e->fb);
+    struct cache_obj *o;
+    struct twaiter tw;
+    const struct be_meta *m;
+    assert_int_equal(cache_obj_get(e->c, "bkt", "headed", &o), 0);
+    tw_init(&tw);
+    assert_int_equal(meta_wait(o, &tw, &m, &how), 0);
+    assert_int_equal(m->size, 10);
+    cache_obj_release(o);
+    tw_destroy(&tw);
+    assert_int_equal(fake_be_heads(e->fb), heads + 1);
+    settle(e->c);
+    free(buf);
+}
+
 /* ---- ranged GETs ahead of a reader (--fetch-parallel, cache/ahead.c) ------------------- */
 
 static int setup_ahead(void **state)
@@ -1631,6 +1695,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cache_write_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_write_back_forget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_parallel_ranges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_cold_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_small_fills_free_windows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_ahead_parallel, setup_ahead, teardown),
         cmocka_unit_test_setup_teardown(test_cache_ahead_shared, setup_ahead, teardown),
