@@ -490,8 +490,9 @@ static int auth_bearer(struct auth *a, struct req *rq, const char *authz)
     return 0;
 }
 
-/* --anonymous (trusted networks): a signature we cannot check, or would refuse (another
- * region, unsigned headers, SigV2 where it is not accepted), is accepted as anonymous. The
+/* --anonymous (trusted networks): a request without a signature, or with one we cannot
+ * check or would refuse (another region, unsigned headers, SigV2 where it is not accepted),
+ * is accepted as anonymous. The
  * payload mode still comes from the header: a literal SHA-256 is still checked against the
  * body, signed streaming cannot be decoded. Returns 0 or -S3E_NOT_IMPLEMENTED. */
 static int auth_anonymous_fallback(struct req *rq)
@@ -538,15 +539,9 @@ int auth_check(struct auth *a, struct req *rq, struct errmsg *em)
              (!authz && req_has_query(rq, "AWSAccessKeyId") && !req_has_query(rq, "X-Amz-Algorithm"));
     if (authz && !strncasecmp(authz, "Bearer ", 7))
         return auth_bearer(a, rq, authz);
-    if (!authz && !presigned) {
-        if (a->cf->anonymous) {
-            snprintf(rq->access_key, sizeof(rq->access_key), "anonymous");
-            rq->is_admin = 1;
-            rq->auth.payload = SIGV4_PAYLOAD_UNSIGNED;
-            return 0;
-        }
-        return -S3E_ACCESS_DENIED;
-    }
+    if (!authz && !presigned) /* the payload mode from x-amz-content-sha256 all the same: a
+                                * literal hash is the body's, as AWS checks it */
+        return a->cf->anonymous ? auth_anonymous_fallback(rq) : -S3E_ACCESS_DENIED;
     if (v2 && rq->op == OP_ADMIN) {
         /* V2 signs neither the admin endpoints' parameters nor their bodies. */
         memset(&rq->auth, 0, sizeof(rq->auth));

@@ -349,6 +349,18 @@ def main():
             expect("--anonymous still checks a literal body hash", r, 400,
                    "XAmzContentSHA256Mismatch")
             must_not_exist(a, "anon-bad")
+            # no Authorization at all: a literal x-amz-content-sha256 is still the body's
+            # (AWS checks it on every request that carries it)
+            wrong = hashlib.sha256(b"z").hexdigest()
+            r = E.request(a.endpoint, "PUT", "/%s/anon-unsigned" % B, body=b"y",
+                          headers={"x-amz-content-sha256": wrong}, anon=True)
+            expect("--anonymous, unsigned: a literal body hash that does not match", r, 400,
+                   "XAmzContentSHA256Mismatch")
+            must_not_exist(a, "anon-unsigned")
+            r = E.request(a.endpoint, "PUT", "/%s/anon-unsigned" % B, body=b"y",
+                          headers={"x-amz-content-sha256": hashlib.sha256(b"y").hexdigest()},
+                          anon=True)
+            E.eq("--anonymous, unsigned: the body's own hash", r.status, 200)
         finally:
             a.stop()
             a.cleanup()
