@@ -447,8 +447,10 @@ static const char *auth_peer_secret(const struct conf *cf)
 
 /* A request signed with the peer key is a peer's only when it names its sender in a signed
  * PEER_HEADER: the mark that keeps it from being forwarded again must not be added by anyone
- * else. 0, filling rq->is_peer and rq->peer_name, or -S3E_ACCESS_DENIED. */
-static int auth_peer(struct req *rq, struct errmsg *em)
+ * else. And only for the gateway it was sent to: its signed Host is our --self (a request
+ * captured on its way to one member is refused by the others). 0, filling rq->is_peer and
+ * rq->peer_name, or -S3E_ACCESS_DENIED. */
+static int auth_peer(const struct conf *cf, struct req *rq, struct errmsg *em)
 {
     const char *authz = req_header(rq, "Authorization");
     const char *name = req_header(rq, PEER_HEADER);
@@ -468,6 +470,12 @@ static int auth_peer(struct req *rq, struct errmsg *em)
     }
     if (!name || !*name || !signed_mark || rq->auth.presigned) {
         errmsg_set(em, "a request with the peer key must sign the %s header", PEER_HEADER);
+        return -S3E_ACCESS_DENIED;
+    }
+    const char *host = req_header(rq, "Host");
+    if (cf->self && *cf->self && (!host || strcasecmp(host, cf->self))) {
+        errmsg_set(em, "a peer request for %s, not this gateway (%s)", host ? host : "no host",
+                   cf->self);
         return -S3E_ACCESS_DENIED;
     }
     rq->is_peer = 1;
@@ -576,7 +584,7 @@ int auth_check(struct auth *a, struct req *rq, struct errmsg *em)
     }
     if (!rc && lk.peer_secret && !strcmp(rq->auth.access_key, PEER_ACCESS_KEY)) {
         snprintf(rq->access_key, sizeof(rq->access_key), "%s", PEER_ACCESS_KEY);
-        rc = auth_peer(rq, em);
+        rc = auth_peer(a->cf, rq, em);
         rq->signed_by_key = !rc;
     } else if (!rc) {
         const struct cred *c = table_find(t, rq->auth.access_key);

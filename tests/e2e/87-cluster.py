@@ -426,10 +426,17 @@ def peer_auth():
                   ak="s3cached-peer", sk=PEER_SECRET, signed=base + ["x-s3cached-peer"])
     E.eq("a signed peer request for a key another gateway owns: served where it lands (404 here, "
          "no owner header)", (r.status, r.h("x-s3cached-owner")), (404, None))
+    # a peer request captured on its way to one gateway (its signed Host is that gateway's)
+    # and sent to another: refused there
+    r = E.request(gws[n].endpoint, "GET", "/cold/" + mk, headers={"x-s3cached-peer": names[0]},
+                  ak="s3cached-peer", sk=PEER_SECRET, signed=base + ["x-s3cached-peer"],
+                  host=names[o])
+    E.expect_error("a peer request signed for gateway %d, sent to gateway %d" % (o, n), r, 403,
+                   "AccessDenied")
 
 
 t.check("peer traffic is authenticated: the peer key with its secret and the signed mark, else 403; "
-        "the mark from a client changes nothing", peer_auth)
+        "the mark from a client changes nothing; a peer request for another gateway: 403", peer_auth)
 
 
 def invalidate_fans_out():
