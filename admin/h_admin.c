@@ -154,6 +154,8 @@ static int admin_stats_doc(struct server *srv, int prometheus, struct buf *b)
         rc = admin_credentials_figures(srv, prometheus, b);
     if (!rc && srv->peer)
         rc = admin_cluster_figures(srv, prometheus, b);
+    if (!rc)
+        rc = admin_plan_figures(srv, prometheus, b);
     return rc;
 }
 
@@ -835,6 +837,8 @@ static int h_admin_end(struct req *rq)
     int get = !strcmp(rq->method, "GET") || !strcmp(rq->method, "HEAD");
     if (!strcmp(p, "/health") && get)
         return respond_text(rq, 200, "text/plain", "ok\n", 3);
+    if (admin_plan_path(p) && !rq->is_peer)
+        return admin_plan(rq, p + 5); /* a client's own plans too */
     if (!auth_is_admin(rq->srv->auth, rq))
         return respond_error_msg(rq, -S3E_ACCESS_DENIED, "Admin endpoints need an admin key or the admin token");
     if (!strcmp(p, "/stats") && get)
@@ -879,12 +883,13 @@ static int h_admin_begin(struct req *rq)
     const char *p = rq->path + 2; /* after "/_" */
     if (!strcmp(p, "/health") && (!strcmp(rq->method, "GET") || !strcmp(rq->method, "HEAD")))
         return 0;
-    if (!auth_is_admin(rq->srv->auth, rq)) {
+    int plan = admin_plan_path(p) && !rq->is_peer; /* a client key's own plans too */
+    if (!plan && !auth_is_admin(rq->srv->auth, rq)) {
         snprintf(rq->err_msg, sizeof(rq->err_msg),
                  "Admin endpoints need an admin key or the admin token");
         return -S3E_ACCESS_DENIED;
     }
-    if (!admin_known(p, rq->method)) {
+    if (!plan && !admin_known(p, rq->method)) {
         snprintf(rq->err_msg, sizeof(rq->err_msg), "No such admin endpoint");
         return -S3E_NOT_FOUND;
     }
@@ -898,6 +903,8 @@ static int h_admin_begin(struct req *rq)
         rq->body.max = 64u << 20; /* a cluster warm-up's share: up to a listing's keys */
     if (rq->is_peer && !strcmp(p, "/notice"))
         rq->body.max = ADMIN_NOTICE_BODY_MAX; /* every key of a DeleteObjects */
+    if (plan && !strcmp(rq->method, "POST"))
+        rq->body.max = ADMIN_PLAN_BODY_MAX;
     return 0;
 }
 

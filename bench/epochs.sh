@@ -17,6 +17,7 @@
 #      direct read is also done with RANGES (16) ranged GETs per object at once (direct-ranged);
 #      SMALL=N: N objects of SMALL_KB (112) KiB instead of the shards, each of the PAR readers
 #      reading its share in order, one GET after another over one keep-alive connection;
+#      PLAN=1: s3cached's readers post their read plans first (post_plans below);
 #      S3C_ARGS (extra flags for the gateway under test, e.g. "--fill-window 0");
 #      EPOCHS (3; 1 or 2 for a quicker look); PAIRED=N: N more rounds after them, s3cached then
 #      nginx each round, both caches full (with DROP=1: from the disk); WITH_NGINX=0 skips nginx; DDMB (1024; 0 = skip) measures the disk with dd O_DIRECT;
@@ -105,8 +106,28 @@ for a in range(0, size, step):
     "$1" "$RANGES" "http://127.0.0.1:$2/bench/$3" | curl -s --no-progress-meter --parallel --parallel-max "$RANGES" -K - ||
     echo "a ranged GET failed ($3)" >&2; }
 export -f ranged_get; export RANGES
+# PLAN=1: each reader's read plan (POST /_/plan, docs/plans.md) at the start of s3cached's
+# epochs: in the small-object mode its share, in its order; with shards one plan of the list.
+# The bodies are made here, before any clock runs; each epoch posts them (curl, at once).
+NPLAN=1; [ "$SMALL" -gt 0 ] && NPLAN=$PAR
+if [ "${PLAN:-0}" = 1 ]; then
+  for i in $(seq 0 $((NPLAN - 1))); do
+    printf '%s\n' $SHARDS | awk -v p="$NPLAN" -v i="$i" 'NR % p == i' |
+      python3 -c 'import json, sys; print(json.dumps({"bucket": "bench", "name": "rank-" + sys.argv[1],
+  "keys": sys.stdin.read().split()}))' "$i" >"$W/plan-$i.json"
+  done
+fi
+post_plans() { # PORT
+  local i pp=""
+  for i in $(seq 0 $((NPLAN - 1))); do
+    curl -sf -o /dev/null -X POST --data-binary @"$W/plan-$i.json" "http://127.0.0.1:$1/_/plan" ||
+      echo "POST /_/plan failed" >&2 &
+    pp="$pp $!"
+  done
+  wait $pp; }
 epoch() { # LABEL PORT [ranged]
   local t0 t1; t0=$(date +%s.%N)
+  [ "${PLAN:-0}" = 1 ] && [ "${1#s3cached}" != "$1" ] && post_plans "$2"
   if [ "$SMALL" -gt 0 ]; then
     local rp=""
     for i in $(seq 0 $((PAR - 1))); do small_reader "$2" "$i" & rp="$rp $!"; done
@@ -145,7 +166,8 @@ print(json.dumps({"label": "s3cached-cache-after-" + sys.argv[2],
   "used_bytes": c["used_bytes"], "uncached_bytes": d("cache", "uncached_bytes"),
   "backend_bytes": d("backend", "bytes_read"), "fill_bytes": d("cache", "fill_bytes"),
   "hits": d("cache", "hits"), "misses": d("cache", "misses"), "partial": d("cache", "partial"),
-  "fill_s": float(sys.argv[3])}))' \
+  "fill_s": float(sys.argv[3]),
+  **({"plans": {k: v for k, v in a["plans"].items() if k != "list"}} if a.get("plans", {}).get("held") else {})}))' \
     "$W/before.json" $e "$FILL_S" | tee -a "$RES"
 done
 [ "$PAIRED" -gt 0 ] && [ "$WITH_NGINX" = 1 ] || kill $S3C # else idle until the paired rounds

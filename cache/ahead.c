@@ -118,8 +118,11 @@ void ahead_received_locked(struct fetch *f)
         return;
     f->receiving = 0;
     S3C_ASSERT(v->nreceiving > 0);
-    if (--v->nreceiving == 0)
+    if (--v->nreceiving == 0) {
         c->versions_receiving--;
+        if (v->plan_waiters) /* a plan's prefetch waits for the transfers, not the sync */
+            cache_wake_locked(&v->waiters);
+    }
     if (f->ahead)
         ahead_ended_locked(c, v);
 }

@@ -28,7 +28,8 @@ int ahead_submit_locked(struct cache *c, workq_fn_f *fn, struct fetch *f);
  * get is in; the writer may still be writing it): what the limits count is the runs
  * receiving. An ahead run's end gives its place back; the limit halves when the backend
  * answered SlowDown (or 429) since the last one ended, else grows by one up to
- * --fetch-connections. */
+ * --fetch-connections. When the last run of a version receiving ends, its waiters are woken
+ * if a plan's prefetch is among them (cver.plan_waiters). */
 void ahead_receiving_locked(struct fetch *f);
 void ahead_received_locked(struct fetch *f);
 

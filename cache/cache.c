@@ -23,6 +23,7 @@
 #include "journal_priv.h"
 #include "members_priv.h"
 #include "missource_priv.h"
+#include "plan.h"
 #include "table_priv.h"
 #include "lib/arr.h"
 #include "lib/conf.h"
@@ -110,6 +111,20 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
         fillwin_close(c);
         goto fail;
     }
+    if (cf->plan_requests > 0) {
+        struct plans_conf pc = {.cache_bytes = c->cap, .ahead_bytes = cf->plan_ahead,
+                                .ahead_objects = 1024,
+                                .requests = (unsigned)S3C_MIN(cf->plan_requests, 1024),
+                                .idle_ns = cf->plan_idle > 0 ? cf->plan_idle * 1000000ll : 0};
+        if ((rc = plans_new(&pc, &c->plans)) || (rc = workq_new(pc.requests, &c->pwq))) {
+            errmsg_set(em, "cache: the read plans' threads (--plan-requests %u): %s",
+                       pc.requests, s3c_strerror(rc));
+            plans_free(c->plans);
+            ahead_close(c);
+            fillwin_close(c);
+            goto fail;
+        }
+    }
     *out = c;
     return 0;
 fail:
@@ -159,6 +174,11 @@ void cache_close(struct cache *c)
         pthread_cond_wait(&c->jobs_cv, &c->mu);
     pthread_mutex_unlock(&c->mu);
     ahead_close(c);     /* every run ended */
+    if (c->pwq)
+        workq_free(c->pwq);
+    c->pwq = NULL;
+    plans_free(c->plans); /* their prefetch threads (objects/plan.c) stopped before */
+    c->plans = NULL;
     workq_free(c->wwq); /* every run ended: only the writer's last jobs may be finishing */
     c->wwq = NULL;
     pthread_mutex_lock(&c->mu);

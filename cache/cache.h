@@ -302,6 +302,14 @@ unsigned cache_busy(struct cache *c);
  * -S3E_INSUFFICIENT_STORAGE when nothing can be evicted to hold it. */
 int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin,
                    enum cache_outcome *how, uint64_t *bytes, volatile int *cancel);
+/* cache_prefetch() for a read plan (objects/plan.c), on any thread: its lookup (by GET of the
+ * first block from a remote backend) and its runs go to the plans' own threads (--plan-requests),
+ * never the workers, and it is written through the page cache (its reader comes soon).
+ * -S3E_NOT_IMPLEMENTED with plans off. */
+int cache_prefetch_plan(struct cache *c, const char *bucket, const char *key,
+                        enum cache_outcome *how, uint64_t *bytes, volatile int *cancel);
+/* The read plans (cache/plan.h), or NULL with --plan-requests 0. */
+struct plans *cache_plans(struct cache *c);
 
 /* Blocking (workers only): cache_obj_meta() of @n handles, their lookups in parallel (64 at a
  * time): @rcs[i] is its result and @metas[i] the metadata (valid until the handle's release). */

@@ -131,6 +131,7 @@ struct cver {
                     * as bypasses) and is not kept once no request holds its key */
     unsigned bypass_seen; /* fetches of it that went to memory (a bypass): none, or how many */
     unsigned nreceiving;  /* its runs receiving from the backend (fetch.receiving, ahead.c) */
+    unsigned plan_waiters; /* plan prefetches waiting on it: woken when nreceiving drops to 0 */
     unsigned nahead;      /* of which started ahead of its readers */
     int unrecorded;       /* not in the index yet: recorded before its data file is created or it is
                      * pinned (cache_ver_record); a cold GET sent from the backend's file does
@@ -166,6 +167,8 @@ struct cache_obj {
     int source_waited; /* suspended once for a run to open that file: never starts another */
     int internal;      /* a warm-up's or a copy's, not a client read: no pass accounting */
     int reads_first;   /* a GET that reads from the object's first block (cache_obj_reads_first) */
+    struct workq *wq;  /* where its lookup and fetch runs go (a plan's prefetch: c->pwq), or NULL:
+                        * the workers */
     int opened;        /* open_range ran: [read_off, range_end) is what the request reads */
     uint64_t read_off, read_end, hit_bytes; /* and the bytes of it present when it began */
     /* The windowed run this reader reads from (or waits on), in its wreaders, and the position
@@ -266,6 +269,11 @@ struct cache {
     unsigned journal_calls;
     pthread_cond_t journal_cv;
     uint64_t members_mem; /* bytes of member indexes held by versions (members.c) */
+    /* Read plans (plan.c; NULL with --plan-requests 0) and the threads their prefetches'
+     * lookups and runs go to, apart from the workers, so that no client's miss queues behind
+     * them. */
+    struct plans *plans;
+    struct workq *pwq;
 };
 
 /* A version's block bitmaps (present, fetching). */

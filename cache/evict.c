@@ -20,6 +20,7 @@
 
 #include "cache_priv.h"
 #include "evict_priv.h"
+#include "plan.h"
 #include "table_priv.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
@@ -126,6 +127,12 @@ struct victim_scan {
     const struct index_key *self; /* the reserving object's own entry (NULL: none) */
     size_t busy;    /* LRU entries of other objects skipped while open or being filled */
     size_t kept;    /* keep objects skipped */
+    /* Read plans (plan.h): entries a plan still needs are skipped like keep objects; the one
+     * needed furthest ahead is recorded (far, far_dist) for a pass that takes only it (@only) */
+    const struct index_key *only;
+    int far_set;
+    uint64_t far_dist;
+    struct index_key far;
 };
 
 static int victim_cb(void *arg, const struct index_key *k, uint64_t version, uint64_t used,
@@ -135,6 +142,19 @@ static int victim_cb(void *arg, const struct index_key *k, uint64_t version, uin
     struct cache *c = vs->c;
     if (atime_ns >= vs->before)
         return 1; /* the rest is newer still */
+    if (vs->only && (vs->only->len != k->len || memcmp(vs->only->b, k->b, k->len)))
+        return 0;
+    uint64_t dist;
+    if (!vs->only && !vs->keep_too && c->plans && plans_next_use(c->plans, k->b, k->len, &dist)) {
+        int own = vs->self && vs->self->len == k->len && !memcmp(vs->self->b, k->b, k->len);
+        if (!own && (!vs->far_set || dist > vs->far_dist)) {
+            vs->far_set = 1;
+            vs->far_dist = dist;
+            vs->far = *k;
+        }
+        vs->kept++;
+        return 0; /* a plan needs it: the one needed furthest may go later */
+    }
     if (!vs->keep_too && policy_keeps(c->pol, k->b, k->len, vs->now_ns, NULL)) {
         vs->kept++;
         return 0; /* a keep prefix's object in use */
@@ -185,10 +205,11 @@ static int victim_cb(void *arg, const struct index_key *k, uint64_t version, uin
  * being filled (those may free room soon; the keep objects would go otherwise). evict_mu
  * held. */
 static size_t evict_batch(struct cache *c, struct victim *vbuf, uint64_t want, int keep_too,
-                          int64_t before, const struct index_key *self, size_t *busy)
+                          int64_t before, const struct index_key *self, size_t *busy,
+                          struct victim_scan *plan)
 {
     struct victim_scan vs = { c, vbuf, 0, want, 0, keep_too, before, s3c_real_ns(), self, 0,
-                              0 };
+                              0, plan ? plan->only : NULL, 0, 0, {0, {0}} };
     int r = index_lru_scan(c->ix, victim_cb, &vs);
     if (r < 0)
         log_err("cache: scanning the LRU: %s", s3c_strerror(r));
@@ -216,7 +237,32 @@ static size_t evict_batch(struct cache *c, struct victim *vbuf, uint64_t want, i
     cache_unlinks_run(c);
     if (busy)
         *busy = vs.busy && vs.kept;
+    if (plan && !plan->only) {
+        plan->far_set = vs.far_set;
+        plan->far_dist = vs.far_dist;
+        plan->far = vs.far;
+    }
     return vs.n;
+}
+
+/* Nothing but objects the read plans need is left to evict (@far: the one needed furthest,
+ * from the scan): evicts that one, unless @self is needed later still or by no plan, in which
+ * case the caller's fill is not cached (Belady: the incoming object is needed last).
+ * Returns the entries taken; 0 also when @self should go uncached (*@bypass). evict_mu held. */
+static size_t evict_furthest(struct cache *c, struct victim *vbuf, uint64_t need,
+                             const struct index_key *self, struct victim_scan *far, int *bypass)
+{
+    uint64_t own;
+    *bypass = 0;
+    if (!far->far_set)
+        return 0;
+    if (self && (!plans_next_use(c->plans, self->b, self->len, &own) || own > far->far_dist)) {
+        *bypass = 1;
+        return 0;
+    }
+    struct victim_scan only = *far;
+    only.only = &far->far;
+    return evict_batch(c, vbuf, need, 1, INT64_MAX, self, NULL, &only);
 }
 
 int evict_reserve(struct cache *c, uint64_t bytes, int for_keep, int64_t since,
@@ -251,7 +297,16 @@ int evict_reserve(struct cache *c, uint64_t bytes, int for_keep, int64_t since,
             break;
         evict_flush_touches(c);
         size_t busy = 0;
-        size_t n = evict_batch(c, vbuf, want, 0, for_keep ? since : INT64_MAX, self, &busy);
+        struct victim_scan far = {0};
+        size_t n = evict_batch(c, vbuf, want, 0, for_keep ? since : INT64_MAX, self, &busy, &far);
+        if (n == 0 && far.far_set && !for_keep) {
+            int bypass;
+            n = evict_furthest(c, vbuf, need, self, &far, &bypass);
+            if (bypass)
+                break; /* the incoming object is needed last of all: it goes uncached */
+            if (n)
+                continue;
+        }
         if (n == 0 && for_keep) {
             pthread_mutex_lock(&c->mu);
             c->keep_memo_valid = 1;
@@ -274,7 +329,7 @@ int evict_reserve(struct cache *c, uint64_t bytes, int for_keep, int64_t since,
             }
         }
         if (n == 0) /* keep ones: only what is needed */
-            n = evict_batch(c, vbuf, need, 1, INT64_MAX, self, NULL);
+            n = evict_batch(c, vbuf, need, 1, INT64_MAX, self, NULL, NULL);
         if (n == 0)
             break; /* nothing evictable: the caller bypasses */
     }

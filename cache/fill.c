@@ -788,7 +788,7 @@ static void fetch_link_locked(struct fetch *f)
  * and may be handed the backend file the previous run copied from (@given_fd, owned by the run
  * once this returns 0). */
 static int fill_start_on_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
-                                uint64_t follow_to, int given_fd, int ahead)
+                                uint64_t follow_to, int given_fd, int ahead, struct workq *wq)
 {
     if (c->closing)
         return CACHE_ERR_CLOSING;
@@ -796,7 +796,7 @@ static int fill_start_on_locked(struct cache *c, struct cver *v, uint64_t first,
     if (!f)
         return -ENOMEM;
     int rc = ahead ? ahead_submit_locked(c, fetch_run, f)
-                   : cache_submit(c, WORKQ_HIGH, fetch_run, f);
+                   : cache_submit_to(c, wq ? wq : c->wq, WORKQ_HIGH, fetch_run, f);
     if (rc) {
         evict_unreserve_locked(c, f->reserved);
         v->refs--;
@@ -826,7 +826,7 @@ struct fetch *fill_adopt_locked(struct cache *c, struct cver *v, uint64_t n)
 int fill_start_locked(struct cache *c, struct cver *v, uint64_t first, uint64_t n,
                       uint64_t follow_to, int given_fd)
 {
-    return fill_start_on_locked(c, v, first, n, follow_to, given_fd, 0);
+    return fill_start_on_locked(c, v, first, n, follow_to, given_fd, 0, NULL);
 }
 
 /* Ahead of a reader: a run of one block, on the fetch threads, for each block of [@b0, @b1) of
@@ -841,13 +841,19 @@ static void fill_ahead_locked(struct cache *c, struct cver *v, uint64_t b0, uint
     for (uint64_t b = b0; b < b1 && room; b++) {
         if (cache_bit(v->present, b) || cache_bit(v->fetching, b))
             continue;
-        if (fill_start_on_locked(c, v, b, 1, 0, -1, 1))
+        if (fill_start_on_locked(c, v, b, 1, 0, -1, 1, NULL))
             return;
         room--;
     }
 }
 
 int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1)
+{
+    return fill_ensure_on_locked(c, v, b0, b1, NULL);
+}
+
+int fill_ensure_on_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1,
+                          struct workq *wq)
 {
     int started = 0;
     if (b1 > v->nblocks)
@@ -862,7 +868,7 @@ int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1
         while (e < b1 && e - b < CACHE_FETCH_MAX_BLOCKS && !cache_bit(v->present, e) &&
                !cache_bit(v->fetching, e))
             e++;
-        int rc = fill_start_locked(c, v, b, e - b, 0, -1);
+        int rc = fill_start_on_locked(c, v, b, e - b, 0, -1, 0, wq);
         if (rc)
             return started ? started : rc;
         started++;

@@ -10,6 +10,9 @@
 /* Starts fetches for the missing, not yet fetching blocks of [b0, b1). Returns how many started
  * or a negative error. */
 int fill_ensure_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1);
+/* fill_ensure_locked(), its runs on @wq (NULL: the workers). */
+int fill_ensure_on_locked(struct cache *c, struct cver *v, uint64_t b0, uint64_t b1,
+                          struct workq *wq);
 struct fetch *fill_find_locked(struct cver *v, uint64_t pos);
 void fill_fail_all_locked(struct cache *c, int err);
 /* Frees @v's finished fetches kept for their readers (bypass bytes in memory): when no request

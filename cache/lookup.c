@@ -34,6 +34,7 @@ struct lookup_job {
      * version (@got_meta) and then fills that block as the run @f (fill_adopt_locked()),
      * through a window or not (@windowed); @frc its start's error. */
     int by_get, got_meta, windowed, frc;
+    int nowin; /* a plan's prefetch: that run fills the disk at its pace, without a window */
     struct fetch *f;
 };
 
@@ -250,6 +251,8 @@ static void lookup_settle(struct lookup_job *j, int rc, const struct be_meta *m)
     ck->cur = nv; /* our ref moves to ck */
     if (j->by_get && !nv->unindexed && !nv->unrecorded)
         j->f = fill_adopt_locked(c, nv, 1);
+    if (j->f && j->nowin)
+        j->f->nowin = 1;
 finish:
     lookup_finish_locked(c, ck, j->seq, err, stale, same);
     pthread_mutex_unlock(&c->mu);
@@ -312,7 +315,7 @@ static void lookup_run(void *arg)
     free(j);
 }
 
-static int lookup_start_locked(struct cache *c, struct ckey *ck, int by_get)
+static int lookup_start_locked(struct cache *c, struct ckey *ck, int by_get, struct workq *wq)
 {
     struct lookup_job *j = calloc(1, sizeof(*j));
     if (!j)
@@ -320,10 +323,11 @@ static int lookup_start_locked(struct cache *c, struct ckey *ck, int by_get)
     j->c = c;
     j->ck = ck;
     j->by_get = by_get && c->cold_get && !ck->cur;
+    j->nowin = wq != NULL; /* only a plan's prefetch names its threads */
     j->gen = ck->gen;
     j->seq = ck->lookup_seq + 1;
     ck->refs++;
-    int rc = cache_submit(c, WORKQ_HIGH, lookup_run, j);
+    int rc = cache_submit_to(c, wq ? wq : c->wq, WORKQ_HIGH, lookup_run, j);
     if (rc) {
         ck->refs--;
         free(j);
@@ -425,7 +429,7 @@ int cache_obj_meta(struct cache_obj *o, struct cache_waiter *w, const struct be_
         if (o->how != CACHE_MISS)
             o->how = CACHE_COALESCED;
     } else {
-        if ((rc = lookup_start_locked(c, ck, o->reads_first)))
+        if ((rc = lookup_start_locked(c, ck, o->reads_first, o->wq)))
             goto out;
         o->how = CACHE_MISS;
     }

@@ -21,6 +21,7 @@
 #include "prefetch_priv.h"
 #include "table_priv.h"
 #include "lib/log.h"
+#include "lib/s3err.h"
 #include "lib/s3c.h"
 
 #define PREFETCH_POLL_MS 100 /* how often a waiting prefetch looks at its cancel flag */
@@ -134,10 +135,23 @@ static void prefetch_drain(struct cache *c, struct cache_obj *o, struct cache_pw
     }
 }
 
-/* cache_prefetch(), and with @out_fd also cache_open_whole(). */
+/* Every block of @v present or fetching, and no transfer of it running: a plan's prefetch is
+ * done with the backend (the cache writer syncs and indexes the rest on its own; its reader
+ * reads the bytes from the run meanwhile). mu held. */
+static int landed_locked(const struct cver *v)
+{
+    if (v->nreceiving)
+        return 0;
+    for (uint64_t b = 0; b < v->nblocks; b++)
+        if (!cache_bit(v->present, b) && !cache_bit(v->fetching, b))
+            return 0;
+    return 1;
+}
+
+/* cache_prefetch(), with @out_fd also cache_open_whole(), with @plan cache_prefetch_plan(). */
 static int prefetch(struct cache *c, const char *bucket, const char *key, int pin,
                     enum cache_outcome *how, uint64_t *bytes, volatile int *cancel, int *out_fd,
-                    struct be_meta *out_meta)
+                    struct be_meta *out_meta, int plan)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
     struct cache_obj *o;
@@ -163,6 +177,12 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
     if ((rc = cache_obj_get(c, bucket, key, &o)))
         goto out_nobj;
     o->internal = 1; /* not a client's read: no pass of its prefix counts it */
+    if (plan) {
+        /* a plan's: its lookup and runs on the plans' threads; a cold lookup by GET of the
+         * first block (one round trip for a small object), as the reader's own GET would */
+        o->wq = c->pwq;
+        cache_obj_reads_first(o);
+    }
     while ((rc = cache_obj_meta(o, &p.w, &m, &mhow)) == -EAGAIN) {
         pw_wait(&p, cancel);
         if (cancel && *cancel) {
@@ -200,6 +220,8 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
     uint64_t err_gen0;
     unsigned bypass0;
     pthread_mutex_lock(&c->mu);
+    struct cver *pv = o->v; /* the version a plan's wait is counted on */
+    pv->plan_waiters += plan;
     err_gen0 = o->v->err_gen;
     bypass0 = o->v->bypass_seen; /* a client's read bypassed before (a keep prefix): try anew */
     pthread_mutex_unlock(&c->mu);
@@ -216,7 +238,7 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
                 first = b;
                 break;
             }
-        if (first == v->nblocks) {
+        if (first == v->nblocks || (plan && landed_locked(v))) {
             pthread_mutex_unlock(&c->mu);
             rc = 0;
             break;
@@ -235,13 +257,14 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
             struct fetch *before = v->fetches;
             int r = cache_bit(v->fetching, first)
                         ? 0
-                        : fill_ensure_locked(c, v, first, first + CACHE_FETCH_MAX_BLOCKS);
-            /* A warm-up's runs (pushed in front) go around the page cache; a copy source is
-             * read right after, from the page cache. Neither goes through a window: they are
-             * there to fill the disk, at its pace. */
+                        : fill_ensure_on_locked(c, v, first, first + CACHE_FETCH_MAX_BLOCKS,
+                                                o->wq);
+            /* A warm-up's runs (pushed in front) go around the page cache; a copy source and a
+             * plan's prefetch are read soon, from the page cache. None goes through a window:
+             * they are there to fill the disk, at its pace. */
             for (struct fetch *x = v->fetches; r > 0 && x && x != before; x = x->next) {
                 x->nowin = 1;
-                if (!out_fd)
+                if (!out_fd && !plan)
                     x->direct = 1;
                 else
                     x->as_lru = 1; /* a copy source is cached whole, keep prefix or not */
@@ -257,6 +280,9 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
         pw_wait(&p, cancel);
     }
     cache_obj_cancel_wait(o, &p.w);
+    pthread_mutex_lock(&c->mu);
+    pv->plan_waiters -= plan;
+    pthread_mutex_unlock(&c->mu);
     if (rc == -ECANCELED)
         prefetch_drain(c, o, &p);
     cache_obj_cancel_wait(o, &p.w);
@@ -286,7 +312,21 @@ out_nobj:
 int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin,
                    enum cache_outcome *how, uint64_t *bytes, volatile int *cancel)
 {
-    return prefetch(c, bucket, key, pin, how, bytes, cancel, NULL, NULL);
+    return prefetch(c, bucket, key, pin, how, bytes, cancel, NULL, NULL, 0);
+}
+
+int cache_prefetch_plan(struct cache *c, const char *bucket, const char *key,
+                        enum cache_outcome *how, uint64_t *bytes, volatile int *cancel)
+{
+    if (!c->pwq)
+        return -S3E_NOT_IMPLEMENTED;
+    return prefetch(c, bucket, key, 0, how, bytes, cancel, NULL, NULL, 1);
+}
+
+struct plans *cache_plans(struct cache *c)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    return c->plans;
 }
 
 int cache_head(struct cache *c, const char *bucket, const char *key, struct be_meta *meta)
@@ -320,9 +360,9 @@ int cache_open_whole(struct cache *c, const char *bucket, const char *key, int *
                      struct be_meta *meta)
 {
     *fd = -1;
-    int rc = prefetch(c, bucket, key, 0, NULL, NULL, NULL, fd, meta);
+    int rc = prefetch(c, bucket, key, 0, NULL, NULL, NULL, fd, meta, 0);
     if (rc == -EAGAIN) /* evicted between the fill and the open: rare, once more */
-        rc = prefetch(c, bucket, key, 0, NULL, NULL, NULL, fd, meta);
+        rc = prefetch(c, bucket, key, 0, NULL, NULL, NULL, fd, meta, 0);
     return rc == -EAGAIN ? -S3E_SERVICE_UNAVAILABLE : rc;
 }
 

@@ -885,6 +885,9 @@ void req_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         stall_req_end(&rq->stall, now, rq->status / 100 == 2 ? sent : 0,
                       rq->cache_how == CACHE_HIT);
     }
+    if (rq->plan_tok.seq)
+        plans_read_done(cache_plans(srv->cache), &rq->plan_tok, rq->cache_how == CACHE_HIT,
+                        rq->cache_how == CACHE_COALESCED);
     if (rq->sc) {
         if (sent > rq->bytes_out_streamed)
             stats_client_sent(rq->sc, sent - rq->bytes_out_streamed);

@@ -21,6 +21,7 @@
 #include "acct/ratelimit.h"
 #include "acct/stall.h"
 #include "cache/cache.h"
+#include "cache/plan.h"
 #include "park.h"
 #include "lib/buf.h"
 #include "lib/s3c.h"
@@ -104,6 +105,7 @@ struct req {
     struct rl_timer rl_timer;     /* resumes the connection when the bucket refills */
     struct fair_conn fair;        /* --max-bandwidth: this response's socket, while it sends */
     struct jobs_row *job;         /* a GET's job (x-s3cached-job, else the key), or NULL */
+    struct plan_tok plan_tok;     /* a GET of a planned key: its plan (cache/plan.h) */
     struct stall_req stall;       /* a GET's time: waits by cause, first byte (acct/stall.h) */
 
     /* handler state */

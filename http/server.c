@@ -35,6 +35,7 @@
 #include "lib/s3err.h"
 #include "lib/workq.h"
 #include "objects/objects.h"
+#include "objects/plan.h"
 #include "objects/warm.h"
 #include "park.h"
 #include "peer/cwarm.h"
@@ -283,6 +284,10 @@ static int server_open(struct server *srv, struct errmsg *em)
         errmsg_set(em, "cannot start warm-up jobs: %s", strerror(-rc));
         return rc;
     }
+    if ((rc = planner_new(cf, srv->cache, &srv->planner))) {
+        errmsg_set(em, "cannot start the read plans' prefetches: %s", strerror(-rc));
+        return rc;
+    }
     if ((rc = objects_new(cf, srv->be, srv->cache, srv->warm, &srv->obj, em)))
         return rc;
     if ((rc = rl_new(&srv->rl))) {
@@ -321,6 +326,7 @@ static void server_release(struct server *srv)
     rl_free(srv->rl);
     fair_free(srv->fair);
     objects_free(srv->obj);
+    planner_free(srv->planner);
     warm_free(srv->warm);
     auth_free(srv->auth);
     if (srv->cache)
@@ -483,6 +489,8 @@ static unsigned server_shutdown(struct server *srv)
     cache_stop(srv->cache);
     wait_inflight(srv, s3c_mono_ns() + 2000000000ull);
     warm_free(srv->warm); /* cancels jobs; their workers end before the queue stops */
+    planner_free(srv->planner); /* each prefetch thread ends its object first */
+    srv->planner = NULL;
     workq_free(srv->wq_wait); /* its jobs end as their fills do, and resume their requests */
     srv->wq_wait = NULL;
     unsigned held = server_release_parked(srv);

@@ -27,6 +27,7 @@ struct server {
     struct cache *cache;
     struct objects *obj;          /* the object layer: writes, listings */
     struct warm *warm;
+    struct planner *planner;      /* read plans' prefetch threads (objects/plan.h), or NULL */
     struct auth *auth;
     struct stats *stats;
     struct park *park;            /* every request, and the watch over the parked (park.h) */

@@ -21,6 +21,7 @@
 
 #include "cache/cache.h"
 #include "cache/index.h"
+#include "cache/plan.h"
 #include "cache/policy.h"
 #include "fake_backend.h"
 #include "lib/conf.h"
@@ -389,6 +390,9 @@ static int setup_conf(void **state, const char *keep, int auto_on)
     e->cf.keep_prefix = keep ? strdup(keep) : NULL;
     e->cf.keep_auto = auto_on;
     e->cf.keep_idle = 15 * 60 * 1000;
+    e->cf.plan_requests = 8;
+    e->cf.plan_ahead = 1u << 30;
+    e->cf.plan_idle = 10 * 60 * 1000;
     e->fb = fake_be_new();
     assert_int_equal(workq_new(8, &e->wq), 0);
     struct errmsg em = { "" };
@@ -660,6 +664,56 @@ static void test_policy_lru_reference(void **state)
     cache_policy_report_free(&rep);
 }
 
+/* A read plan per epoch (this epoch's order, then the next one's, as examples/plan_loader.py
+ * posts it), the set 1.5x the cache, LRU otherwise: eviction by next use keeps 16 of the 24 (at
+ * least) from epoch 2, where LRU keeps fewer (test_policy_lru_reference) and keep 16. */
+static void test_plan_belady_shuffled(void **state)
+{
+    struct env *e = *state;
+    struct plans *pl = cache_plans(e->c);
+    assert_non_null(pl);
+    int order[2][NOBJ];
+    unsigned seed = 4242;
+    for (int i = 0; i < NOBJ; i++)
+        order[0][i] = order[1][i] = i;
+    shuffle(order[0], NOBJ, &seed);
+    char key[64];
+    for (int ep = 0; ep < 6; ep++) {
+        int *now = order[ep % 2], *next = order[(ep + 1) % 2];
+        memcpy(next, now, sizeof(order[0]));
+        shuffle(next, NOBJ, &seed);
+        char **keys = calloc(2 * NOBJ, sizeof(char *));
+        for (int i = 0; i < 2 * NOBJ; i++) {
+            snprintf(key, sizeof(key), "train/%02d", i < NOBJ ? now[i] : next[i - NOBJ]);
+            keys[i] = strdup(key);
+        }
+        char id[24];
+        const char *why;
+        assert_int_equal(plans_put(pl, "o", "rank-0", "dset", keys, NULL, 2 * NOBJ,
+                                   s3c_real_ns(), id, &why), 0);
+        struct epoch r = { 0, be_bytes(e) };
+        for (int n = 0; n < NOBJ; n++) {
+            struct plan_tok tok;
+            snprintf(key, sizeof(key), "train/%02d", now[n]);
+            plans_read(pl, "o", "dset", key, s3c_real_ns(), &tok);
+            assert_true(tok.seq != 0);
+            enum cache_outcome how = get(e, "dset", key, 100 + (uint64_t)now[n]);
+            plans_read_done(pl, &tok, how == CACHE_HIT, how == CACHE_COALESCED);
+            r.hits += how == CACHE_HIT;
+            assert_true(used(e) <= CAP);
+        }
+        r.backend = be_bytes(e) - r.backend;
+        printf("       # plan epoch %d: %d of %d hits, backend %llu KiB\n", ep + 1, r.hits, NOBJ,
+               (unsigned long long)(r.backend >> 10));
+        if (ep > 0 && r.hits < 16)
+            fail_msg("plan epoch %d: %d hits, want >= 16", ep + 1, r.hits);
+    }
+    struct plans_totals t;
+    plans_totals(pl, &t);
+    assert_int_equal(t.plans, 1); /* each epoch's plan replaced the one before */
+    assert_true(t.reads >= NOBJ && t.hits >= 16);
+}
+
 /* No rule: LRU thrashes for a pass, the detection switches the directory, and from then on it
  * is as good as a rule. */
 static void test_policy_auto_detects(void **state)
@@ -815,6 +869,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_policy_keep_shuffled, setup_keep, teardown),
         cmocka_unit_test_setup_teardown(test_policy_keep_mixed, setup_keep, teardown),
         cmocka_unit_test_setup_teardown(test_policy_lru_reference, setup_lru, teardown),
+        cmocka_unit_test_setup_teardown(test_plan_belady_shuffled, setup_lru, teardown),
         cmocka_unit_test_setup_teardown(test_policy_auto_detects, setup_auto, teardown),
         cmocka_unit_test_setup_teardown(test_policy_keep_guarantees, setup_keep, teardown),
         cmocka_unit_test_setup_teardown(test_policy_keep_concurrent, setup_keep, teardown),
