@@ -35,7 +35,8 @@ struct plan {
     char name[PLAN_NAME_MAX + 1];
     char *bucket;
     char **keys;
-    uint64_t *size;       /* known, or the estimate it counts in a span (!PE_KNOWN) */
+    uint64_t *size;       /* known, or the estimate it counts in the horizon (!PE_KNOWN) */
+    uint64_t *acnt;       /* what it counts in abytes (taken: its size or estimate then) */
     uint8_t *st;          /* PE_* */
     uint64_t *hash;       /* of each entry's index name */
     uint32_t *next_same;  /* the next entry of the same name, or UINT32_MAX */
@@ -86,6 +87,7 @@ static void plan_free(struct plan *pl)
         free(pl->keys[i]);
     free(pl->keys);
     free(pl->size);
+    free(pl->acnt);
     free(pl->st);
     free(pl->hash);
     free(pl->next_same);
@@ -120,8 +122,14 @@ static uint64_t plan_est(const struct plan *pl)
 /* What entry @i counts in a span: its size, else the estimate (recorded as what it counts). */
 static uint64_t entry_bytes(struct plan *pl, size_t i)
 {
-    if (!(pl->st[i] & PE_KNOWN) && !pl->size[i])
-        pl->size[i] = plan_est(pl); /* kept: every span counts the entry the same */
+    return pl->st[i] & PE_KNOWN ? pl->size[i] : plan_est(pl);
+}
+
+/* Entry @i joins the horizon: what it counts there from now until it leaves (or its size is
+ * learnt, or plan_refit()). */
+static uint64_t horizon_add(struct plan *pl, size_t i)
+{
+    pl->size[i] = entry_bytes(pl, i);
     return pl->size[i];
 }
 
@@ -135,7 +143,16 @@ static void plan_fit(struct plan *pl)
     while (pl->horizon > pl->pos && pl->hbytes > pl->share)
         pl->hbytes -= pl->size[--pl->horizon];
     while (pl->horizon < pl->n && pl->hbytes + entry_bytes(pl, pl->horizon) <= pl->share)
-        pl->hbytes += pl->size[pl->horizon++];
+        pl->hbytes += horizon_add(pl, pl->horizon++);
+}
+
+/* The estimate moved (the first sizes learnt): the horizon's unknown entries count it anew. */
+static void plan_refit(struct plan *pl)
+{
+    pl->hbytes = 0;
+    for (size_t i = pl->pos; i < pl->horizon; i++)
+        pl->hbytes += horizon_add(pl, i);
+    plan_fit(pl);
 }
 
 /* Entry @i's size is @size now. */
@@ -149,16 +166,21 @@ static void plan_learn(struct plan *pl, size_t i, uint64_t size)
     pl->known_sum += size;
     pl->known_n++;
     if (i >= pl->pos && i < pl->horizon)
-        pl->hbytes = pl->hbytes - was + size;
-    if (i >= pl->pos && i < pl->fetch_next)
-        pl->abytes = pl->abytes - was + size;
+        pl->hbytes = pl->hbytes - S3C_MIN(pl->hbytes, was) + size;
+    if (i >= pl->pos && i < pl->fetch_next && (pl->st[i] & PE_TAKEN)) {
+        pl->abytes = pl->abytes - S3C_MIN(pl->abytes, pl->acnt[i]) + size;
+        pl->acnt[i] = size;
+    }
     /* the same object later in the plan: the same size (a key repeated: the next epoch) */
     for (uint32_t j = pl->next_same[i]; j != UINT32_MAX; j = pl->next_same[j])
         if (!strcmp(pl->keys[j], pl->keys[i])) {
             plan_learn(pl, j, size);
             break;
         }
-    plan_fit(pl);
+    if (!(pl->known_n & (pl->known_n - 1)))
+        plan_refit(pl); /* 1, 2, 4, ... sizes known: the estimate settles, O(log n) refits */
+    else
+        plan_fit(pl);
 }
 
 /* The reader passed every entry before @to. */
@@ -170,7 +192,7 @@ static void plan_advance(struct plan *pl, size_t to)
         if (i < pl->horizon)
             pl->hbytes -= S3C_MIN(pl->hbytes, pl->size[i]);
         if (i < pl->fetch_next)
-            pl->abytes -= S3C_MIN(pl->abytes, pl->size[i]);
+            pl->abytes -= S3C_MIN(pl->abytes, pl->acnt[i]);
     }
     pl->pos = to;
     if (pl->fetch_next < to) {
@@ -273,11 +295,12 @@ static struct plan *plan_build(const char *bucket, char **keys, uint64_t *sizes,
     pl->tab_mask = cap - 1;
     pl->bucket = strdup(bucket);
     pl->size = calloc(n ? n : 1, sizeof(uint64_t));
+    pl->acnt = calloc(n ? n : 1, sizeof(uint64_t));
     pl->st = calloc(n ? n : 1, 1);
     pl->hash = calloc(n ? n : 1, sizeof(uint64_t));
     pl->next_same = calloc(n ? n : 1, sizeof(uint32_t));
     pl->tab = calloc(cap, sizeof(uint32_t));
-    if (!pl->bucket || !pl->size || !pl->st || !pl->hash || !pl->next_same || !pl->tab) {
+    if (!pl->bucket || !pl->size || !pl->acnt || !pl->st || !pl->hash || !pl->next_same || !pl->tab) {
         plan_free(pl);
         return NULL;
     }
@@ -549,7 +572,8 @@ int plans_take(struct plans *p, unsigned wait_ms, struct plan_ticket *t)
                 size_t i = plan_next_locked(p, pl);
                 if (i != SIZE_MAX) {
                     pl->st[i] |= PE_TAKEN;
-                    pl->abytes += entry_bytes(pl, i);
+                    pl->acnt[i] = entry_bytes(pl, i);
+                    pl->abytes += pl->acnt[i];
                     pl->fetch_next = i + 1;
                     pl->inflight++;
                     pl->refs++;
