@@ -37,6 +37,21 @@ struct index {
     int broken;           /* atomic: MDB_PANIC seen, a reopen is due */
     uint64_t retry_at_ns; /* monotonic; no reopen attempt before it (write-held lock) */
     uint64_t reopens;     /* atomic */
+    /* Group commit (index_write()): writes queued while a commit is being synced go in the
+     * next one together, each in a nested transaction of its own. */
+    pthread_mutex_t gmu;
+    pthread_cond_t gcv;
+    struct wop *gqueue, **gtail;
+    int gleader; /* a thread runs a group now */
+};
+
+/* One write of a group: @fn(@arg) inside the group's transaction; @rc its result once @done. */
+typedef int wop_fn(struct index *ix, MDB_txn *txn, void *arg);
+struct wop {
+    struct wop *next;
+    wop_fn *fn;
+    void *arg;
+    int rc, done;
 };
 
 /* Entries that may be evicted are in the lru table: neither pinned nor dirty. */
@@ -419,6 +434,9 @@ int index_open(const char *dir, struct index **out, struct errmsg *em)
         free(ix);
         return rc;
     }
+    pthread_mutex_init(&ix->gmu, NULL);
+    pthread_cond_init(&ix->gcv, NULL);
+    ix->gtail = &ix->gqueue;
     if (mkdir(dir, 0755) && errno != EEXIST) {
         rc = -errno;
         errmsg_set(em, "index: mkdir %s: %s", dir, strerror(-rc));
@@ -433,6 +451,8 @@ int index_open(const char *dir, struct index **out, struct errmsg *em)
     return 0;
 fail:
     pthread_rwlock_destroy(&ix->lock);
+    pthread_mutex_destroy(&ix->gmu);
+    pthread_cond_destroy(&ix->gcv);
     free(ix->dir);
     free(ix);
     return rc;
@@ -458,6 +478,8 @@ void index_close(struct index *ix)
     if (ix->env)
         mdb_env_close(ix->env);
     pthread_rwlock_destroy(&ix->lock);
+    pthread_mutex_destroy(&ix->gmu);
+    pthread_cond_destroy(&ix->gcv);
     free(ix->dir);
     free(ix);
 }
@@ -531,6 +553,77 @@ static int txn_end(struct index *ix, MDB_txn *txn, int rc)
     }
     pthread_rwlock_unlock(&ix->lock);
     return rc;
+}
+
+/* Runs the writes @batch (a list) in one transaction, each in a nested one (a failed write
+ * leaves the others whole; a lone write needs none), and commits once: one sync for all. */
+static void group_run(struct index *ix, struct wop *batch)
+{
+    MDB_txn *txn, *child;
+    int rc = txn_begin(ix, 0, &txn), any = 0;
+    for (struct wop *op = batch; op; op = op->next) {
+        if (rc) {
+            op->rc = rc;
+            continue;
+        }
+        if (!batch->next) {
+            op->rc = op->fn(ix, txn, op->arg);
+            any = !op->rc;
+            continue;
+        }
+        int r = mdb_txn_begin(ix->env, txn, 0, &child);
+        if (r) {
+            op->rc = mdb_rc(r);
+            continue;
+        }
+        op->rc = op->fn(ix, child, op->arg);
+        if (op->rc) {
+            mdb_txn_abort(child);
+        } else if ((r = mdb_txn_commit(child))) {
+            op->rc = mdb_rc(r);
+        } else {
+            any = 1;
+        }
+    }
+    if (rc)
+        return;
+    rc = txn_end(ix, txn, any ? 0 : -ECANCELED); /* nothing to keep: aborted */
+    for (struct wop *op = batch; op && rc != -ECANCELED; op = op->next)
+        if (!op->rc && rc)
+            op->rc = rc; /* the commit failed: none of it happened */
+}
+
+/* A write transaction running @fn(@arg), committed together with the writes of other threads
+ * queued meanwhile (group commit): the first writer to find no group running runs the batch
+ * queued at that moment, the others wait for theirs. Returns @fn's result, or the begin's or
+ * the commit's error. */
+static int index_write(struct index *ix, wop_fn *fn, void *arg)
+{
+    struct wop op = {NULL, fn, arg, 0, 0};
+    pthread_mutex_lock(&ix->gmu);
+    *ix->gtail = &op;
+    ix->gtail = &op.next;
+    while (!op.done) {
+        if (ix->gleader) {
+            pthread_cond_wait(&ix->gcv, &ix->gmu);
+            continue;
+        }
+        ix->gleader = 1;
+        struct wop *batch = ix->gqueue;
+        ix->gqueue = NULL;
+        ix->gtail = &ix->gqueue;
+        pthread_mutex_unlock(&ix->gmu);
+        group_run(ix, batch);
+        pthread_mutex_lock(&ix->gmu);
+        for (struct wop *o = batch, *next; o; o = next) {
+            next = o->next; /* o may go as soon as done is seen */
+            o->done = 1;
+        }
+        ix->gleader = 0;
+        pthread_cond_broadcast(&ix->gcv);
+    }
+    pthread_mutex_unlock(&ix->gmu);
+    return op.rc;
 }
 
 /* Ends a read transaction; releases the lock. */
@@ -612,18 +705,29 @@ int index_put(struct index *ix, const struct index_key *k, const char *name,
     return put(ix, k, name, e, old_version, delta_used, 0);
 }
 
-static int put(struct index *ix, const struct index_key *k, const char *name,
-               const struct index_entry *e, uint64_t *old_version, int64_t *delta_used,
-               int only_new)
+struct put_args {
+    const struct index_key *k;
+    const char *name;
+    const struct index_entry *e;
+    uint64_t old_version;
+    int64_t delta;
+    int only_new;
+};
+
+/* put()'s write, in @txn (index_write()). */
+static int put_in(struct index *ix, MDB_txn *txn, void *arg)
 {
-    MDB_txn *txn;
+    struct put_args *a = arg;
+    const struct index_key *k = a->k;
+    const struct index_entry *e = a->e;
+    const char *name = a->name;
+    int only_new = a->only_new;
+    uint64_t *old_version = &a->old_version;
     MDB_val key = { k->len, (void *)k->b }, v;
     struct index_totals t;
     struct wbuf w = { 0 };
     int64_t delta = 0;
-    int rc = txn_begin(ix, 0, &txn);
-    if (rc)
-        return rc;
+    int rc;
     *old_version = 0;
     if ((rc = totals_get(ix, txn, &t)))
         goto out;
@@ -669,25 +773,39 @@ static int put(struct index *ix, const struct index_key *k, const char *name,
     rc = totals_put(ix, txn, &t);
 out:
     free(w.p);
-    rc = txn_end(ix, txn, rc);
-    if (!rc && delta_used)
-        *delta_used = delta;
+    a->delta = delta;
     return rc;
 }
 
-int index_mark(struct index *ix, const struct index_key *k, uint64_t version, uint64_t first,
-               uint64_t n, int64_t *delta_used)
+static int put(struct index *ix, const struct index_key *k, const char *name,
+               const struct index_entry *e, uint64_t *old_version, int64_t *delta_used,
+               int only_new)
 {
-    MDB_txn *txn;
+    struct put_args a = {k, name, e, 0, 0, only_new};
+    int rc = index_write(ix, put_in, &a);
+    *old_version = rc ? 0 : a.old_version;
+    if (!rc && delta_used)
+        *delta_used = a.delta;
+    return rc;
+}
+
+struct mark_args {
+    const struct index_key *k;
+    uint64_t version, first, n, add;
+};
+
+/* index_mark()'s write, in @txn (index_write()). */
+static int mark_in(struct index *ix, MDB_txn *txn, void *arg)
+{
+    struct mark_args *a = arg;
+    const struct index_key *k = a->k;
+    uint64_t version = a->version, first = a->first, n = a->n;
     MDB_val key = { k->len, (void *)k->b }, v;
     struct index_entry e;
     struct index_totals t;
     unsigned char *copy = NULL;
     uint64_t add = 0;
-    int rc = txn_begin(ix, 0, &txn);
-    if (rc)
-        return rc;
-    *delta_used = 0;
+    int rc;
     if ((rc = rec_get_version(ix, txn, &key, version, &v, &e, NULL, 0, 1)))
         goto out;
     if (first + n > e.nblocks) {
@@ -728,9 +846,18 @@ int index_mark(struct index *ix, const struct index_key *k, uint64_t version, ui
     rc = totals_put(ix, txn, &t);
 out:
     free(copy);
-    rc = txn_end(ix, txn, rc);
+    a->add = add;
+    return rc;
+}
+
+int index_mark(struct index *ix, const struct index_key *k, uint64_t version, uint64_t first,
+               uint64_t n, int64_t *delta_used)
+{
+    struct mark_args a = {k, version, first, n, 0};
+    *delta_used = 0;
+    int rc = index_write(ix, mark_in, &a);
     if (!rc)
-        *delta_used = (int64_t)add;
+        *delta_used = (int64_t)a.add;
     return rc;
 }
 
