@@ -47,7 +47,7 @@ struct plan {
     uint64_t known_sum, known_n;
     unsigned inflight, refs; /* refs: the list's, and each ticket's */
     int gone;                /* replaced, cancelled or idle: off the list */
-    uint64_t reads, rereads, hits, misses, stalls, prefetched, prefetched_bytes, errors;
+    uint64_t reads, behind, hits, misses, stalls, prefetched, prefetched_bytes, errors;
     uint64_t cached_already;
     int64_t created_ns, last_ns;
 };
@@ -427,14 +427,14 @@ static int plan_json(const struct plan *pl, struct buf *b)
     rc = rc || buf_printf(b, ",\"entries\":%zu,\"position\":%zu,\"prefetch_next\":%zu,"
                              "\"horizon\":%zu,\"bytes_ahead\":%llu,\"horizon_bytes\":%llu,"
                              "\"share_bytes\":%llu,\"in_flight\":%u,\"reads\":%llu,"
-                             "\"rereads\":%llu,\"hits\":%llu,\"misses\":%llu,\"stalls\":%llu,"
+                             "\"reads_behind\":%llu,\"hits\":%llu,\"misses\":%llu,\"stalls\":%llu,"
                              "\"prefetched\":%llu,\"prefetched_bytes\":%llu,"
                              "\"cached_already\":%llu,\"prefetch_errors\":%llu,"
                              "\"created\":\"%s\"}",
                           pl->n, pl->pos, pl->fetch_next, pl->horizon,
                           (unsigned long long)pl->abytes, (unsigned long long)pl->hbytes,
                           (unsigned long long)pl->share, pl->inflight,
-                          (unsigned long long)pl->reads, (unsigned long long)pl->rereads,
+                          (unsigned long long)pl->reads, (unsigned long long)pl->behind,
                           (unsigned long long)pl->hits, (unsigned long long)pl->misses,
                           (unsigned long long)pl->stalls, (unsigned long long)pl->prefetched,
                           (unsigned long long)pl->prefetched_bytes,
@@ -490,10 +490,14 @@ void plans_read(struct plans *p, const char *owner, const char *bucket, const ch
         }
         if (at == UINT32_MAX && behind == UINT32_MAX)
             continue;
+        /* A GET a little behind the position (a DataLoader's workers answer out of order) is
+         * that entry read late, not the key's next use an epoch ahead: the nearer one wins. */
+        if (at != UINT32_MAX && behind != UINT32_MAX && pl->pos - behind <= at - pl->pos)
+            at = UINT32_MAX;
         pl->last_ns = now_ns;
         t->seq = pl->seq;
         if (at == UINT32_MAX) {
-            pl->rereads++;
+            pl->behind++;
             t->ahead = !!(pl->st[behind] & (PE_TAKEN | PE_DONE));
         } else {
             pl->reads++;

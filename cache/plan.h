@@ -58,8 +58,9 @@ struct plan_tok {
     int ahead;    /* its entry was prefetched or being prefetched when it came */
 };
 /* A GET of (@bucket, @key) by @owner starts: the first of @owner's plans of @bucket that holds
- * the key at or after its reader's position moves there (past the entry); a key only behind it
- * counts as a re-read. Fills @t. */
+ * the key moves past its entry at or after the reader's position, unless an entry of the key
+ * behind the position is nearer (a read that came late, out of order: counted as a re-read,
+ * like a key only behind it). Fills @t. */
 void plans_read(struct plans *p, const char *owner, const char *bucket, const char *key,
                 int64_t now_ns, struct plan_tok *t);
 /* That GET ended: @hit (answered from the cache), else @waited (it waited for a fetch another

@@ -110,7 +110,7 @@ static void test_plan_pacing(void **state)
     buf_init(&b, 1 << 20);
     assert_int_equal(plans_json(p, "ak", id, &b), 0);
     assert_non_null(strstr(b.p, "\"position\":6"));
-    assert_non_null(strstr(b.p, "\"rereads\":1"));
+    assert_non_null(strstr(b.p, "\"reads_behind\":1"));
     buf_free(&b);
     plans_free(p);
 }
