@@ -1,8 +1,9 @@
 /*
  * cli.c: the client subcommands that talk to a running gateway's admin
  * endpoints over libcurl: `stats` (a table, optionally refreshed in place),
- * `warm` (start a job, show progress, exit status says whether all was warmed)
- * and `flush` (wait until written data is on the backend).
+ * `warm` (start a job, show progress, exit status says whether all was warmed),
+ * `plan` (post, list or cancel read plans) and `flush` (wait until written data is on the
+ * backend).
  * Admin auth: --admin-token (or S3CACHED_ADMIN_TOKEN), else SigV4 with
  * --access-key/--secret-key (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY).
  */
@@ -33,6 +34,8 @@ struct cli_opts {
     int fit;
     int cluster;         /* stats: the cluster's figures (?scope=cluster) */
     const char *timeout; /* flush: a duration (conf syntax), NULL = wait as long as it takes */
+    const char *name;    /* plan: the plan's name (a job and rank) */
+    const char *cancel;  /* plan: the plan to cancel */
 };
 
 static size_t cli_write(char *p, size_t sz, size_t n, void *cls)
@@ -167,6 +170,26 @@ static void jobs_table(const struct json *jobs, FILE *f)
     }
 }
 
+/* The read plans (GET /_/plan's "plans", /_/stats' "plans"."list"): a line each. */
+static void plans_table(const struct json *list, FILE *f)
+{
+    fprintf(f, "\n%-18s %-24s %-12s %15s %12s %8s %8s %8s %8s\n", "PLAN", "NAME", "BUCKET",
+            "POSITION", "AHEAD", "HITS", "STALLS", "MISSES", "ERRORS");
+    for (size_t i = 0; list && list->type == JSON_ARR && i < list->n; i++) {
+        const struct json *p = &list->items[i];
+        char pos[48], ahead[32];
+        snprintf(pos, sizeof(pos), "%.0f/%.0f", json_get_num(p, "position", 0),
+                 json_get_num(p, "entries", 0));
+        human_bytes(json_get_num(p, "bytes_ahead", 0), ahead, sizeof(ahead));
+        const char *id = json_get_str(p, "plan"), *nm = json_get_str(p, "name");
+        const char *bk = json_get_str(p, "bucket");
+        fprintf(f, "%-18s %-24.24s %-12.12s %15s %12s %8.0f %8.0f %8.0f %8.0f\n", id ? id : "-",
+                nm ? nm : "-", bk ? bk : "-", pos, ahead, json_get_num(p, "hits", 0),
+                json_get_num(p, "stalls", 0), json_get_num(p, "misses", 0),
+                json_get_num(p, "prefetch_errors", 0));
+    }
+}
+
 static void stats_table(const struct json *st, FILE *f)
 {
     const struct json *cache = json_get(st, "cache"), *be = json_get(st, "backend");
@@ -247,6 +270,9 @@ static void stats_table(const struct json *st, FILE *f)
     }
     free(rows);
     jobs_table(json_get(st, "jobs"), f);
+    const struct json *plans = json_get(st, "plans");
+    if (json_get_num(plans, "held", 0) > 0)
+        plans_table(json_get(plans, "list"), f);
 }
 
 static int cmd_stats(const struct cli_opts *o)
@@ -298,6 +324,45 @@ static int parse_s3_url(const char *url, char **bucket, char **prefix)
     return *bucket && *prefix ? 0 : -ENOMEM;
 }
 
+/* The keys of @file, one a line, as ,"keys":[...],"keys_hex":[...] appended to @b: each key
+ * twice, "keys_hex" carrying its bytes whole (a key need not be UTF-8), which the gateway
+ * reads, "keys" for an older gateway. 0, or -errno with a message on stderr (@cmd's). */
+static int keys_json(const char *file, const char *cmd, struct buf *b)
+{
+    FILE *f = fopen(file, "r");
+    if (!f) {
+        fprintf(stderr, "s3cached %s: --keys \"%s\": %s\n", cmd, file, strerror(errno));
+        return -errno;
+    }
+    struct buf hex;
+    buf_init(&hex, b->max);
+    buf_puts(b, ",\"keys\":[");
+    buf_puts(&hex, ",\"keys_hex\":[");
+    char line[2048];
+    int first = 1, rc = 0;
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!line[0])
+            continue;
+        if (!first) {
+            buf_puts(b, ",");
+            buf_puts(&hex, ",");
+        }
+        buf_json_str(b, line);
+        buf_json_hex(&hex, line);
+        first = 0;
+    }
+    fclose(f);
+    buf_puts(b, "]");
+    buf_puts(&hex, "]");
+    if (buf_append(b, hex.p, hex.len))
+        rc = -EMSGSIZE;
+    buf_free(&hex);
+    if (rc)
+        fprintf(stderr, "s3cached %s: --keys \"%s\": too many keys for one request\n", cmd, file);
+    return rc;
+}
+
 static int warm_body(const struct cli_opts *o, struct buf *b)
 {
     char *bucket = NULL, *prefix = NULL;
@@ -319,45 +384,10 @@ static int warm_body(const struct cli_opts *o, struct buf *b)
             rc = -EINVAL;
             goto out;
         }
-        FILE *f = fopen(o->keys_file, "r");
-        if (!f) {
-            fprintf(stderr, "s3cached warm: --keys \"%s\": %s\n", o->keys_file, strerror(errno));
-            rc = -errno;
-            goto out;
-        }
         buf_puts(b, "\"bucket\":");
         buf_json_str(b, bucket);
-        /* each key twice: "keys_hex" carries its bytes whole (a key need not be UTF-8) and
-         * is what the gateway reads, "keys" is for an older gateway */
-        struct buf hex;
-        buf_init(&hex, b->max);
-        buf_puts(b, ",\"keys\":[");
-        buf_puts(&hex, ",\"keys_hex\":[");
-        char line[2048];
-        int first = 1;
-        while (fgets(line, sizeof(line), f)) {
-            line[strcspn(line, "\r\n")] = '\0';
-            if (!line[0])
-                continue;
-            if (!first) {
-                buf_puts(b, ",");
-                buf_puts(&hex, ",");
-            }
-            buf_json_str(b, line);
-            buf_json_hex(&hex, line);
-            first = 0;
-        }
-        fclose(f);
-        buf_puts(b, "]");
-        buf_puts(&hex, "]");
-        if (buf_append(b, hex.p, hex.len))
-            rc = -EMSGSIZE;
-        buf_free(&hex);
-        if (rc) {
-            fprintf(stderr, "s3cached warm: --keys \"%s\": too many keys for one job\n",
-                    o->keys_file);
+        if ((rc = keys_json(o->keys_file, "warm", b)))
             goto out;
-        }
     } else {
         if (!o->target || parse_s3_url(o->target, &bucket, &prefix)) {
             fprintf(stderr, "s3cached warm: give s3://BUCKET/PREFIX, --keys FILE or --manifest\n");
@@ -508,6 +538,81 @@ static int cmd_warm(const struct cli_opts *o)
     return rc;
 }
 
+/* ------------------------------------------------------------------ plan */
+
+/* s3cached plan s3://BUCKET --keys FILE [--name NAME]: posts a read plan (docs/plans.md) and
+ * prints its id; s3cached plan: the plans, a line each; s3cached plan --cancel ID. */
+static int cmd_plan(const struct cli_opts *o)
+{
+    struct buf body, b;
+    char *bucket = NULL, *prefix = NULL, path[200];
+    long status;
+    int rc = 1;
+    buf_init(&body, 64u << 20);
+    buf_init(&b, 64u << 20);
+    if (o->cancel) {
+        snprintf(path, sizeof(path), "/_/plan/%.100s", o->cancel);
+        status = cli_request(o, "DELETE", path, NULL, &b);
+        if (status == 200) {
+            printf("plan %s cancelled\n", o->cancel);
+            rc = 0;
+        } else if (status > 0) {
+            cli_fail("DELETE plan", status, &b);
+        }
+    } else if (o->keys_file) {
+        if (!o->target || parse_s3_url(o->target, &bucket, &prefix)) {
+            fprintf(stderr, "s3cached plan: --keys FILE needs the bucket as s3://BUCKET\n");
+            rc = 2;
+            goto out;
+        }
+        buf_puts(&body, "{\"bucket\":");
+        buf_json_str(&body, bucket);
+        if (o->name) {
+            buf_puts(&body, ",\"name\":");
+            buf_json_str(&body, o->name);
+        }
+        if (keys_json(o->keys_file, "plan", &body)) {
+            rc = 2;
+            goto out;
+        }
+        buf_puts(&body, "}");
+        status = cli_request(o, "POST", "/_/plan", body.p, &b);
+        struct json *j = NULL;
+        struct errmsg em = {{0}};
+        if (status != 201) {
+            if (status > 0)
+                cli_fail("POST /_/plan", status, &b);
+        } else if (json_parse(b.p, b.len, &j, &em) || !json_get_str(j, "plan")) {
+            fprintf(stderr, "s3cached plan: unexpected answer: %.200s\n", b.p ? b.p : "");
+        } else {
+            printf("plan %s: %.0f entries\n", json_get_str(j, "plan"),
+                   json_get_num(j, "entries", 0));
+            rc = 0;
+        }
+        json_free(j);
+    } else {
+        struct json *j = NULL;
+        struct errmsg em = {{0}};
+        status = cli_request(o, "GET", "/_/plan", NULL, &b);
+        if (status != 200) {
+            if (status > 0)
+                cli_fail("GET /_/plan", status, &b);
+        } else if (json_parse(b.p, b.len, &j, &em)) {
+            fprintf(stderr, "s3cached plan: /_/plan: %s\n", em.buf);
+        } else {
+            plans_table(json_get(j, "plans"), stdout);
+            rc = 0;
+        }
+        json_free(j);
+    }
+out:
+    free(bucket);
+    free(prefix);
+    buf_free(&body);
+    buf_free(&b);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ flush */
 
 static int cmd_flush(const struct cli_opts *o)
@@ -588,6 +693,8 @@ int cli_main(const char *cmd, int argc, char **argv)
         TAKE("--region", region);
         TAKE("--keys", keys_file);
         TAKE("--manifest", manifest);
+        TAKE("--name", name);
+        TAKE("--cancel", cancel);
 #undef TAKE
         if (!strcmp(a, "--watch")) {
             o.watch = 1;
@@ -623,6 +730,8 @@ int cli_main(const char *cmd, int argc, char **argv)
         rc = cmd_stats(&o);
     else if (!strcmp(cmd, "warm"))
         rc = cmd_warm(&o);
+    else if (!strcmp(cmd, "plan"))
+        rc = cmd_plan(&o);
     else
         rc = cmd_flush(&o);
     curl_global_cleanup();

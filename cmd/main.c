@@ -1,5 +1,5 @@
 /*
- * main.c: subcommand dispatch (serve | warm | stats | flush | check | version | help),
+ * main.c: subcommand dispatch (serve | warm | plan | stats | flush | check | version | help),
  * nothing else.
  */
 #include <stdio.h>
@@ -21,6 +21,8 @@ static void usage(FILE *f)
                "       s3cached stats --endpoint URL [--watch] [--interval S] [--cluster]\n"
                "       s3cached warm --endpoint URL [--pin] [--fit] s3://BUCKET/PREFIX\n"
                "                     | --keys FILE s3://BUCKET | --manifest s3://BUCKET/KEY\n"
+               "       s3cached plan --endpoint URL [--keys FILE [--name NAME] s3://BUCKET\n"
+               "                     | --cancel ID]   (a read plan: docs/plans.md)\n"
                "       s3cached flush --endpoint URL [s3://BUCKET/PREFIX]\n"
                "       s3cached check --endpoint URL s3://BUCKET/PREFIX --gpus N --per-gpu RATE\n"
                "                     [--sample N] [--streams N] [--readers N] [--duration DUR]\n"
@@ -62,7 +64,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "serve"))
         return cmd_serve(argc - 2, argv + 2);
-    if (!strcmp(cmd, "stats") || !strcmp(cmd, "warm") || !strcmp(cmd, "flush"))
+    if (!strcmp(cmd, "stats") || !strcmp(cmd, "warm") || !strcmp(cmd, "flush") ||
+        !strcmp(cmd, "plan"))
         return cli_main(cmd, argc - 2, argv + 2);
     if (!strcmp(cmd, "check"))
         return check_main(argc - 2, argv + 2);

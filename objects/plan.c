@@ -123,8 +123,10 @@ int planner_post(struct planner *pr, const char *owner, const char *body, size_t
         errmsg_set(em, "\"bucket\" must name a bucket");
     else if (json_get(js, "name") && (!name || !name[0] || strlen(name) > PLAN_NAME_MAX))
         errmsg_set(em, "\"name\" is a string of 1 to %d bytes (a job and rank)", PLAN_NAME_MAX);
-    else if (!list || list->type != JSON_ARR || (keys && hex))
-        errmsg_set(em, "give the keys in order: \"keys\" (strings) or \"keys_hex\"");
+    else if (!list || list->type != JSON_ARR ||
+             (keys && hex && (keys->type != JSON_ARR || keys->n != hex->n)))
+        errmsg_set(em, "give the keys in order: \"keys\" (strings) and/or \"keys_hex\" (the "
+                       "same keys, each its bytes in hex: read instead)");
     else if (list->n > PLAN_KEYS_MAX)
         errmsg_set(em, "a plan holds at most %d keys", PLAN_KEYS_MAX);
     else if (sz && (sz->type != JSON_ARR || sz->n != list->n))

@@ -192,6 +192,27 @@ def run(t, gw, sums, admin, other):
 
     t.check("a key cancels its own plan", cancel)
 
+    def cli():
+        kf = os.path.join(gw.tmp, "keys.txt")
+        with open(kf, "w") as f:
+            f.write("\n".join(keys[:50]) + "\n")
+        base = [E.BIN, "plan", "--endpoint", gw.endpoint, "--access-key", gw.ak,
+                "--secret-key", gw.sk]
+        p = subprocess.run(base + ["--keys", kf, "--name", "cli/rank-0", "s3://" + B],
+                           capture_output=True, timeout=60)
+        E.eq("s3cached plan --keys: exit status (%s)" % p.stderr.decode()[-300:], p.returncode, 0)
+        pid = p.stdout.decode().split()[1].rstrip(":")
+        p = subprocess.run(base, capture_output=True, timeout=60)
+        E.eq("s3cached plan: exit status", p.returncode, 0)
+        if pid not in p.stdout.decode() or "cli/rank-0" not in p.stdout.decode():
+            raise E.Fail("s3cached plan does not list %s:\n%s" % (pid, p.stdout.decode()))
+        p = subprocess.run(base + ["--cancel", pid], capture_output=True, timeout=60)
+        E.eq("s3cached plan --cancel: exit status", p.returncode, 0)
+        p = subprocess.run(base + ["--cancel", pid], capture_output=True, timeout=60)
+        E.eq("cancelling it again fails", p.returncode, 1)
+
+    t.check("s3cached plan: post from a key list, list, cancel", cli)
+
 
 if __name__ == "__main__":
     raise SystemExit(main())
