@@ -89,13 +89,19 @@ int admin_plan_figures(struct server *srv, int prometheus, struct buf *b)
             ROW("plan_ahead_bytes", "gauge",
                 "Bytes prefetched or being prefetched ahead of the plans' readers.", ahead_bytes),
             ROW("plan_prefetches_in_flight", "gauge", "Plan prefetches in flight.", inflight),
-            ROW("plan_reads_total", "counter", "GETs of planned keys at or after their "
-                "plan's position.", reads),
+            ROW("plan_reads_total", "counter",
+                "GETs of planned keys at or after their "
+                "plan's position.",
+                reads),
             ROW("plan_hits_total", "counter", "Planned GETs answered from the cache.", hits),
-            ROW("plan_misses_total", "counter", "Planned GETs that fetched from the backend "
-                "themselves.", misses),
-            ROW("plan_stalls_total", "counter", "Planned GETs that waited for a fetch in "
-                "flight (a prefetch behind its reader).", stalls),
+            ROW("plan_misses_total", "counter",
+                "Planned GETs that fetched from the backend "
+                "themselves.",
+                misses),
+            ROW("plan_stalls_total", "counter",
+                "Planned GETs that waited for a fetch in "
+                "flight (a prefetch behind its reader).",
+                stalls),
             ROW("plan_prefetched_total", "counter", "Objects the plans prefetched.", prefetched),
             ROW("plan_prefetched_bytes_total", "counter", "Bytes the plans prefetched.",
                 prefetched_bytes),
@@ -106,8 +112,7 @@ int admin_plan_figures(struct server *srv, int prometheus, struct buf *b)
         for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
             if (buf_printf(b, "# HELP s3cached_%s %s\n# TYPE s3cached_%s %s\ns3cached_%s %llu\n",
                            rows[i].name, rows[i].help, rows[i].name, rows[i].type, rows[i].name,
-                           (unsigned long long)*(const uint64_t *)((const char *)&t +
-                                                                   rows[i].off)))
+                           (unsigned long long)*(const uint64_t *)((const char *)&t + rows[i].off)))
                 return -ENOMEM;
         return 0;
     }
@@ -115,17 +120,17 @@ int admin_plan_figures(struct server *srv, int prometheus, struct buf *b)
     while (b->len && (b->p[b->len - 1] == '\n' || b->p[b->len - 1] == '}'))
         if (b->p[--b->len] == '}')
             break;
-    int rc = buf_printf(b, ",\n \"plans\": {\"held\": %llu, \"entries\": %llu, "
-                           "\"ahead_bytes\": %llu, \"in_flight\": %llu, \"reads\": %llu, "
-                           "\"hits\": %llu, \"misses\": %llu, \"stalls\": %llu, "
-                           "\"prefetched\": %llu, \"prefetched_bytes\": %llu, "
-                           "\"prefetch_errors\": %llu, \"list\": ",
+    int rc = buf_printf(b,
+                        ",\n \"plans\": {\"held\": %llu, \"entries\": %llu, "
+                        "\"ahead_bytes\": %llu, \"in_flight\": %llu, \"reads\": %llu, "
+                        "\"hits\": %llu, \"misses\": %llu, \"stalls\": %llu, "
+                        "\"prefetched\": %llu, \"prefetched_bytes\": %llu, "
+                        "\"prefetch_errors\": %llu, \"list\": ",
                         (unsigned long long)t.plans, (unsigned long long)t.entries,
                         (unsigned long long)t.ahead_bytes, (unsigned long long)t.inflight,
                         (unsigned long long)t.reads, (unsigned long long)t.hits,
                         (unsigned long long)t.misses, (unsigned long long)t.stalls,
-                        (unsigned long long)t.prefetched,
-                        (unsigned long long)t.prefetched_bytes,
+                        (unsigned long long)t.prefetched, (unsigned long long)t.prefetched_bytes,
                         (unsigned long long)t.prefetch_errors);
     struct buf list;
     buf_init(&list, 32u << 20);

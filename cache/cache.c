@@ -112,13 +112,14 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
         goto fail;
     }
     if (cf->plan_requests > 0) {
-        struct plans_conf pc = {.cache_bytes = c->cap, .ahead_bytes = cf->plan_ahead,
+        struct plans_conf pc = {.cache_bytes = c->cap,
+                                .ahead_bytes = cf->plan_ahead,
                                 .ahead_objects = 1024,
                                 .requests = (unsigned)S3C_MIN(cf->plan_requests, 1024),
                                 .idle_ns = cf->plan_idle > 0 ? cf->plan_idle * 1000000ll : 0};
         if ((rc = plans_new(&pc, &c->plans)) || (rc = workq_new(pc.requests, &c->pwq))) {
-            errmsg_set(em, "cache: the read plans' threads (--plan-requests %u): %s",
-                       pc.requests, s3c_strerror(rc));
+            errmsg_set(em, "cache: the read plans' threads (--plan-requests %u): %s", pc.requests,
+                       s3c_strerror(rc));
             plans_free(c->plans);
             ahead_close(c);
             fillwin_close(c);
@@ -173,7 +174,7 @@ void cache_close(struct cache *c)
     while (c->njobs)
         pthread_cond_wait(&c->jobs_cv, &c->mu);
     pthread_mutex_unlock(&c->mu);
-    ahead_close(c);     /* every run ended */
+    ahead_close(c); /* every run ended */
     if (c->pwq)
         workq_free(c->pwq);
     c->pwq = NULL;

@@ -129,10 +129,10 @@ struct cver {
     int unindexed; /* the index could not take it (LMDB map full, index error): it has no data
                     * file (cache_ver_fd_locked() fails with -ENOSPC, so fetches go to memory
                     * as bypasses) and is not kept once no request holds its key */
-    unsigned bypass_seen; /* fetches of it that went to memory (a bypass): none, or how many */
-    unsigned nreceiving;  /* its runs receiving from the backend (fetch.receiving, ahead.c) */
+    unsigned bypass_seen;  /* fetches of it that went to memory (a bypass): none, or how many */
+    unsigned nreceiving;   /* its runs receiving from the backend (fetch.receiving, ahead.c) */
     unsigned plan_waiters; /* plan prefetches waiting on it: woken when nreceiving drops to 0 */
-    unsigned nahead;      /* of which started ahead of its readers */
+    unsigned nahead;       /* of which started ahead of its readers */
     int unrecorded;       /* not in the index yet: recorded before its data file is created or it is
                      * pinned (cache_ver_record); a cold GET sent from the backend's file does
                      * not wait for that write (--miss-source) */

@@ -125,8 +125,8 @@ struct victim_scan {
     int64_t before; /* only entries last read before this (a keep prefix's pass start) */
     int64_t now_ns; /* for the policy's idle bound */
     const struct index_key *self; /* the reserving object's own entry (NULL: none) */
-    size_t busy;    /* LRU entries of other objects skipped while open or being filled */
-    size_t kept;    /* keep objects skipped */
+    size_t busy; /* LRU entries of other objects skipped while open or being filled */
+    size_t kept; /* keep objects skipped */
     /* Read plans (plan.h): entries a plan still needs are skipped like keep objects; the one
      * needed furthest ahead is recorded (far, far_dist) for a pass that takes only it (@only) */
     const struct index_key *only;
@@ -166,12 +166,13 @@ static int victim_cb(void *arg, const struct index_key *k, uint64_t version, uin
         struct cver *cur = ck->cur;
         if (!ck->loaded)
             take = 1;
-        else if (cur && cur->version == version
-                 && (cur->refs > 1 || cache_ver_running_locked(cur) || (cur->flags & INDEX_F_PINNED))) {
+        else if (cur && cur->version == version &&
+                 (cur->refs > 1 || cache_ver_running_locked(cur) ||
+                  (cur->flags & INDEX_F_PINNED))) {
             take = 0; /* open by readers, being filled or pinned */
-            vs->busy += !(cur->flags & INDEX_F_PINNED) && !vs->keep_too
-                        && !(vs->self && vs->self->len == k->len
-                             && !memcmp(vs->self->b, k->b, k->len));
+            vs->busy += !(cur->flags & INDEX_F_PINNED) && !vs->keep_too &&
+                        !(vs->self && vs->self->len == k->len &&
+                          !memcmp(vs->self->b, k->b, k->len));
         }
     }
     if (take) {
@@ -208,8 +209,10 @@ static size_t evict_batch(struct cache *c, struct victim *vbuf, uint64_t want, i
                           int64_t before, const struct index_key *self, size_t *busy,
                           struct victim_scan *plan)
 {
-    struct victim_scan vs = { c, vbuf, 0, want, 0, keep_too, before, s3c_real_ns(), self, 0,
-                              0, plan ? plan->only : NULL, 0, 0, {0, {0}} };
+    struct victim_scan vs = {c,    vbuf,     0,       want,
+                             0,    keep_too, before,  s3c_real_ns(),
+                             self, 0,        0,       plan ? plan->only : NULL,
+                             0,    0,        {0, {0}}};
     int r = index_lru_scan(c->ix, victim_cb, &vs);
     if (r < 0)
         log_err("cache: scanning the LRU: %s", s3c_strerror(r));
@@ -290,8 +293,8 @@ int evict_reserve(struct cache *c, uint64_t bytes, int for_keep, int64_t since,
         int closing = c->closing;
         uint64_t gen = c->evict_gen + policy_gen(c->pol);
         int64_t now = (int64_t)s3c_mono_ns();
-        int memo = for_keep && c->keep_memo_valid && c->keep_memo_gen == gen
-                   && c->keep_memo_since == since && now - c->keep_memo_ns < EVICT_KEEP_MEMO_NS;
+        int memo = for_keep && c->keep_memo_valid && c->keep_memo_gen == gen &&
+                   c->keep_memo_since == since && now - c->keep_memo_ns < EVICT_KEEP_MEMO_NS;
         pthread_mutex_unlock(&c->mu);
         if (closing || memo)
             break;

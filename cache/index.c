@@ -160,8 +160,14 @@ static void w_put(struct wbuf *w, const void *p, size_t n)
     memcpy(w->p + w->len, p, n);
     w->len += n;
 }
-static void w_u64(struct wbuf *w, uint64_t v) { w_put(w, &v, 8); }
-static void w_u32(struct wbuf *w, uint32_t v) { w_put(w, &v, 4); }
+static void w_u64(struct wbuf *w, uint64_t v)
+{
+    w_put(w, &v, 8);
+}
+static void w_u32(struct wbuf *w, uint32_t v)
+{
+    w_put(w, &v, 4);
+}
 static void w_str(struct wbuf *w, const char *s, size_t max)
 {
     uint16_t l = (uint16_t)strnlen(s, max - 1);
@@ -184,8 +190,18 @@ static void r_get(struct rbuf *r, void *p, size_t n)
     memcpy(p, r->p + r->off, n);
     r->off += n;
 }
-static uint64_t r_u64(struct rbuf *r) { uint64_t v; r_get(r, &v, 8); return v; }
-static uint32_t r_u32(struct rbuf *r) { uint32_t v; r_get(r, &v, 4); return v; }
+static uint64_t r_u64(struct rbuf *r)
+{
+    uint64_t v;
+    r_get(r, &v, 8);
+    return v;
+}
+static uint32_t r_u32(struct rbuf *r)
+{
+    uint32_t v;
+    r_get(r, &v, 4);
+    return v;
+}
 static void r_str(struct rbuf *r, char *out, size_t max)
 {
     uint16_t l = 0;
@@ -200,9 +216,10 @@ static void r_str(struct rbuf *r, char *out, size_t max)
     r->off += l;
 }
 
-#define META_STRS(X)                                                                          \
-    X(etag) X(content_type) X(cache_control) X(content_disposition) X(content_encoding)       \
-    X(content_language) X(expires) X(usermeta) X(checksum_algo) X(checksum)
+#define META_STRS(X)                                                                               \
+    X(etag)                                                                                        \
+    X(content_type) X(cache_control) X(content_disposition) X(content_encoding)                    \
+        X(content_language) X(expires) X(usermeta) X(checksum_algo) X(checksum)
 
 static int rec_encode(const struct index_entry *e, const char *name, struct wbuf *w)
 {
@@ -231,7 +248,7 @@ static int rec_encode(const struct index_entry *e, const char *name, struct wbuf
 static int rec_decode(const MDB_val *v, struct index_entry *e, char *name, size_t name_max,
                       int no_bitmap)
 {
-    struct rbuf r = { v->mv_data, v->mv_size, 0, 0 };
+    struct rbuf r = {v->mv_data, v->mv_size, 0, 0};
     char tmp[NAME_MAX_LEN];
     memset(e, 0, sizeof(*e));
     if (r_u32(&r) != REC_FORMAT)
@@ -291,7 +308,7 @@ static size_t rec_bitmap_off(const MDB_val *v, uint64_t nblocks)
 
 static int totals_get(struct index *ix, MDB_txn *txn, struct index_totals *t)
 {
-    MDB_val k = { 6, "totals" }, v;
+    MDB_val k = {6, "totals"}, v;
     int rc = mdb_get(txn, ix->info, &k, &v);
     memset(t, 0, sizeof(*t));
     if (rc == MDB_NOTFOUND)
@@ -305,7 +322,7 @@ static int totals_get(struct index *ix, MDB_txn *txn, struct index_totals *t)
 
 static int totals_put(struct index *ix, MDB_txn *txn, const struct index_totals *t)
 {
-    MDB_val k = { 6, "totals" }, v = { sizeof(*t), (void *)t };
+    MDB_val k = {6, "totals"}, v = {sizeof(*t), (void *)t};
     return mdb_rc(mdb_put(txn, ix->info, &k, &v, 0));
 }
 
@@ -342,8 +359,8 @@ static int lru_put(struct index *ix, MDB_txn *txn, int64_t atime, const struct i
                    uint64_t version, uint64_t used)
 {
     unsigned char b[8 + INDEX_KEY_MAX];
-    uint64_t val[2] = { version, used };
-    MDB_val key, v = { sizeof(val), val };
+    uint64_t val[2] = {version, used};
+    MDB_val key, v = {sizeof(val), val};
     lru_key(b, &key.mv_size, atime, k);
     key.mv_data = b;
     return mdb_rc(mdb_put(txn, ix->lru, &key, &v, 0));
@@ -381,11 +398,10 @@ static int env_open(struct index *ix, const char *dir, uint64_t map)
             ix->env = NULL;
             return rc;
         }
-        if ((rc = mdb_env_set_maxdbs(ix->env, 5)) || (rc = mdb_env_set_mapsize(ix->env, map))
-            || (rc = mdb_env_set_maxreaders(ix->env, 1024)))
+        if ((rc = mdb_env_set_maxdbs(ix->env, 5)) || (rc = mdb_env_set_mapsize(ix->env, map)) ||
+            (rc = mdb_env_set_maxreaders(ix->env, 1024)))
             goto fail;
-        rc = mdb_env_open(ix->env, dir, MDB_NOTLS | (ix->nosync ? MDB_NOSYNC : 0),
-                          INDEX_FILE_MODE);
+        rc = mdb_env_open(ix->env, dir, MDB_NOTLS | (ix->nosync ? MDB_NOSYNC : 0), INDEX_FILE_MODE);
         if (rc == 0)
             break;
         mdb_env_close(ix->env);
@@ -397,11 +413,11 @@ static int env_open(struct index *ix, const char *dir, uint64_t map)
     index_tighten(dir);
     if ((rc = mdb_txn_begin(ix->env, NULL, 0, &txn)))
         goto fail;
-    if ((rc = mdb_dbi_open(txn, "objs", MDB_CREATE, &ix->objs))
-        || (rc = mdb_dbi_open(txn, "lru", MDB_CREATE, &ix->lru))
-        || (rc = mdb_dbi_open(txn, "info", MDB_CREATE, &ix->info))
-        || (rc = mdb_dbi_open(txn, "dirty", MDB_CREATE, &ix->dirty))
-        || (rc = mdb_dbi_open(txn, "members", MDB_CREATE, &ix->members)))
+    if ((rc = mdb_dbi_open(txn, "objs", MDB_CREATE, &ix->objs)) ||
+        (rc = mdb_dbi_open(txn, "lru", MDB_CREATE, &ix->lru)) ||
+        (rc = mdb_dbi_open(txn, "info", MDB_CREATE, &ix->info)) ||
+        (rc = mdb_dbi_open(txn, "dirty", MDB_CREATE, &ix->dirty)) ||
+        (rc = mdb_dbi_open(txn, "members", MDB_CREATE, &ix->members)))
         goto fail;
     rc = mdb_txn_commit(txn);
     txn = NULL;
@@ -593,10 +609,9 @@ static void group_run(struct index *ix, struct wop *batch)
             op->rc = rc; /* the commit failed: none of it happened */
 }
 
-/* A write transaction running @fn(@arg), committed together with the writes of other threads
- * queued meanwhile (group commit): the first writer to find no group running runs the batch
- * queued at that moment, the others wait for theirs. Returns @fn's result, or the begin's or
- * the commit's error. */
+/* @fn(@arg) in a write transaction shared with the writes queued meanwhile (group commit): the
+ * first writer to find no group running runs the batch queued then, the others wait for
+ * theirs. Returns @fn's result, or the begin's or the commit's error. */
 static int index_write(struct index *ix, wop_fn *fn, void *arg)
 {
     struct wop op = {NULL, fn, arg, 0, 0};
@@ -636,7 +651,7 @@ static void txn_close(struct index *ix, MDB_txn *txn)
 int index_get(struct index *ix, const struct index_key *k, struct index_entry *out)
 {
     MDB_txn *txn;
-    MDB_val key = { k->len, (void *)k->b }, v;
+    MDB_val key = {k->len, (void *)k->b}, v;
     int rc = txn_begin(ix, 1, &txn);
     if (rc)
         return rc;
@@ -664,7 +679,7 @@ static int del_locked(struct index *ix, MDB_txn *txn, MDB_val *key, const struct
     int rc = mdb_rc(mdb_del(txn, ix->objs, key, NULL));
     if (!rc) {
         unsigned char mk[INDEX_KEY_MAX + 8];
-        MDB_val mkey = { 0, mk };
+        MDB_val mkey = {0, mk};
         members_key(k, old->version, mk, &mkey.mv_size);
         int r = mdb_del(txn, ix->members, &mkey, NULL);
         rc = r == MDB_NOTFOUND ? 0 : mdb_rc(r);
@@ -723,9 +738,9 @@ static int put_in(struct index *ix, MDB_txn *txn, void *arg)
     const char *name = a->name;
     int only_new = a->only_new;
     uint64_t *old_version = &a->old_version;
-    MDB_val key = { k->len, (void *)k->b }, v;
+    MDB_val key = {k->len, (void *)k->b}, v;
     struct index_totals t;
-    struct wbuf w = { 0 };
+    struct wbuf w = {0};
     int64_t delta = 0;
     int rc;
     *old_version = 0;
@@ -757,7 +772,7 @@ static int put_in(struct index *ix, MDB_txn *txn, void *arg)
     if (in_lru(e->flags) && (rc = lru_put(ix, txn, e->atime_ns, k, e->version, e->used_bytes)))
         goto out;
     if (e->flags & INDEX_F_DIRTY) {
-        MDB_val dv = { sizeof(e->version), (void *)&e->version };
+        MDB_val dv = {sizeof(e->version), (void *)&e->version};
         if ((rc = mdb_rc(mdb_put(txn, ix->dirty, &key, &dv, 0))))
             goto out;
         t.dirty_objects++;
@@ -800,7 +815,7 @@ static int mark_in(struct index *ix, MDB_txn *txn, void *arg)
     struct mark_args *a = arg;
     const struct index_key *k = a->k;
     uint64_t version = a->version, first = a->first, n = a->n;
-    MDB_val key = { k->len, (void *)k->b }, v;
+    MDB_val key = {k->len, (void *)k->b}, v;
     struct index_entry e;
     struct index_totals t;
     unsigned char *copy = NULL;
@@ -830,7 +845,7 @@ static int mark_in(struct index *ix, MDB_txn *txn, void *arg)
     /* used_bytes sits at a fixed offset: format(4) flags(4) version(8) size(8) */
     uint64_t used = e.used_bytes + add;
     memcpy(copy + 24, &used, 8);
-    MDB_val nv = { v.mv_size, copy };
+    MDB_val nv = {v.mv_size, copy};
     if ((rc = mdb_rc(mdb_put(txn, ix->objs, &key, &nv, 0))))
         goto out;
     if (in_lru(e.flags)) {
@@ -864,7 +879,7 @@ int index_mark(struct index *ix, const struct index_key *k, uint64_t version, ui
 int index_del(struct index *ix, const struct index_key *k, uint64_t version, int64_t *delta_used)
 {
     MDB_txn *txn;
-    MDB_val key = { k->len, (void *)k->b }, v;
+    MDB_val key = {k->len, (void *)k->b}, v;
     struct index_entry e;
     struct index_totals t;
     int rc = txn_begin(ix, 0, &txn);
@@ -895,7 +910,7 @@ static int rewrite_head(struct index *ix, MDB_txn *txn, MDB_val *key, const MDB_
     memcpy(copy + 4, &flags, 4);
     memcpy(copy + 40, &atime, 8);
     memcpy(copy + 48, &validated, 8);
-    MDB_val nv = { v->mv_size, copy };
+    MDB_val nv = {v->mv_size, copy};
     int rc = mdb_rc(mdb_put(txn, ix->objs, key, &nv, 0));
     free(copy);
     return rc;
@@ -904,7 +919,7 @@ static int rewrite_head(struct index *ix, MDB_txn *txn, MDB_val *key, const MDB_
 int index_set_pinned(struct index *ix, const struct index_key *k, uint64_t version, int on)
 {
     MDB_txn *txn;
-    MDB_val key = { k->len, (void *)k->b }, v;
+    MDB_val key = {k->len, (void *)k->b}, v;
     struct index_entry e;
     struct index_totals t;
     int rc = txn_begin(ix, 0, &txn);
@@ -943,7 +958,7 @@ int index_touch(struct index *ix, const struct index_touch *t, size_t n)
     if (rc)
         return rc;
     for (size_t i = 0; i < n && !rc; i++) {
-        MDB_val key = { t[i].k.len, (void *)t[i].k.b }, v;
+        MDB_val key = {t[i].k.len, (void *)t[i].k.b}, v;
         struct index_entry e;
         int r = mdb_get(txn, ix->objs, &key, &v);
         if (r == MDB_NOTFOUND)
@@ -1011,7 +1026,7 @@ int index_prefix_scan(struct index *ix, const char *name_prefix, index_scan_f *c
     MDB_cursor *cur;
     size_t pl = strlen(name_prefix);
     size_t kl = S3C_MIN(pl, (size_t)INDEX_KEY_PLAIN_MAX);
-    MDB_val key = { kl, (void *)name_prefix }, v;
+    MDB_val key = {kl, (void *)name_prefix}, v;
     char *name = malloc(NAME_MAX_LEN);
     int rc;
     if (!name)
@@ -1032,8 +1047,8 @@ int index_prefix_scan(struct index *ix, const char *name_prefix, index_scan_f *c
         if (key.mv_size < kl || memcmp(key.mv_data, name_prefix, kl) != 0)
             break;
         struct index_entry e;
-        if (key.mv_size <= INDEX_KEY_MAX && !rec_decode(&v, &e, name, NAME_MAX_LEN, 1)
-            && strncmp(name, name_prefix, pl) == 0) {
+        if (key.mv_size <= INDEX_KEY_MAX && !rec_decode(&v, &e, name, NAME_MAX_LEN, 1) &&
+            strncmp(name, name_prefix, pl) == 0) {
             struct index_key k;
             k.len = key.mv_size;
             memcpy(k.b, key.mv_data, k.len);
@@ -1050,14 +1065,14 @@ int index_prefix_scan(struct index *ix, const char *name_prefix, index_scan_f *c
     return rc;
 }
 
-int index_clean(struct index *ix, const struct index_key *k, uint64_t version,
-                const char *etag, int64_t mtime_ns)
+int index_clean(struct index *ix, const struct index_key *k, uint64_t version, const char *etag,
+                int64_t mtime_ns)
 {
     MDB_txn *txn;
-    MDB_val key = { k->len, (void *)k->b }, v;
+    MDB_val key = {k->len, (void *)k->b}, v;
     struct index_entry e;
     struct index_totals t;
-    struct wbuf w = { 0 };
+    struct wbuf w = {0};
     char *name = malloc(NAME_MAX_LEN);
     int rc = name ? txn_begin(ix, 0, &txn) : -ENOMEM;
     if (rc) {
@@ -1079,7 +1094,7 @@ int index_clean(struct index *ix, const struct index_key *k, uint64_t version,
         e.meta.mtime_ns = mtime_ns;
     if ((rc = rec_encode(&e, name, &w)))
         goto out;
-    MDB_val nv = { w.len, w.p };
+    MDB_val nv = {w.len, w.p};
     if ((rc = mdb_rc(mdb_put(txn, ix->objs, &key, &nv, 0))))
         goto out;
     if (in_lru(e.flags) && (rc = lru_put(ix, txn, e.atime_ns, k, e.version, e.used_bytes)))
@@ -1117,8 +1132,8 @@ int index_dirty_scan(struct index *ix, index_dirty_f *cb, void *arg)
     while (r == 0) {
         MDB_val ov;
         struct index_entry e;
-        if (key.mv_size <= INDEX_KEY_MAX && mdb_get(txn, ix->objs, &key, &ov) == 0
-            && rec_decode(&ov, &e, name, NAME_MAX_LEN, 1) == 0 && (e.flags & INDEX_F_DIRTY)) {
+        if (key.mv_size <= INDEX_KEY_MAX && mdb_get(txn, ix->objs, &key, &ov) == 0 &&
+            rec_decode(&ov, &e, name, NAME_MAX_LEN, 1) == 0 && (e.flags & INDEX_F_DIRTY)) {
             struct index_key k;
             k.len = key.mv_size;
             memcpy(k.b, key.mv_data, k.len);
@@ -1152,9 +1167,9 @@ int index_members_put(struct index *ix, const struct index_key *k, uint64_t vers
                       const void *blob, size_t len)
 {
     MDB_txn *txn;
-    MDB_val key = { k->len, (void *)k->b }, v;
+    MDB_val key = {k->len, (void *)k->b}, v;
     unsigned char mk[INDEX_KEY_MAX + 8];
-    MDB_val mkey = { 0, mk }, mv = { len, (void *)blob };
+    MDB_val mkey = {0, mk}, mv = {len, (void *)blob};
     struct index_entry e;
     int rc = txn_begin(ix, 0, &txn);
     if (rc)
@@ -1172,7 +1187,7 @@ int index_members_get(struct index *ix, const struct index_key *k, uint64_t vers
 {
     MDB_txn *txn;
     unsigned char mk[INDEX_KEY_MAX + 8];
-    MDB_val mkey = { 0, mk }, v;
+    MDB_val mkey = {0, mk}, v;
     int rc = txn_begin(ix, 1, &txn);
     if (rc)
         return rc;

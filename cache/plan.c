@@ -35,12 +35,12 @@ struct plan {
     char name[PLAN_NAME_MAX + 1];
     char *bucket;
     char **keys;
-    uint64_t *size;       /* known, or the estimate it counts in the horizon (!PE_KNOWN) */
-    uint64_t *acnt;       /* what it counts in abytes (taken: its size or estimate then) */
-    uint8_t *st;          /* PE_* */
-    uint64_t *hash;       /* of each entry's index name */
-    uint32_t *next_same;  /* the next entry of the same name, or UINT32_MAX */
-    uint32_t *tab;        /* name hash -> its first entry + 1 (0: empty) */
+    uint64_t *size;      /* known, or the estimate it counts in the horizon (!PE_KNOWN) */
+    uint64_t *acnt;      /* what it counts in abytes (taken: its size or estimate then) */
+    uint8_t *st;         /* PE_* */
+    uint64_t *hash;      /* of each entry's index name */
+    uint32_t *next_same; /* the next entry of the same name, or UINT32_MAX */
+    uint32_t *tab;       /* name hash -> its first entry + 1 (0: empty) */
     uint32_t tab_mask;
     size_t n, pos, fetch_next, horizon;
     uint64_t abytes, hbytes, share;
@@ -300,7 +300,8 @@ static struct plan *plan_build(const char *bucket, char **keys, uint64_t *sizes,
     pl->hash = calloc(n ? n : 1, sizeof(uint64_t));
     pl->next_same = calloc(n ? n : 1, sizeof(uint32_t));
     pl->tab = calloc(cap, sizeof(uint32_t));
-    if (!pl->bucket || !pl->size || !pl->acnt || !pl->st || !pl->hash || !pl->next_same || !pl->tab) {
+    if (!pl->bucket || !pl->size || !pl->acnt || !pl->st || !pl->hash || !pl->next_same ||
+        !pl->tab) {
         plan_free(pl);
         return NULL;
     }
@@ -340,9 +341,8 @@ static struct plan *plan_build(const char *bucket, char **keys, uint64_t *sizes,
     return pl;
 }
 
-int plans_put(struct plans *p, const char *owner, const char *name, const char *bucket,
-              char **keys, uint64_t *sizes, size_t n, int64_t now_ns, char id[24],
-              const char **why)
+int plans_put(struct plans *p, const char *owner, const char *name, const char *bucket, char **keys,
+              uint64_t *sizes, size_t n, int64_t now_ns, char id[24], const char **why)
 {
     *why = NULL;
     if (n > PLAN_KEYS_MAX) {
@@ -424,22 +424,22 @@ static int plan_json(const struct plan *pl, struct buf *b)
              buf_puts(b, ",\"owner\":") || buf_json_str(b, pl->owner) ||
              buf_puts(b, ",\"bucket\":") || buf_json_str(b, pl->bucket);
     s3c_iso8601(pl->created_ns, ts);
-    rc = rc || buf_printf(b, ",\"entries\":%zu,\"position\":%zu,\"prefetch_next\":%zu,"
-                             "\"horizon\":%zu,\"bytes_ahead\":%llu,\"horizon_bytes\":%llu,"
-                             "\"share_bytes\":%llu,\"in_flight\":%u,\"reads\":%llu,"
-                             "\"reads_behind\":%llu,\"hits\":%llu,\"misses\":%llu,\"stalls\":%llu,"
-                             "\"prefetched\":%llu,\"prefetched_bytes\":%llu,"
-                             "\"cached_already\":%llu,\"prefetch_errors\":%llu,"
-                             "\"created\":\"%s\"}",
-                          pl->n, pl->pos, pl->fetch_next, pl->horizon,
-                          (unsigned long long)pl->abytes, (unsigned long long)pl->hbytes,
-                          (unsigned long long)pl->share, pl->inflight,
-                          (unsigned long long)pl->reads, (unsigned long long)pl->behind,
-                          (unsigned long long)pl->hits, (unsigned long long)pl->misses,
-                          (unsigned long long)pl->stalls, (unsigned long long)pl->prefetched,
-                          (unsigned long long)pl->prefetched_bytes,
-                          (unsigned long long)pl->cached_already,
-                          (unsigned long long)pl->errors, ts);
+    rc = rc ||
+         buf_printf(b,
+                    ",\"entries\":%zu,\"position\":%zu,\"prefetch_next\":%zu,"
+                    "\"horizon\":%zu,\"bytes_ahead\":%llu,\"horizon_bytes\":%llu,"
+                    "\"share_bytes\":%llu,\"in_flight\":%u,\"reads\":%llu,"
+                    "\"reads_behind\":%llu,\"hits\":%llu,\"misses\":%llu,\"stalls\":%llu,"
+                    "\"prefetched\":%llu,\"prefetched_bytes\":%llu,"
+                    "\"cached_already\":%llu,\"prefetch_errors\":%llu,"
+                    "\"created\":\"%s\"}",
+                    pl->n, pl->pos, pl->fetch_next, pl->horizon, (unsigned long long)pl->abytes,
+                    (unsigned long long)pl->hbytes, (unsigned long long)pl->share, pl->inflight,
+                    (unsigned long long)pl->reads, (unsigned long long)pl->behind,
+                    (unsigned long long)pl->hits, (unsigned long long)pl->misses,
+                    (unsigned long long)pl->stalls, (unsigned long long)pl->prefetched,
+                    (unsigned long long)pl->prefetched_bytes,
+                    (unsigned long long)pl->cached_already, (unsigned long long)pl->errors, ts);
     return rc ? -ENOMEM : 0;
 }
 
@@ -567,8 +567,8 @@ int plans_take(struct plans *p, unsigned wait_ms, struct plan_ticket *t)
         plans_reap_locked(p, s3c_real_ns());
         if (p->inflight < p->pc.requests && p->list) {
             /* round robin: start after the plan served last */
-            struct plan *start = p->cursor_after && !p->cursor_after->gone
-                                     ? p->cursor_after->next : NULL;
+            struct plan *start = p->cursor_after && !p->cursor_after->gone ? p->cursor_after->next
+                                                                           : NULL;
             if (!start)
                 start = p->list;
             struct plan *pl = start;

@@ -17,21 +17,21 @@
 #include "lib/buf.h"
 #include "lib/s3c.h"
 
-#define PLAN_MAX 64               /* plans held at once, all clients together */
-#define PLAN_PER_OWNER 16         /* plans one access key may hold */
-#define PLAN_KEYS_MAX 1000000     /* entries of one plan */
-#define PLAN_KEYS_TOTAL 4000000   /* entries of all plans together (~100 bytes each) */
+#define PLAN_MAX 64             /* plans held at once, all clients together */
+#define PLAN_PER_OWNER 16       /* plans one access key may hold */
+#define PLAN_KEYS_MAX 1000000   /* entries of one plan */
+#define PLAN_KEYS_TOTAL 4000000 /* entries of all plans together (~100 bytes each) */
 #define PLAN_NAME_MAX 128
-#define PLAN_CACHE_SHARE_PCT 80   /* the plans' part of the cache, shared among them */
+#define PLAN_CACHE_SHARE_PCT 80 /* the plans' part of the cache, shared among them */
 
 struct plans;
 
 struct plans_conf {
-    uint64_t cache_bytes; /* the cache's capacity: the plans share PLAN_CACHE_SHARE_PCT of it */
-    uint64_t ahead_bytes; /* a plan's prefetched and in-flight bytes ahead of its reader */
+    uint64_t cache_bytes;   /* the cache's capacity: the plans share PLAN_CACHE_SHARE_PCT of it */
+    uint64_t ahead_bytes;   /* a plan's prefetched and in-flight bytes ahead of its reader */
     unsigned ahead_objects; /* and entries */
-    unsigned requests;    /* prefetches in flight, all plans together */
-    int64_t idle_ns;      /* a plan whose reader made no planned GET for this long is dropped */
+    unsigned requests;      /* prefetches in flight, all plans together */
+    int64_t idle_ns;        /* a plan whose reader made no planned GET for this long is dropped */
 };
 
 int plans_new(const struct plans_conf *pc, struct plans **out);
@@ -43,9 +43,8 @@ void plans_free(struct plans *p);
  * same @owner and @name is replaced (its prefetches in flight finish uncounted). 0 with the
  * plan's id in @id, -S3E_SLOW_DOWN when PLAN_MAX, PLAN_PER_OWNER or PLAN_KEYS_TOTAL would be
  * exceeded (with @why), -ENOMEM. */
-int plans_put(struct plans *p, const char *owner, const char *name, const char *bucket,
-              char **keys, uint64_t *sizes, size_t n, int64_t now_ns, char id[24],
-              const char **why);
+int plans_put(struct plans *p, const char *owner, const char *name, const char *bucket, char **keys,
+              uint64_t *sizes, size_t n, int64_t now_ns, char id[24], const char **why);
 /* Cancels plan @id of @owner (NULL: an admin, any owner). 0 or -S3E_NOT_FOUND. */
 int plans_cancel(struct plans *p, const char *owner, const char *id);
 /* The plans of @owner (NULL: all), or only @id, as JSON into @b: {"plans":[...]} or one

@@ -95,8 +95,7 @@ static uint64_t acct_of(uint64_t size, uint64_t bs)
 }
 
 /* Pins @o's version if it fits in the pin share. @o is held: the version cannot be evicted. */
-static int prefetch_pin(struct cache *c, struct cache_obj *o, const char *bucket,
-                        const char *key)
+static int prefetch_pin(struct cache *c, struct cache_obj *o, const char *bucket, const char *key)
 {
     pthread_mutex_lock(&c->mu);
     struct cver *v = o->v;
@@ -146,6 +145,85 @@ static int landed_locked(const struct cver *v)
         if (!cache_bit(v->present, b) && !cache_bit(v->fetching, b))
             return 0;
     return 1;
+}
+
+/* prefetch()'s fetch of what @o lacks, one run at a time from its first missing block, until it
+ * is whole (a plan's: until its transfers end, landed_locked()), fails or *@cancel is raised
+ * (a cancelled fetch returns once no run of it is in flight). @copy: a copy source's. 0 or the
+ * error. */
+static int prefetch_fill(struct cache *c, struct cache_obj *o, struct cache_pwait *p,
+                         volatile int *cancel, int copy, int plan)
+{
+    int rc = 0;
+    uint64_t err_gen0;
+    unsigned bypass0;
+    pthread_mutex_lock(&c->mu);
+    struct cver *pv = o->v; /* the version a plan's wait is counted on */
+    pv->plan_waiters += plan;
+    err_gen0 = o->v->err_gen;
+    bypass0 = o->v->bypass_seen; /* a client's read bypassed before (a keep prefix): try anew */
+    pthread_mutex_unlock(&c->mu);
+    for (;;) {
+        if (cancel && *cancel) {
+            rc = -ECANCELED;
+            break;
+        }
+        pthread_mutex_lock(&c->mu);
+        struct cver *v = o->v;
+        uint64_t first = v->nblocks;
+        for (uint64_t b = 0; b < v->nblocks; b++)
+            if (!cache_bit(v->present, b)) {
+                first = b;
+                break;
+            }
+        if (first == v->nblocks || (plan && landed_locked(v))) {
+            pthread_mutex_unlock(&c->mu);
+            rc = 0;
+            break;
+        }
+        if (c->closing) {
+            rc = CACHE_ERR_CLOSING;
+        } else if (v->dropped) {
+            rc = -S3E_SERVICE_UNAVAILABLE; /* replaced or invalidated meanwhile: retry anew */
+        } else if (v->bypass_seen != bypass0) {
+            rc = -S3E_INSUFFICIENT_STORAGE; /* no room to keep it: fetched, not cached */
+        } else if (v->err_gen != err_gen0 && !cache_bit(v->fetching, first)) {
+            rc = v->last_err ? v->last_err : -EIO;
+        } else {
+            /* one run at a time for this object: starts nothing while the run holding the
+             * first missing block is in flight */
+            struct fetch *before = v->fetches;
+            int r = cache_bit(v->fetching, first)
+                        ? 0
+                        : fill_ensure_on_locked(c, v, first, first + CACHE_FETCH_MAX_BLOCKS, o->wq);
+            /* A warm-up's runs (pushed in front) go around the page cache; a copy source and a
+             * plan's prefetch are read soon, from the page cache. None goes through a window:
+             * they are there to fill the disk, at its pace. */
+            for (struct fetch *x = v->fetches; r > 0 && x && x != before; x = x->next) {
+                x->nowin = 1;
+                if (!copy && !plan)
+                    x->direct = 1;
+                else
+                    x->as_lru = 1; /* a copy source is cached whole, keep prefix or not */
+            }
+            if (r < 0)
+                rc = r;
+            else
+                cache_arm_locked(o, &v->waiters, &p->w);
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (rc)
+            break;
+        pw_wait(p, cancel);
+    }
+    cache_obj_cancel_wait(o, &p->w);
+    pthread_mutex_lock(&c->mu);
+    pv->plan_waiters -= plan;
+    pthread_mutex_unlock(&c->mu);
+    if (rc == -ECANCELED)
+        prefetch_drain(c, o, p);
+    cache_obj_cancel_wait(o, &p->w);
+    return rc;
 }
 
 /* cache_prefetch(), with @out_fd also cache_open_whole(), with @plan cache_prefetch_plan(). */
@@ -217,75 +295,7 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
     waited = 1;
     rc = 0;
 
-    uint64_t err_gen0;
-    unsigned bypass0;
-    pthread_mutex_lock(&c->mu);
-    struct cver *pv = o->v; /* the version a plan's wait is counted on */
-    pv->plan_waiters += plan;
-    err_gen0 = o->v->err_gen;
-    bypass0 = o->v->bypass_seen; /* a client's read bypassed before (a keep prefix): try anew */
-    pthread_mutex_unlock(&c->mu);
-    for (;;) {
-        if (cancel && *cancel) {
-            rc = -ECANCELED;
-            break;
-        }
-        pthread_mutex_lock(&c->mu);
-        struct cver *v = o->v;
-        uint64_t first = v->nblocks;
-        for (uint64_t b = 0; b < v->nblocks; b++)
-            if (!cache_bit(v->present, b)) {
-                first = b;
-                break;
-            }
-        if (first == v->nblocks || (plan && landed_locked(v))) {
-            pthread_mutex_unlock(&c->mu);
-            rc = 0;
-            break;
-        }
-        if (c->closing) {
-            rc = CACHE_ERR_CLOSING;
-        } else if (v->dropped) {
-            rc = -S3E_SERVICE_UNAVAILABLE; /* replaced or invalidated meanwhile: retry anew */
-        } else if (v->bypass_seen != bypass0) {
-            rc = -S3E_INSUFFICIENT_STORAGE; /* no room to keep it: fetched, not cached */
-        } else if (v->err_gen != err_gen0 && !cache_bit(v->fetching, first)) {
-            rc = v->last_err ? v->last_err : -EIO;
-        } else {
-            /* one run at a time for this object: starts nothing while the run holding the
-             * first missing block is in flight */
-            struct fetch *before = v->fetches;
-            int r = cache_bit(v->fetching, first)
-                        ? 0
-                        : fill_ensure_on_locked(c, v, first, first + CACHE_FETCH_MAX_BLOCKS,
-                                                o->wq);
-            /* A warm-up's runs (pushed in front) go around the page cache; a copy source and a
-             * plan's prefetch are read soon, from the page cache. None goes through a window:
-             * they are there to fill the disk, at its pace. */
-            for (struct fetch *x = v->fetches; r > 0 && x && x != before; x = x->next) {
-                x->nowin = 1;
-                if (!out_fd && !plan)
-                    x->direct = 1;
-                else
-                    x->as_lru = 1; /* a copy source is cached whole, keep prefix or not */
-            }
-            if (r < 0)
-                rc = r;
-            else
-                cache_arm_locked(o, &v->waiters, &p.w);
-        }
-        pthread_mutex_unlock(&c->mu);
-        if (rc)
-            break;
-        pw_wait(&p, cancel);
-    }
-    cache_obj_cancel_wait(o, &p.w);
-    pthread_mutex_lock(&c->mu);
-    pv->plan_waiters -= plan;
-    pthread_mutex_unlock(&c->mu);
-    if (rc == -ECANCELED)
-        prefetch_drain(c, o, &p);
-    cache_obj_cancel_wait(o, &p.w);
+    rc = prefetch_fill(c, o, &p, cancel, out_fd != NULL, plan);
     if (rc)
         goto out;
 done:
@@ -393,8 +403,7 @@ static void mw_resume(void *cls)
 
 #define META_WAIT_WINDOW 64 /* lookups in flight at once */
 
-void cache_objs_meta_wait(struct cache_obj **objs, size_t n, const struct be_meta **metas,
-                          int *rcs)
+void cache_objs_meta_wait(struct cache_obj **objs, size_t n, const struct be_meta **metas, int *rcs)
 {
     struct multi_wait mw = {.pending = 0};
     struct cache_waiter w[META_WAIT_WINDOW];

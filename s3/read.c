@@ -106,8 +106,8 @@ static int read_answer(struct req *rq, int is_get, const struct read_target *t)
             cache_obj_reads_first(rq->obj);
         struct plans *plans = cache_plans(rq->srv->cache);
         if (is_get && plans && !rq->is_peer) /* the reader of a plan moves it on */
-            plans_read(plans, rq->access_key[0] ? rq->access_key : "anonymous", rq->bucket,
-                       rq->key, s3c_real_ns(), &rq->plan_tok);
+            plans_read(plans, rq->access_key[0] ? rq->access_key : "anonymous", rq->bucket, rq->key,
+                       s3c_real_ns(), &rq->plan_tok);
         rq->phase = READ_META;
     }
     enum cache_outcome how = CACHE_HIT;

@@ -43,8 +43,11 @@ static uint64_t *sizes_of(int n, uint64_t each)
 
 static struct plans *new_plans(uint64_t cache, uint64_t ahead, int64_t idle_ns)
 {
-    struct plans_conf pc = {.cache_bytes = cache, .ahead_bytes = ahead, .ahead_objects = 100,
-                            .requests = 64, .idle_ns = idle_ns};
+    struct plans_conf pc = {.cache_bytes = cache,
+                            .ahead_bytes = ahead,
+                            .ahead_objects = 100,
+                            .requests = 64,
+                            .idle_ns = idle_ns};
     struct plans *p;
     assert_int_equal(plans_new(&pc, &p), 0);
     return p;
@@ -66,7 +69,8 @@ static void test_plan_pacing(void **state)
     const char *why;
     int64_t now = 1000 * SEC;
     assert_int_equal(plans_put(p, "ak", "r0", "b", keys_of(10, "k%d"), sizes_of(10, 4 * MiB), 10,
-                               now, id, &why), 0);
+                               now, id, &why),
+                     0);
     struct plan_ticket t[4];
     /* 10 MiB ahead: the first two 4 MiB entries, not the third */
     assert_int_equal(plans_take(p, 0, &t[0]), 1);
@@ -172,7 +176,8 @@ static void test_plan_replace_limits_owners(void **state)
                          0);
     }
     char **k = keys_of(1, "y%d");
-    assert_int_equal(plans_put(p, "ak", "one-more", "b", k, NULL, 1, now, id, &why), -S3E_SLOW_DOWN);
+    assert_int_equal(plans_put(p, "ak", "one-more", "b", k, NULL, 1, now, id, &why),
+                     -S3E_SLOW_DOWN);
     assert_non_null(why);
     free(k[0]);
     free(k);
@@ -185,10 +190,10 @@ static void test_plan_replace_limits_owners(void **state)
     plans_free(p);
     /* idle: a plan whose last planned GET is older than the bound goes at the next look */
     p = new_plans(100 * MiB, 10 * MiB, 60 * SEC);
-    assert_int_equal(plans_put(p, "ak", "old", "b", keys_of(2, "o%d"), NULL, 2, now - 61 * SEC,
-                               id, &why), 0);
-    assert_int_equal(plans_put(p, "ak", "new", "b", keys_of(2, "w%d"), NULL, 2, now, id2, &why),
+    assert_int_equal(plans_put(p, "ak", "old", "b", keys_of(2, "o%d"), NULL, 2, now - 61 * SEC, id,
+                               &why),
                      0);
+    assert_int_equal(plans_put(p, "ak", "new", "b", keys_of(2, "w%d"), NULL, 2, now, id2, &why), 0);
     buf_init(&b, 1 << 20);
     assert_int_equal(plans_json(p, NULL, NULL, &b), 0);
     assert_null(strstr(b.p, "\"old\""));
