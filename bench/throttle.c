@@ -25,6 +25,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +179,8 @@ static int connect_target(int port)
 
 int main(int argc, char **argv)
 {
+    signal(SIGPIPE,
+           SIG_IGN); /* a client that hangs up mid-answer ends its connection, not the relay */
     if (argc < 4 || argc > 6 || atoi(argv[1]) <= 0 || atoi(argv[2]) <= 0 || atof(argv[3]) <= 0 ||
         (argc > 4 && atof(argv[4]) < 0) || (argc > 5 && atof(argv[5]) < 0)) {
         fprintf(stderr, "usage: throttle LISTEN_PORT TARGET_PORT BYTES_PER_SECOND "

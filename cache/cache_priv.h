@@ -82,6 +82,8 @@ struct fetch {
     int direct;         /* a warm-up's: written around the page cache (set under c->mu) */
     int as_lru;         /* reserves as an LRU fetch whatever the key's policy (a copy
                             * source must be cached whole; set under c->mu) */
+    int no_bypass;      /* a plan's prefetch: without room it ends, never fetches to memory
+                         * (no reader waits for those bytes; set under c->mu) */
     unsigned char *mem; /* bypass: the bytes */
     /* A direct run from a remote backend (fetch_stage_open): bytes gather in @stage, aligned,
      * and go to @dfd (the data file opened O_DIRECT) a chunk at a time. Owned by the run. */
@@ -132,6 +134,7 @@ struct cver {
     unsigned bypass_seen;  /* fetches of it that went to memory (a bypass): none, or how many */
     unsigned nreceiving;   /* its runs receiving from the backend (fetch.receiving, ahead.c) */
     unsigned plan_waiters; /* plan prefetches waiting on it: woken when nreceiving drops to 0 */
+    unsigned noroom_gen;   /* plan prefetch runs ended for want of room (no reader's error) */
     unsigned nahead;       /* of which started ahead of its readers */
     int unrecorded;       /* not in the index yet: recorded before its data file is created or it is
                      * pinned (cache_ver_record); a cold GET sent from the backend's file does

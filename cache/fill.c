@@ -477,7 +477,8 @@ static int fetch_to_memory(struct fetch *f)
 }
 
 /* Reserves the run's capacity when fill_start_locked() could not: evicting, or one block at a
- * time, or else the run becomes a bypass (its bytes in memory, never cached). 0 or -ENOMEM. */
+ * time, or else the run becomes a bypass (its bytes in memory, never cached). 0 or -ENOMEM;
+ * -S3E_INSUFFICIENT_STORAGE for a plan's prefetch (no_bypass), which is then not fetched. */
 static int fetch_reserve(struct fetch *f)
 {
     struct cache *c = f->c;
@@ -487,7 +488,7 @@ static int fetch_reserve(struct fetch *f)
     for (uint64_t b = f->first; b < f->first + f->n; b++)
         acct += index_acct(index_block_bytes(v->meta.size, v->bs, b));
     pthread_mutex_lock(&c->mu);
-    int as_lru = f->as_lru;
+    int as_lru = f->as_lru, no_bypass = f->no_bypass;
     pthread_mutex_unlock(&c->mu);
     int64_t since = 0;
     int for_keep = !as_lru && policy_keeps(c->pol, ck->k.b, ck->k.len, s3c_real_ns(), &since);
@@ -506,6 +507,8 @@ static int fetch_reserve(struct fetch *f)
         pthread_mutex_unlock(&c->mu);
         return 0;
     }
+    if (no_bypass)
+        return -S3E_INSUFFICIENT_STORAGE; /* a prefetch the cache cannot hold: not fetched */
     unsigned char *mem = malloc(f->end - f->off);
     int rc = 0;
     pthread_mutex_lock(&c->mu);
@@ -689,7 +692,12 @@ void fill_end_run(struct fetch *f, int rc)
     f->running = 0;
     ahead_received_locked(f); /* if fillwin_received() did not already */
     fetch_unlink_locked(c, f);
-    if (rc) {
+    if (rc && f->no_bypass && rc == -S3E_INSUFFICIENT_STORAGE && f->landed == f->off) {
+        /* a plan's prefetch the cache had no room for: not an error of the object's; a reader
+         * that joined it fetches the blocks itself (bypassing, if it must) */
+        v->noroom_gen++;
+        cache_fetch_retire_locked(f);
+    } else if (rc) {
         if (!f->err)
             f->err = rc;
         v->err_gen++;

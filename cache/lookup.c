@@ -252,7 +252,7 @@ static void lookup_settle(struct lookup_job *j, int rc, const struct be_meta *m)
     if (j->by_get && !nv->unindexed && !nv->unrecorded)
         j->f = fill_adopt_locked(c, nv, 1);
     if (j->f && j->nowin)
-        j->f->nowin = 1;
+        j->f->nowin = j->f->no_bypass = 1;
 finish:
     lookup_finish_locked(c, ck, j->seq, err, stale, same);
     pthread_mutex_unlock(&c->mu);

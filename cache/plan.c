@@ -25,7 +25,7 @@
 
 #define PLAN_EST_DEFAULT (1ull << 20) /* a size before any is known */
 
-enum { PE_KNOWN = 1, PE_TAKEN = 2, PE_DONE = 4, PE_FAILED = 8 };
+enum { PE_KNOWN = 1, PE_TAKEN = 2, PE_DONE = 4, PE_FAILED = 8, PE_READ = 16 };
 
 struct plan {
     struct plan *next;
@@ -43,12 +43,13 @@ struct plan {
     uint32_t *tab;       /* name hash -> its first entry + 1 (0: empty) */
     uint32_t tab_mask;
     size_t n, pos, fetch_next, horizon;
+    size_t front; /* past the furthest entry read (pos: the first not read) */
     uint64_t abytes, hbytes, share;
     uint64_t known_sum, known_n;
     unsigned inflight, refs; /* refs: the list's, and each ticket's */
     int gone;                /* replaced, cancelled or idle: off the list */
     uint64_t reads, behind, hits, misses, stalls, prefetched, prefetched_bytes, errors;
-    uint64_t cached_already;
+    uint64_t cached_already, no_room;
     int64_t created_ns, last_ns;
 };
 
@@ -431,7 +432,7 @@ static int plan_json(const struct plan *pl, struct buf *b)
                     "\"share_bytes\":%llu,\"in_flight\":%u,\"reads\":%llu,"
                     "\"reads_behind\":%llu,\"hits\":%llu,\"misses\":%llu,\"stalls\":%llu,"
                     "\"prefetched\":%llu,\"prefetched_bytes\":%llu,"
-                    "\"cached_already\":%llu,\"prefetch_errors\":%llu,"
+                    "\"cached_already\":%llu,\"prefetch_no_room\":%llu,\"prefetch_errors\":%llu,"
                     "\"created\":\"%s\"}",
                     pl->n, pl->pos, pl->fetch_next, pl->horizon, (unsigned long long)pl->abytes,
                     (unsigned long long)pl->hbytes, (unsigned long long)pl->share, pl->inflight,
@@ -439,7 +440,8 @@ static int plan_json(const struct plan *pl, struct buf *b)
                     (unsigned long long)pl->hits, (unsigned long long)pl->misses,
                     (unsigned long long)pl->stalls, (unsigned long long)pl->prefetched,
                     (unsigned long long)pl->prefetched_bytes,
-                    (unsigned long long)pl->cached_already, (unsigned long long)pl->errors, ts);
+                    (unsigned long long)pl->cached_already, (unsigned long long)pl->no_room,
+                    (unsigned long long)pl->errors, ts);
     return rc ? -ENOMEM : 0;
 }
 
@@ -478,11 +480,14 @@ void plans_read(struct plans *p, const char *owner, const char *bucket, const ch
     for (struct plan *pl = p->list; pl; pl = pl->next) {
         if (strcmp(pl->owner, owner) || strcmp(pl->bucket, bucket))
             continue;
+        /* its first entry not read yet at or after the position (a DataLoader's workers answer
+         * out of order: the position is the first entry not read, and entries up to
+         * ahead_objects past it may be read first), else the last one before */
         uint32_t at = UINT32_MAX, behind = UINT32_MAX;
         for (uint32_t i = plan_first(pl, h); i != UINT32_MAX; i = pl->next_same[i]) {
             if (strcmp(pl->keys[i], key))
                 continue;
-            if (i >= pl->pos) {
+            if (i >= pl->pos && !(pl->st[i] & PE_READ)) {
                 at = i;
                 break;
             }
@@ -490,9 +495,10 @@ void plans_read(struct plans *p, const char *owner, const char *bucket, const ch
         }
         if (at == UINT32_MAX && behind == UINT32_MAX)
             continue;
-        /* A GET a little behind the position (a DataLoader's workers answer out of order) is
-         * that entry read late, not the key's next use an epoch ahead: the nearer one wins. */
-        if (at != UINT32_MAX && behind != UINT32_MAX && pl->pos - behind <= at - pl->pos)
+        /* a key read again soon after (a retry) is that read, not the key's next use an
+         * epoch ahead: the nearer entry wins */
+        if (at != UINT32_MAX && behind != UINT32_MAX && behind >= pl->pos &&
+            at - behind > p->pc.ahead_objects)
             at = UINT32_MAX;
         pl->last_ns = now_ns;
         t->seq = pl->seq;
@@ -502,7 +508,17 @@ void plans_read(struct plans *p, const char *owner, const char *bucket, const ch
         } else {
             pl->reads++;
             t->ahead = !!(pl->st[at] & (PE_TAKEN | PE_DONE));
-            plan_advance(pl, (size_t)at + 1);
+            pl->st[at] |= PE_READ;
+            if (at + 1 > pl->front)
+                pl->front = at + 1;
+            size_t to = pl->pos;
+            while (to < pl->n && (pl->st[to] & PE_READ))
+                to++;
+            if (pl->front > to + p->pc.ahead_objects) /* an entry never read: skipped */
+                to = pl->front - p->pc.ahead_objects;
+            while (to < pl->n && (pl->st[to] & PE_READ))
+                to++;
+            plan_advance(pl, to);
             pthread_cond_signal(&p->cv); /* room ahead for a prefetch (one thread: no herd) */
         }
         break;
@@ -536,7 +552,7 @@ int plans_next_use(struct plans *p, const void *name, size_t len, uint64_t *dist
     pthread_mutex_lock(&p->mu);
     for (struct plan *pl = p->list; pl; pl = pl->next) {
         uint32_t i = plan_first(pl, h);
-        while (i != UINT32_MAX && i < pl->pos)
+        while (i != UINT32_MAX && (i < pl->pos || (pl->st[i] & PE_READ)))
             i = pl->next_same[i];
         if (i != UINT32_MAX && i - pl->pos < best)
             best = i - pl->pos;
@@ -607,7 +623,10 @@ void plans_done(struct plans *p, struct plan_ticket *t, int rc, uint64_t size, i
     pl->inflight--;
     p->inflight--;
     if (!pl->gone) {
-        if (rc) {
+        if (rc == -S3E_INSUFFICIENT_STORAGE) {
+            pl->st[t->idx] |= PE_FAILED; /* the cache holds what is needed sooner */
+            pl->no_room++;
+        } else if (rc) {
             pl->st[t->idx] |= PE_FAILED;
             pl->errors++;
         } else {

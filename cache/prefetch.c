@@ -161,6 +161,7 @@ static int prefetch_fill(struct cache *c, struct cache_obj *o, struct cache_pwai
     struct cver *pv = o->v; /* the version a plan's wait is counted on */
     pv->plan_waiters += plan;
     err_gen0 = o->v->err_gen;
+    unsigned noroom0 = o->v->noroom_gen;
     bypass0 = o->v->bypass_seen; /* a client's read bypassed before (a keep prefix): try anew */
     pthread_mutex_unlock(&c->mu);
     for (;;) {
@@ -185,7 +186,7 @@ static int prefetch_fill(struct cache *c, struct cache_obj *o, struct cache_pwai
             rc = CACHE_ERR_CLOSING;
         } else if (v->dropped) {
             rc = -S3E_SERVICE_UNAVAILABLE; /* replaced or invalidated meanwhile: retry anew */
-        } else if (v->bypass_seen != bypass0) {
+        } else if (v->bypass_seen != bypass0 || v->noroom_gen != noroom0) {
             rc = -S3E_INSUFFICIENT_STORAGE; /* no room to keep it: fetched, not cached */
         } else if (v->err_gen != err_gen0 && !cache_bit(v->fetching, first)) {
             rc = v->last_err ? v->last_err : -EIO;
@@ -201,6 +202,7 @@ static int prefetch_fill(struct cache *c, struct cache_obj *o, struct cache_pwai
              * they are there to fill the disk, at its pace. */
             for (struct fetch *x = v->fetches; r > 0 && x && x != before; x = x->next) {
                 x->nowin = 1;
+                x->no_bypass = plan;
                 if (!copy && !plan)
                     x->direct = 1;
                 else

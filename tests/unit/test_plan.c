@@ -95,17 +95,25 @@ static void test_plan_pacing(void **state)
     plans_read(p, "ak", "c", "k5", now, &tok);
     assert_true(tok.seq == 0);
     assert_int_equal(dist_of(p, "b", "k5"), 4);
-    plans_read(p, "ak", "b", "k5", now, &tok); /* a jump: k1..k4 passed */
+    plans_read(p, "ak", "b", "k5", now, &tok); /* out of order: k1..k4 are still to come */
     plans_read_done(p, &tok, 1, 0);
     assert_int_equal(dist_of(p, "b", "k5"), UINT64_MAX);
-    assert_int_equal(dist_of(p, "b", "k6"), 0);
+    assert_int_equal(dist_of(p, "b", "k1"), 0);
+    assert_int_equal(dist_of(p, "b", "k6"), 5);
     plans_read(p, "ak", "b", "k0", now, &tok); /* behind the reader: a re-read */
     plans_read_done(p, &tok, 1, 0);
+    assert_int_equal(dist_of(p, "b", "k1"), 0);
+    for (int i = 1; i <= 4; i++) { /* the late ones: the position passes k5 too */
+        char k[8];
+        snprintf(k, sizeof(k), "k%d", i);
+        plans_read(p, "ak", "b", k, now, &tok);
+        assert_true(tok.seq != 0);
+    }
     assert_int_equal(dist_of(p, "b", "k6"), 0);
     struct plans_totals tt;
     plans_totals(p, &tt);
     assert_int_equal(tt.plans, 1);
-    assert_int_equal(tt.reads, 2); /* k0 and k5; the re-read of k0 is counted apart */
+    assert_int_equal(tt.reads, 6); /* k0..k5; the re-read of k0 is counted apart */
     assert_int_equal(tt.hits, 2);
     assert_int_equal(tt.stalls, 1);
     assert_int_equal(tt.prefetched, 1);
@@ -141,8 +149,32 @@ static void test_plan_share_and_next_use(void **state)
     struct plan_tok tok;
     plans_read(p, "ak", "b", "s0", 0, &tok);
     assert_int_equal(dist_of(p, "b", "s0"), 18); /* entry 19, from position 1 */
+    /* the entries after one not read yet move nothing while they stay within ahead_objects */
+    for (int i = 2; i < 19; i++) {
+        char key[8];
+        snprintf(key, sizeof(key), "s%d", i);
+        plans_read(p, "ak", "b", key, 0, &tok);
+    }
+    assert_int_equal(dist_of(p, "b", "s1"), 0); /* s1 not read: still the position */
+    assert_int_equal(dist_of(p, "b", "s0"), 18);
     for (int i = 0; i < n; i++)
         plans_done(p, &t[i], 0, 10 * MiB, 0);
+    plans_free(p);
+    /* further than ahead_objects (4 here) past an entry never read, it is skipped */
+    struct plans_conf pc = {.cache_bytes = 100 * MiB,
+                            .ahead_bytes = 10 * MiB,
+                            .ahead_objects = 4,
+                            .requests = 8};
+    assert_int_equal(plans_new(&pc, &p), 0);
+    assert_int_equal(plans_put(p, "ak", "r0", "b", keys_of(12, "q%d"), NULL, 12, 0, id, &why), 0);
+    for (int i = 1; i <= 5; i++) {
+        char key[8];
+        snprintf(key, sizeof(key), "q%d", i);
+        plans_read(p, "ak", "b", key, 0, &tok);
+    }
+    assert_int_equal(dist_of(p, "b", "q0"), UINT64_MAX); /* skipped */
+    assert_int_equal(dist_of(p, "b", "q1"), UINT64_MAX); /* read */
+    assert_int_equal(dist_of(p, "b", "q6"), 0);          /* the position: q0 skipped, q1-q5 read */
     plans_free(p);
 }
 
