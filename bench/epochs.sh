@@ -140,7 +140,9 @@ epoch() { # LABEL PORT [ranged]
   fi
   t1=$(date +%s.%N)
   python3 -c "import sys; s=$t1-$t0; print('{\"label\":\"%s\",\"s\":%.3f,\"GBps\":%.3f}' % (sys.argv[1], s, $BYTES/s/1e9))" "$1" | tee -a "$RES"; }
-epoch backend-warm $BACK; epoch direct-1 $LINK
+backstats() { curl -s http://127.0.0.1:$BACK/_/stats | python3 -c 'import json, sys; c = json.load(sys.stdin)["cache"]
+print("the backend store cache (%s): %d hits, %d misses" % (sys.argv[1], c["hits"], c["misses"]))' "$1"; }
+epoch backend-warm $BACK; backstats "after its warm-up"; epoch direct-1 $LINK
 SLOWCONN=0; [ "$CONN_BPS" != 0 ] || [ "$FIRST_BYTE_MS" != 0 ] && SLOWCONN=1
 [ "$SLOWCONN" = 1 ] && [ "$SMALL" = 0 ] && epoch direct-ranged-1 $LINK ranged
 slowed "$W/cache-s3c"; "${SLOWED[@]}" "$S3CACHED" serve --anonymous --backend http://127.0.0.1:$LINK --cache-dir "$W/cache-s3c" --cache-size 100G \
@@ -170,6 +172,7 @@ print(json.dumps({"label": "s3cached-cache-after-" + sys.argv[2],
   **({"plans": {k: v for k, v in a["plans"].items() if k != "list"}} if a.get("plans", {}).get("held") else {})}))' \
     "$W/before.json" $e "$FILL_S" | tee -a "$RES"
 done
+backstats "after the s3cached epochs"
 [ "$PAIRED" -gt 0 ] && [ "$WITH_NGINX" = 1 ] || kill $S3C # else idle until the paired rounds
 if [ "$WITH_NGINX" = 1 ]; then
   mkdir -p "$W/ngx/cache"
