@@ -25,7 +25,8 @@ struct reqbody {
     char want_md5_b64[32];
     char want_algo_b64[64];
     struct cksum *ck;      /* created with the first body byte */
-    int bound;             /* something above was declared (else rq->rb stays NULL) */
+    int bound;             /* the body is bound to the signature by one of them */
+    int md5_unsigned;      /* only by a Content-MD5 the signature does not cover */
 };
 
 int reqbody_begin(struct req *rq)
@@ -57,7 +58,13 @@ int reqbody_begin(struct req *rq)
     }
     if (!rb.want && rb.algo == CKSUM_NONE)
         return 0; /* nothing declared: nothing to keep */
-    rb.bound = 1;
+    /* A Content-MD5 outside SigV4's SignedHeaders binds nothing: whoever captured the request
+     * can send another body with that body's MD5 (x-amz-checksum-* headers are always signed,
+     * sigv4.c; without a signature, under --anonymous, nothing is bound anyway). */
+    int md5_binds = !rq->signed_by_key || rq->auth.md5_signed;
+    rb.bound = (rb.want & CKSUM_WANT_SHA256) || rb.algo != CKSUM_NONE ||
+               ((rb.want & CKSUM_WANT_MD5) && md5_binds);
+    rb.md5_unsigned = !rb.bound && (rb.want & CKSUM_WANT_MD5);
     if (!(rq->rb = malloc(sizeof(rb))))
         return -ENOMEM;
     *rq->rb = rb;
@@ -67,6 +74,11 @@ int reqbody_begin(struct req *rq)
 int reqbody_bound(const struct req *rq)
 {
     return rq->rb && rq->rb->bound;
+}
+
+int reqbody_md5_unsigned(const struct req *rq)
+{
+    return rq->rb && rq->rb->md5_unsigned;
 }
 
 int reqbody_update(struct req *rq, const char *data, size_t len)

@@ -16,6 +16,9 @@ struct req;
 int reqbody_begin(struct req *rq);
 /* Whether reqbody_begin() found one of those: the body cannot be swapped unnoticed. */
 int reqbody_bound(const struct req *rq);
+/* Whether the only binding declared was a Content-MD5 the signature does not cover (not a
+ * binding: reqbody_bound() is 0). */
+int reqbody_md5_unsigned(const struct req *rq);
 int reqbody_update(struct req *rq, const char *data, size_t len); /* 0 or -ENOMEM */
 /* All body bytes are in: 0, -S3E_SHA256_MISMATCH or -S3E_BAD_DIGEST (once; later calls 0). */
 int reqbody_finish(struct req *rq);

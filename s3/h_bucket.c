@@ -537,6 +537,11 @@ static int h_delete_objects_end(struct req *rq)
     /* As S3: the list of keys must be bound to the request (Content-MD5, an x-amz-checksum-*
      * or a literal x-amz-content-sha256, which server.c checked against the body); an
      * unbound one could be swapped in a captured request to delete other keys. */
+    if (reqbody_md5_unsigned(rq))
+        return respond_error_msg(rq, -S3E_ACCESS_DENIED,
+                                 "With an unsigned payload, Content-MD5 must be signed (in "
+                                 "SignedHeaders): else the key list can be swapped in a "
+                                 "captured request");
     if (!reqbody_bound(rq))
         return respond_error_msg(rq, -S3E_INVALID_REQUEST,
                                  "Missing required header for this request: Content-MD5");

@@ -237,5 +237,6 @@ int sigv2_verify(const struct sigv4_input *in, const char *resource, time_t now,
     snprintf(out->access_key, sizeof(out->access_key), "%s", access);
     out->payload = SIGV4_PAYLOAD_UNSIGNED;
     out->presigned = presigned;
+    out->md5_signed = 1; /* Content-MD5 is a line of V2's string to sign */
     return 0;
 }

@@ -849,6 +849,7 @@ static void not_signed_add(struct sigv4_result *out, const char *name)
 static int check_signed(const struct sigv4_input *in, const char *sh, struct sigv4_result *out,
                         struct errmsg *em)
 {
+    out->md5_signed = list_has(sh, ';', "content-md5", 11);
     if (!list_has(sh, ';', "host", 4))
         not_signed_add(out, "host");
     for (size_t i = 0; i < in->n_headers; i++) {

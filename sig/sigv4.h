@@ -55,6 +55,7 @@ struct sigv4_result {
     int region_wrong;          /* the scope names another region than sigv4_input.region */
     int refused;               /* region or service not ours, or a header not signed */
     char not_signed[128];      /* x-amz-* (and host) headers sent but not signed, ','-joined */
+    int md5_signed;            /* Content-MD5 is covered by the signature (V2 always signs it) */
 };
 
 /* Looks up the secret of @access_key; NULL when unknown. */

@@ -213,6 +213,22 @@ def main():
                  extra={"content-md5": md5_a})
         expect("DeleteObjects whose Content-MD5 is another list's", r, 400, "BadDigest")
         must_exist(srv, "keep-a", "keep-b")
+        # a Content-MD5 left out of SignedHeaders binds nothing: the captured request, its key
+        # list and MD5 both swapped, is refused (issue 45 item 12; it deleted keep-b before)
+        md5_b = base64.b64encode(hashlib.md5(b).digest()).decode()
+        r = send(srv, "POST", "/" + B, query="delete", body=b, payload="UNSIGNED-PAYLOAD",
+                 extra={"content-md5": md5_b}, unsigned=("content-md5",))
+        expect("DeleteObjects with an unsigned payload and an unsigned Content-MD5", r, 403,
+               "AccessDenied")
+        must_exist(srv, "keep-a", "keep-b")
+        # SigV2 signs Content-MD5 (a line of its string to sign): bound
+        r = send_v2(srv, "POST", "/" + B, resource="/%s?delete" % B, query="delete",
+                    body=b"<Delete><Object><Key>nothing-here</Key></Object></Delete>",
+                    extra={"content-md5": base64.b64encode(hashlib.md5(
+                        b"<Delete><Object><Key>nothing-here</Key></Object></Delete>").digest()
+                    ).decode()})
+        E.eq("SigV2 DeleteObjects with its Content-MD5", r.status, 200)
+        must_exist(srv, "keep-a", "keep-b")
         # the same request with its own body works: the refusals were about the body
         r = send(srv, "POST", "/" + B, query="delete", body=a)
         E.eq("DeleteObjects with the signed body", r.status, 200)
