@@ -287,6 +287,8 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
     pthread_mutex_lock(&c->mu);
     int whole = o->v->npresent == o->v->nblocks;
     pthread_mutex_unlock(&c->mu);
+    if (whole && plan)
+        goto done; /* a plan's: eviction goes by the plan, not by recency; no file to open */
     if (whole) {
         rc = cache_obj_open_range(o, 0, m->size, &fd);
         if (rc == 0)
