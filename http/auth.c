@@ -564,6 +564,8 @@ int auth_check(struct auth *a, struct req *rq, struct errmsg *em)
         .method = rq->method, .path = rq->path, .query = rq->query, .n_query = rq->n_query,
         .headers = rq->headers, .n_headers = rq->n_headers,
         .region = a->cf->region, .service = "s3",
+        .v2_listing = (rq->op == OP_LIST_OBJECTS || rq->op == OP_LIST_OBJECTS_V2) &&
+                      !strcmp(rq->method, "GET"),
     };
     int rc;
     if (v2) {

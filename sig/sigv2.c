@@ -103,14 +103,22 @@ static int amz_headers(const struct sigv4_input *in, struct buf *b)
     return rc;
 }
 
-/* Query parameters a V2 request may carry unsigned, as none changes what the gateway does:
+/* Query parameters a V2 request may carry unsigned: a listing's (AWS accepts them: whoever
+ * holds the request may list other prefixes of the bucket with it, which the key could list
+ * anyway; nothing is changed), and those that change nothing the gateway does:
  * its own (presigned), botocore's x-id (names the operation the method and sub-resources
  * already name), and the headers botocore copies into a presigned V2 URL (content-type,
  * content-md5, x-amz-*: S3 and the gateway read them from the headers, where V2 signs them). */
-static int sigv2_param_ok(const char *name, int presigned)
+static int sigv2_param_ok(const char *name, int presigned, int listing)
 {
+    static const char *const list_params[] = {"prefix", "delimiter", "marker", "max-keys",
+                                              "encoding-type", "list-type", "continuation-token",
+                                              "start-after", "fetch-owner"};
     if (!strcmp(name, "x-id"))
         return 1;
+    for (size_t i = 0; listing && i < ARRAY_SIZE(list_params); i++)
+        if (!strcmp(name, list_params[i]))
+            return 1; /* as AWS: a listing's parameters ride unsigned (docs/security.md) */
     if (presigned && (!strcmp(name, "AWSAccessKeyId") || !strcmp(name, "Signature") ||
                       !strcmp(name, "Expires") || !strcasecmp(name, "content-type") ||
                       !strcasecmp(name, "content-md5") || !strncasecmp(name, "x-amz-", 6)))
@@ -174,7 +182,7 @@ int sigv2_verify(const struct sigv4_input *in, const char *resource, time_t now,
     /* SigV2 signs only the sub-resources: a parameter outside them (a listing's prefix, an
      * admin endpoint's) could be changed by anyone holding the URL or a captured request. */
     for (size_t i = 0; i < in->n_query; i++)
-        if (!sigv2_param_ok(in->query[i].name, presigned)) {
+        if (!sigv2_param_ok(in->query[i].name, presigned, in->v2_listing)) {
             out->refused = 1;
             errmsg_set(em, "The query parameter '%.64s' is not covered by a Signature Version 2 "
                            "signature: sign this request with Signature Version 4",

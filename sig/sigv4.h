@@ -31,6 +31,9 @@ struct sigv4_input {
      * (service) (the AWS test suite signs for the service "service"). */
     const char *region;
     const char *service;
+    /* SigV2 only: the request lists a bucket (ListObjects v1 or v2), whose parameters (prefix,
+     * delimiter, markers, max-keys, ...) V2 does not sign and AWS accepts all the same. */
+    int v2_listing;
 };
 
 enum sigv4_payload {
