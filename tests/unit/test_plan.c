@@ -104,7 +104,7 @@ static void test_plan_pacing(void **state)
     plans_read_done(p, &tok, 1, 0);
     assert_int_equal(dist_of(p, "b", "k1"), 0);
     for (int i = 1; i <= 4; i++) { /* the late ones: the position passes k5 too */
-        char k[8];
+        char k[16];
         snprintf(k, sizeof(k), "k%d", i);
         plans_read(p, "ak", "b", k, now, &tok);
         assert_true(tok.seq != 0);
@@ -151,7 +151,7 @@ static void test_plan_share_and_next_use(void **state)
     assert_int_equal(dist_of(p, "b", "s0"), 18); /* entry 19, from position 1 */
     /* the entries after one not read yet move nothing while they stay within ahead_objects */
     for (int i = 2; i < 19; i++) {
-        char key[8];
+        char key[16];
         snprintf(key, sizeof(key), "s%d", i);
         plans_read(p, "ak", "b", key, 0, &tok);
     }
@@ -168,7 +168,7 @@ static void test_plan_share_and_next_use(void **state)
     assert_int_equal(plans_new(&pc, &p), 0);
     assert_int_equal(plans_put(p, "ak", "r0", "b", keys_of(12, "q%d"), NULL, 12, 0, id, &why), 0);
     for (int i = 1; i <= 5; i++) {
-        char key[8];
+        char key[16];
         snprintf(key, sizeof(key), "q%d", i);
         plans_read(p, "ak", "b", key, 0, &tok);
     }
