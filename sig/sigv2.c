@@ -24,11 +24,31 @@
 
 /* Query parameters that are part of the v2 canonical resource, in sorted order. */
 static const char *const sigv2_subresources[] = {
-    "acl", "cors", "delete", "lifecycle", "location", "logging", "notification", "partNumber",
-    "policy", "requestPayment", "response-cache-control", "response-content-disposition",
-    "response-content-encoding", "response-content-language", "response-content-type",
-    "response-expires", "restore", "tagging", "torrent", "uploadId", "uploads", "versionId",
-    "versioning", "versions", "website",
+    "acl",
+    "cors",
+    "delete",
+    "lifecycle",
+    "location",
+    "logging",
+    "notification",
+    "partNumber",
+    "policy",
+    "requestPayment",
+    "response-cache-control",
+    "response-content-disposition",
+    "response-content-encoding",
+    "response-content-language",
+    "response-content-type",
+    "response-expires",
+    "restore",
+    "tagging",
+    "torrent",
+    "uploadId",
+    "uploads",
+    "versionId",
+    "versioning",
+    "versions",
+    "website",
 };
 
 static const char *hdr(const struct sigv4_input *in, const char *name)
@@ -111,9 +131,9 @@ static int amz_headers(const struct sigv4_input *in, struct buf *b)
  * content-md5, x-amz-*: S3 and the gateway read them from the headers, where V2 signs them). */
 static int sigv2_param_ok(const char *name, int presigned, int listing)
 {
-    static const char *const list_params[] = {"prefix", "delimiter", "marker", "max-keys",
-                                              "encoding-type", "list-type", "continuation-token",
-                                              "start-after", "fetch-owner"};
+    static const char *const list_params[] =
+        {"prefix",    "delimiter",          "marker",      "max-keys",   "encoding-type",
+         "list-type", "continuation-token", "start-after", "fetch-owner"};
     if (!strcmp(name, "x-id"))
         return 1;
     for (size_t i = 0; listing && i < ARRAY_SIZE(list_params); i++)
@@ -131,6 +151,12 @@ static int sigv2_param_ok(const char *name, int presigned, int listing)
 
 int sigv2_verify(const struct sigv4_input *in, const char *resource, time_t now,
                  sigv4_secret_f *lookup, void *cls, struct sigv4_result *out, struct errmsg *em)
+{
+    return sigv2_verify_ex(in, resource, now, 0, lookup, cls, out, em);
+}
+
+int sigv2_verify_ex(const struct sigv4_input *in, const char *resource, time_t now, int listing,
+                    sigv4_secret_f *lookup, void *cls, struct sigv4_result *out, struct errmsg *em)
 {
     const char *authz = hdr(in, "Authorization");
     const struct sigv4_kv *qak = qparam(in, "AWSAccessKeyId");
@@ -182,10 +208,11 @@ int sigv2_verify(const struct sigv4_input *in, const char *resource, time_t now,
     /* SigV2 signs only the sub-resources: a parameter outside them (a listing's prefix, an
      * admin endpoint's) could be changed by anyone holding the URL or a captured request. */
     for (size_t i = 0; i < in->n_query; i++)
-        if (!sigv2_param_ok(in->query[i].name, presigned, in->v2_listing)) {
+        if (!sigv2_param_ok(in->query[i].name, presigned, listing)) {
             out->refused = 1;
-            errmsg_set(em, "The query parameter '%.64s' is not covered by a Signature Version 2 "
-                           "signature: sign this request with Signature Version 4",
+            errmsg_set(em,
+                       "The query parameter '%.64s' is not covered by a Signature Version 2 "
+                       "signature: sign this request with Signature Version 4",
                        in->query[i].name);
             return -S3E_ACCESS_DENIED;
         }
@@ -228,7 +255,8 @@ int sigv2_verify(const struct sigv4_input *in, const char *resource, time_t now,
     unsigned int maclen = 0;
     char want[64] = "";
     if (!HMAC(EVP_sha1(), secret, (int)strlen(secret), (const unsigned char *)sts.p, sts.len, mac,
-              &maclen) || maclen != 20 || base64_encode(mac, maclen, want, sizeof(want))) {
+              &maclen) ||
+        maclen != 20 || base64_encode(mac, maclen, want, sizeof(want))) {
         OPENSSL_cleanse(mac, sizeof(mac));
         buf_free(&sts);
         errmsg_set(em, "SigV2: HMAC-SHA1 failed");

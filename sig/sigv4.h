@@ -31,9 +31,6 @@ struct sigv4_input {
      * (service) (the AWS test suite signs for the service "service"). */
     const char *region;
     const char *service;
-    /* SigV2 only: the request lists a bucket (ListObjects v1 or v2), whose parameters (prefix,
-     * delimiter, markers, max-keys, ...) V2 does not sign and AWS accepts all the same. */
-    int v2_listing;
 };
 
 enum sigv4_payload {
@@ -48,17 +45,17 @@ enum sigv4_payload {
 struct sigv4_result {
     char access_key[129];
     enum sigv4_payload payload;
-    char payload_sha256[65];   /* lower-case hex when payload == SIGV4_PAYLOAD_SHA256 */
+    char payload_sha256[65]; /* lower-case hex when payload == SIGV4_PAYLOAD_SHA256 */
     uint8_t signing_key[32];
     char seed_signature[65];
-    char amz_date[17];         /* YYYYMMDDTHHMMSSZ */
-    char scope[128];           /* YYYYMMDD/region/service/aws4_request */
+    char amz_date[17]; /* YYYYMMDDTHHMMSSZ */
+    char scope[128];   /* YYYYMMDD/region/service/aws4_request */
     int presigned;
     /* Why a well-formed request was refused, for the error document: */
-    int region_wrong;          /* the scope names another region than sigv4_input.region */
-    int refused;               /* region or service not ours, or a header not signed */
-    char not_signed[128];      /* x-amz-* (and host) headers sent but not signed, ','-joined */
-    int md5_signed;            /* Content-MD5 is covered by the signature (V2 always signs it) */
+    int region_wrong;     /* the scope names another region than sigv4_input.region */
+    int refused;          /* region or service not ours, or a header not signed */
+    char not_signed[128]; /* x-amz-* (and host) headers sent but not signed, ','-joined */
+    int md5_signed;       /* Content-MD5 is covered by the signature (V2 always signs it) */
 };
 
 /* Looks up the secret of @access_key; NULL when unknown. */
@@ -118,5 +115,10 @@ int sigv4_uri_encode(const char *s, size_t len, int keep_slash, char *out, size_
  * and a failed HMAC is -ENOMEM, never a match. */
 int sigv2_verify(const struct sigv4_input *in, const char *resource, time_t now,
                  sigv4_secret_f *lookup, void *cls, struct sigv4_result *out, struct errmsg *em);
+/* sigv2_verify() of a bucket listing (ListObjects v1 or v2) when @listing: its parameters
+ * (prefix, delimiter, markers, max-keys, ...) may come unsigned, as V2 never signs them and AWS
+ * accepts them. */
+int sigv2_verify_ex(const struct sigv4_input *in, const char *resource, time_t now, int listing,
+                    sigv4_secret_f *lookup, void *cls, struct sigv4_result *out, struct errmsg *em);
 
 #endif

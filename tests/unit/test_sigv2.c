@@ -31,19 +31,16 @@
 
 /* ---- HMAC() under our control ------------------------------------------------------------- */
 
-unsigned char *__real_HMAC(const EVP_MD *md, const void *key, int key_len,
-                           const unsigned char *d, size_t n, unsigned char *out,
-                           unsigned int *out_len);
-unsigned char *__wrap_HMAC(const EVP_MD *md, const void *key, int key_len,
-                           const unsigned char *d, size_t n, unsigned char *out,
-                           unsigned int *out_len);
+unsigned char *__real_HMAC(const EVP_MD *md, const void *key, int key_len, const unsigned char *d,
+                           size_t n, unsigned char *out, unsigned int *out_len);
+unsigned char *__wrap_HMAC(const EVP_MD *md, const void *key, int key_len, const unsigned char *d,
+                           size_t n, unsigned char *out, unsigned int *out_len);
 
 static int hmac_fail; /* calls to fail from now on (as OpenSSL does when it cannot allocate) */
 static int hmac_calls;
 
-unsigned char *__wrap_HMAC(const EVP_MD *md, const void *key, int key_len,
-                           const unsigned char *d, size_t n, unsigned char *out,
-                           unsigned int *out_len)
+unsigned char *__wrap_HMAC(const EVP_MD *md, const void *key, int key_len, const unsigned char *d,
+                           size_t n, unsigned char *out, unsigned int *out_len)
 {
     hmac_calls++;
     if (hmac_fail) {
@@ -60,15 +57,18 @@ static const char *lookup(void *cls, const char *ak)
     return !strcmp(ak, DOC_AK) ? DOC_SK : NULL;
 }
 
-#define KV(n, v) {(n), (v)}
+#define KV(n, v)                                                                                   \
+    {                                                                                              \
+        (n), (v)                                                                                   \
+    }
 
 /* The V2 signature of @sts with the doc secret, computed here (not by sigv2.c). */
 static void v2_sign(const char *sts, char out[64])
 {
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int ml = 0;
-    assert_non_null(__real_HMAC(EVP_sha1(), DOC_SK, (int)strlen(DOC_SK),
-                                (const unsigned char *)sts, strlen(sts), mac, &ml));
+    assert_non_null(__real_HMAC(EVP_sha1(), DOC_SK, (int)strlen(DOC_SK), (const unsigned char *)sts,
+                                strlen(sts), mac, &ml));
     assert_int_equal(ml, 20);
     EVP_EncodeBlock((unsigned char *)out, mac, (int)ml);
 }
@@ -87,15 +87,15 @@ static void test_sigv2_doc_example(void **state)
     UNUSED(state);
     struct sigv4_result r;
     struct errmsg em = {{0}};
-    assert_int_equal(verify_header("AWS " DOC_AK ":" DOC_SIG, "/johnsmith/photos/puppy.jpg",
-                                   NULL, 0, DOC_T + 60, &r, &em),
+    assert_int_equal(verify_header("AWS " DOC_AK ":" DOC_SIG, "/johnsmith/photos/puppy.jpg", NULL,
+                                   0, DOC_T + 60, &r, &em),
                      0);
     assert_string_equal(r.access_key, DOC_AK);
     assert_int_equal(r.payload, SIGV4_PAYLOAD_UNSIGNED);
     assert_int_equal(r.presigned, 0);
     /* the Date is 15 minutes either way of the clock, no more */
-    assert_int_equal(verify_header("AWS " DOC_AK ":" DOC_SIG, "/johnsmith/photos/puppy.jpg",
-                                   NULL, 0, DOC_T + 901, &r, &em),
+    assert_int_equal(verify_header("AWS " DOC_AK ":" DOC_SIG, "/johnsmith/photos/puppy.jpg", NULL,
+                                   0, DOC_T + 901, &r, &em),
                      -S3E_REQUEST_TIME_TOO_SKEWED);
 }
 
@@ -105,11 +105,11 @@ static void test_sigv2_resource_names_the_bucket(void **state)
 {
     UNUSED(state);
     struct sigv4_result r;
-    assert_int_equal(verify_header("AWS " DOC_AK ":" DOC_SIG, "/photos/puppy.jpg", NULL, 0,
-                                   DOC_T, &r, NULL),
+    assert_int_equal(verify_header("AWS " DOC_AK ":" DOC_SIG, "/photos/puppy.jpg", NULL, 0, DOC_T,
+                                   &r, NULL),
                      -S3E_SIGNATURE_DOES_NOT_MATCH);
-    assert_int_equal(verify_header("AWS " DOC_AK ":" DOC_SIG, "/otherbucket/photos/puppy.jpg",
-                                   NULL, 0, DOC_T, &r, NULL),
+    assert_int_equal(verify_header("AWS " DOC_AK ":" DOC_SIG, "/otherbucket/photos/puppy.jpg", NULL,
+                                   0, DOC_T, &r, NULL),
                      -S3E_SIGNATURE_DOES_NOT_MATCH);
 }
 
@@ -120,15 +120,15 @@ static void test_sigv2_empty_signature(void **state)
     struct sigv4_result r;
     for (int fail = 0; fail < 2; fail++) {
         hmac_fail = fail;
-        assert_int_not_equal(verify_header("AWS " DOC_AK ":", "/johnsmith/photos/puppy.jpg",
-                                           NULL, 0, DOC_T, &r, NULL),
+        assert_int_not_equal(verify_header("AWS " DOC_AK ":", "/johnsmith/photos/puppy.jpg", NULL,
+                                           0, DOC_T, &r, NULL),
                              0);
         struct sigv4_kv q[] = {KV("AWSAccessKeyId", DOC_AK), KV("Expires", "1175024262"),
                                KV("Signature", "")};
         struct sigv4_kv h[] = {KV("Host", "johnsmith.s3.amazonaws.com")};
         struct sigv4_input in = {"GET", "/photos/puppy.jpg", q, 3, h, 1, NULL, NULL};
-        assert_int_not_equal(sigv2_verify(&in, "/johnsmith/photos/puppy.jpg", DOC_T, lookup,
-                                          NULL, &r, NULL),
+        assert_int_not_equal(sigv2_verify(&in, "/johnsmith/photos/puppy.jpg", DOC_T, lookup, NULL,
+                                          &r, NULL),
                              0);
     }
     hmac_fail = 0;
@@ -143,13 +143,13 @@ static void test_sigv2_hmac_failure_fails_closed(void **state)
     struct errmsg em = {{0}};
     hmac_fail = 1;
     hmac_calls = 0;
-    int rc = verify_header("AWS " DOC_AK ":" DOC_SIG, "/johnsmith/photos/puppy.jpg", NULL, 0,
-                           DOC_T, &r, &em);
+    int rc = verify_header("AWS " DOC_AK ":" DOC_SIG, "/johnsmith/photos/puppy.jpg", NULL, 0, DOC_T,
+                           &r, &em);
     hmac_fail = 0;
     assert_int_equal(rc, -ENOMEM);
     assert_true(hmac_calls > 0); /* the failure came from HMAC(), not an earlier check */
-    assert_int_equal(verify_header("AWS " DOC_AK ":" DOC_SIG, "/johnsmith/photos/puppy.jpg",
-                                   NULL, 0, DOC_T, &r, &em),
+    assert_int_equal(verify_header("AWS " DOC_AK ":" DOC_SIG, "/johnsmith/photos/puppy.jpg", NULL,
+                                   0, DOC_T, &r, &em),
                      0);
 
     /* SigV4: a request it accepts with a working HMAC() is refused with a failing one */
@@ -244,13 +244,26 @@ static void test_sigv2_unsigned_parameter(void **state)
             assert_int_equal(r.refused, 1);
             assert_non_null(strstr(em.buf, cases[i].name));
         }
+        /* a bucket listing takes its own parameters unsigned, as AWS does (the others: no) */
+        rc = sigv2_verify_ex(&in, "/johnsmith/photos/puppy.jpg", DOC_T, 1, lookup, NULL, &r, &em);
+        assert_int_equal(rc, 0);
     }
     /* the header form too: Date-bound, but replayable for 15 minutes */
     struct sigv4_kv q[] = {KV("prefix", "")};
     struct sigv4_result r;
-    assert_int_equal(verify_header("AWS " DOC_AK ":" DOC_SIG, "/johnsmith/photos/puppy.jpg", q,
-                                   1, DOC_T, &r, NULL),
+    assert_int_equal(verify_header("AWS " DOC_AK ":" DOC_SIG, "/johnsmith/photos/puppy.jpg", q, 1,
+                                   DOC_T, &r, NULL),
                      -S3E_ACCESS_DENIED);
+    /* a listing: not an unknown parameter, nor an admin one */
+    struct sigv4_kv q2[] = {KV("prefix", ""), KV("flush", "1")};
+    struct sigv4_kv h2[] = {KV("Host", "johnsmith.s3.amazonaws.com"), KV("Date", DOC_DATE),
+                            KV("Authorization", "AWS " DOC_AK ":" DOC_SIG)};
+    struct sigv4_input in2 = {"GET", "/photos/puppy.jpg", q2, 2, h2, ARRAY_SIZE(h2), NULL, NULL};
+    struct errmsg em = {{0}};
+    assert_int_equal(sigv2_verify_ex(&in2, "/johnsmith/photos/puppy.jpg", DOC_T, 1, lookup, NULL,
+                                     &r, &em),
+                     -S3E_ACCESS_DENIED);
+    assert_non_null(strstr(em.buf, "flush"));
 }
 
 int main(void)
