@@ -70,16 +70,7 @@ struct plans {
 
 static uint64_t name_hash(const void *p, size_t n)
 {
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return h | 1; /* never 0 */
+    return s3c_hash_bytes(p, n) | 1; /* never 0 */
 }
 
 static void plan_free(struct plan *pl)
@@ -606,7 +597,13 @@ int plans_take(struct plans *p, unsigned wait_ms, struct plan_ticket *t)
                 pl = pl->next ? pl->next : p->list;
             } while (pl != start);
         }
-        if (got || waited || !wait_ms)
+        if (got) {
+            /* the next thread takes the next entry, if there is one: a wake-up per take,
+             * not the whole pool per event */
+            pthread_cond_signal(&p->cv);
+            break;
+        }
+        if (waited || !wait_ms)
             break;
         struct timespec ts;
         s3c_deadline(CLOCK_MONOTONIC, wait_ms, &ts);

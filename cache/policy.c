@@ -72,18 +72,7 @@ struct policy {
 
 static uint64_t hash_bytes(const void *p, size_t n)
 {
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
+    return s3c_hash_bytes(p, n);
 }
 
 /* ---- groups ---------------------------------------------------------------------------- */

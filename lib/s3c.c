@@ -77,3 +77,19 @@ void s3c_iso8601(int64_t t_ns, char out[32])
              (int)((t_ns % 1000000000ll) / 1000000ll));
     snprintf(out, 32, "%.31s", tmp);
 }
+
+uint64_t s3c_hash_bytes(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}

@@ -44,6 +44,9 @@ void errmsg_set(struct errmsg *em, const char *fmt, ...) __attribute__((format(p
 /* Clocks. */
 uint64_t s3c_mono_ns(void);  /* CLOCK_MONOTONIC */
 int64_t s3c_real_ns(void);   /* CLOCK_REALTIME, ns since the epoch */
+/* A 64-bit hash of @n bytes (FNV-1a, then a finalizer's mixing): for in-memory tables only,
+ * never stored (it may change between versions). */
+uint64_t s3c_hash_bytes(const void *p, size_t n);
 /* *@ts = now on @clock + @ms: the deadline of a pthread_cond_timedwait() on a condition variable
  * using that clock. */
 void s3c_deadline(clockid_t clock, int64_t ms, struct timespec *ts);
