@@ -137,8 +137,12 @@ def main():
             raise E.Fail("16 cold GETs made %d upstream requests (want a HEAD and at most a GET "
                          "per block)" % (n_after - n_before))
         hows = sorted(r.h("x-cache") for r in rs)
-        if hows.count("miss") != 1:
-            raise E.Fail("x-cache of the 16 readers: %r (want one miss)" % hows)
+        # the reader whose lookup started the fetch is a miss, or partial when its first block
+        # was already on the SSD by the time it began reading (a slow reader: ASan); the others
+        # joined the fetch
+        if hows.count("miss") + hows.count("partial") != 1 or hows.count("coalesced") != 15:
+            raise E.Fail("x-cache of the 16 readers: %r (want one miss or partial, 15 coalesced)"
+                         % hows)
 
     def upstream_dies_midway():
         body = os.urandom(64 * MiB)
