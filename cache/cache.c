@@ -117,7 +117,7 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
                                 .ahead_objects = 1024,
                                 .requests = (unsigned)S3C_MIN(cf->plan_requests, 1024),
                                 .idle_ns = cf->plan_idle > 0 ? cf->plan_idle * 1000000ll : 0};
-        if ((rc = plans_new(&pc, &c->plans)) || (rc = workq_new(pc.requests, &c->pwq))) {
+        if ((rc = plans_new(&pc, &c->plans))) { /* the threads start with the first prefetch */
             errmsg_set(em, "cache: the read plans' threads (--plan-requests %u): %s", pc.requests,
                        s3c_strerror(rc));
             plans_free(c->plans);

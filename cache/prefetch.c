@@ -20,6 +20,7 @@
 #include "fill_priv.h"
 #include "prefetch_priv.h"
 #include "table_priv.h"
+#include "lib/conf.h"
 #include "lib/log.h"
 #include "lib/s3err.h"
 #include "lib/s3c.h"
@@ -332,9 +333,14 @@ int cache_prefetch(struct cache *c, const char *bucket, const char *key, int pin
 int cache_prefetch_plan(struct cache *c, const char *bucket, const char *key,
                         enum cache_outcome *how, uint64_t *bytes, volatile int *cancel)
 {
-    if (!c->pwq)
+    if (!c->plans)
         return -S3E_NOT_IMPLEMENTED;
-    return prefetch(c, bucket, key, 0, how, bytes, cancel, NULL, NULL, 1);
+    int rc = 0;
+    pthread_mutex_lock(&c->mu);
+    if (!c->pwq) /* the plans' threads start with their first prefetch: none while unused */
+        rc = workq_new((unsigned)S3C_MIN(c->cf->plan_requests, 1024), &c->pwq);
+    pthread_mutex_unlock(&c->mu);
+    return rc ? rc : prefetch(c, bucket, key, 0, how, bytes, cancel, NULL, NULL, 1);
 }
 
 struct plans *cache_plans(struct cache *c)
