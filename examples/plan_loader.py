@@ -26,40 +26,38 @@ import botocore.auth
 import botocore.awsrequest
 
 
-def post_plan(s3, bucket, keys, name="default", sizes=None, timeout=60):
-    """POST /_/plan for @keys of @bucket, in order, with the credentials of the boto3 client
-    @s3 (any key: a plan is its key's own). The body is signed with its SHA-256, as the gateway
-    requires. Returns the plan's JSON ({"plan": ID, "entries": N, ...})."""
-    doc = {"bucket": bucket, "name": name, "keys": list(keys)}
-    if sizes is not None:
-        doc["sizes"] = list(sizes)
-    body = json.dumps(doc).encode()
-    url = s3.meta.endpoint_url.rstrip("/") + "/_/plan"
-    req = botocore.awsrequest.AWSRequest(method="POST", url=url, data=body,
-                                         headers={"Content-Type": "application/json"})
+def _signed(s3, method, path, body=None, timeout=60):
+    """@method @path of the gateway @s3 points at, SigV4-signed with @s3's credentials over the
+    body's SHA-256 (as the gateway requires of a body here): the answer's JSON."""
+    url = s3.meta.endpoint_url.rstrip("/") + path
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    req = botocore.awsrequest.AWSRequest(method=method, url=url, data=body, headers=headers)
     creds = s3._request_signer._credentials.get_frozen_credentials()
     botocore.auth.S3SigV4Auth(creds, "s3", s3.meta.region_name).add_auth(req)
     prepared = req.prepare()
-    rq = urllib.request.Request(prepared.url, data=body, method="POST",
+    rq = urllib.request.Request(prepared.url, data=body, method=method,
                                 headers=dict(prepared.headers.items()))
     try:
         with urllib.request.urlopen(rq, timeout=timeout) as r:
             return json.loads(r.read())
     except urllib.error.HTTPError as e:
-        raise RuntimeError("POST /_/plan: HTTP %d %s" % (e.code, e.read()[:500].decode(
+        raise RuntimeError("%s %s: HTTP %d %s" % (method, path, e.code, e.read()[:500].decode(
             "utf-8", "replace"))) from None
+
+
+def post_plan(s3, bucket, keys, name="default", sizes=None, timeout=60):
+    """POST /_/plan for @keys of @bucket, in order, with the credentials of the boto3 client
+    @s3 (any key: a plan is its key's own). Returns the plan's JSON ({"plan": ID, "entries":
+    N, ...})."""
+    doc = {"bucket": bucket, "name": name, "keys": list(keys)}
+    if sizes is not None:
+        doc["sizes"] = list(sizes)
+    return _signed(s3, "POST", "/_/plan", json.dumps(doc).encode(), timeout)
 
 
 def plan_status(s3, plan_id, timeout=30):
     """GET /_/plan/ID: the plan's position, bytes ahead, hits, misses and stalls."""
-    url = s3.meta.endpoint_url.rstrip("/") + "/_/plan/" + plan_id
-    req = botocore.awsrequest.AWSRequest(method="GET", url=url)
-    creds = s3._request_signer._credentials.get_frozen_credentials()
-    botocore.auth.S3SigV4Auth(creds, "s3", s3.meta.region_name).add_auth(req)
-    prepared = req.prepare()
-    rq = urllib.request.Request(prepared.url, method="GET", headers=dict(prepared.headers.items()))
-    with urllib.request.urlopen(rq, timeout=timeout) as r:
-        return json.loads(r.read())
+    return _signed(s3, "GET", "/_/plan/" + plan_id, None, timeout)
 
 
 def epoch_keys(sampler, keys, *epochs):
