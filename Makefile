@@ -42,7 +42,7 @@ UNITHOBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(UNITHELP))
 
 # Debian packages: build libraries, then the clients the end-to-end tests drive.
 DEB_BUILD := build-essential pkg-config libgnutls28-dev liblmdb-dev libcmocka-dev \
-             libcurl4-openssl-dev libssl-dev zlib1g-dev libexpat1-dev libjansson-dev curl
+             libcurl4-openssl-dev libssl-dev zlib1g-dev libexpat1-dev libjansson-dev curl patch
 DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc clang-format \
              netcat-openbsd openssl prometheus yamllint python3-yaml systemd python3-smart-open
 # examples/'s PyTorch loader (e2e 59): without its recommends (libtorch-dev, a compiler
@@ -88,7 +88,7 @@ $(BUILD)/obj/%.o: %.c
 
 # what includes <microhttpd.h> waits for it (tests/lint.sh keeps it to http/ and test_be_s3),
 # and is compiled again when the library is (a tree built against bookworm's 0.9.75 header)
-$(MHD_LIB):
+$(MHD_LIB): build-aux/mhd.sh $(wildcard build-aux/mhd-patches/*.patch)
 	build-aux/mhd.sh $(MHD_DIR)
 $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard http/*.c)) $(BUILD)/obj/tests/unit/test_be_s3.o: $(MHD_LIB)
 

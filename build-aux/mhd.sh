@@ -4,17 +4,22 @@
 # trixie's libmicrohttpd 1.0.1-4; Debian's patches touch only the manual page and the tests).
 # s3cached links it instead of bookworm's 0.9.75, which reads a bare LF as the end of a chunk
 # line and cannot be told not to (docs/security.md, "Request framing"); 1.0.1 refuses it at
-# MHD_OPTION_CLIENT_DISCIPLINE_LVL 1. Does nothing when DIR already holds this version.
+# MHD_OPTION_CLIENT_DISCIPLINE_LVL 1. The patches in build-aux/mhd-patches/ are applied in
+# order (each says what it fixes); DIR/VERSION names them, and the script does nothing when DIR
+# already holds this version with these patches.
 #
 # The tarball: $MHD_TARBALL if set, else DIR.tar.gz if present, else downloaded from the pool
 # of the Debian mirror apt is configured with (or $MHD_MIRROR), and checked against its
 # SHA-256 from Debian's .dsc. Needs a C compiler, make, curl and libgnutls28-dev.
 set -eu
 VERSION=1.0.1
+PATCHES=$(cd "$(dirname "$0")/mhd-patches" && ls *.patch 2>/dev/null | sort)
+PATCHDIR=$(cd "$(dirname "$0")/mhd-patches" && pwd)
+STAMP="$VERSION $(echo $PATCHES)"
 SHA256=a89e09fc9b4de34dde19f4fcb4faaa1ce10299b9908db1132bbfa1de47882b94
 DIR=${1:?usage: build-aux/mhd.sh DIR}
 
-[ "$(cat "$DIR/VERSION" 2>/dev/null)" = "$VERSION" ] && [ -f "$DIR/lib/libmicrohttpd.a" ] &&
+[ "$(cat "$DIR/VERSION" 2>/dev/null)" = "$STAMP" ] && [ -f "$DIR/lib/libmicrohttpd.a" ] &&
     exit 0
 tarball=${MHD_TARBALL:-$DIR.tar.gz}
 if ! echo "$SHA256  $tarball" | sha256sum -c --status 2>/dev/null; then
@@ -40,6 +45,12 @@ fi
 rm -rf "$DIR" "$DIR.src"
 mkdir -p "$DIR.src"
 tar -xzf "$tarball" -C "$DIR.src" --strip-components=1
+for p in $PATCHES; do
+    patch -s -p1 -d "$DIR.src" <"$PATCHDIR/$p" || {
+        echo "mhd.sh: $p does not apply" >&2
+        exit 1
+    }
+done
 prefix=$(cd "$DIR.src/.." && pwd)/$(basename "$DIR")
 # Only what server.c uses: epoll, threads, TLS through GnuTLS, sendfile. Built by its own
 # make (the caller's jobserver is not passed on).
@@ -62,5 +73,5 @@ prefix=$(cd "$DIR.src/.." && pwd)/$(basename "$DIR")
     make -s -C src/include install >/dev/null
 )
 rm -rf "$DIR.src" "$prefix/lib/libmicrohttpd.la" "$prefix/lib/pkgconfig"
-echo "$VERSION" >"$DIR/VERSION"
-echo "mhd.sh: libmicrohttpd $VERSION in $DIR"
+echo "$STAMP" >"$DIR/VERSION"
+echo "mhd.sh: libmicrohttpd $STAMP in $DIR"
