@@ -385,9 +385,14 @@ static int req_collect_query(struct req *rq)
     return ra.bad;
 }
 
+/* A refused request's body read and dropped so that its client reads the error rather than a
+ * reset: at most this many bytes, within --idle-timeout from the request's start. */
+#define REQ_SWALLOW_MAX (16ull << 20)
+
 /* Decides how to answer an early error when the client may already be sending a body: with
- * "Expect: 100-continue" (or no body) answer now; with a small body, swallow it and answer at
- * the end so the client reads the error instead of a reset. */
+ * "Expect: 100-continue" (or no body, or a declared one over REQ_SWALLOW_MAX) answer now;
+ * with a small body, or a chunked one, swallow it and answer at the end (req_swallow_ok()
+ * cuts a chunked body that grows past the bound, or a trickle). */
 static int req_fail_early(struct req *rq, int rc)
 {
     const char *cl = req_header(rq, "Content-Length");
@@ -395,8 +400,9 @@ static int req_fail_early(struct req *rq, int rc)
     unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
     rq->rc = rc;
     upload_abandon(rq); /* what a begin reserved is not held while a body is swallowed */
-    if (req_expects_continue(rq) || (!te && n == 0) || n > (16u << 20))
+    if (req_expects_continue(rq) || (!te && n == 0) || n > REQ_SWALLOW_MAX)
         return respond_error(rq, rc);
+    rq->swallowing = 1;
     return REQ_OK;
 }
 
@@ -614,6 +620,15 @@ static int req_start(struct req *rq, const char *url, const char *version)
  * body, extended by one second per REQ_BODY_MIN_RATE bytes received. */
 #define REQ_BODY_MIN_RATE 1024 /* bytes/s */
 
+/* Whether a refused request's body may still be swallowed: 0 once it is past REQ_SWALLOW_MAX
+ * bytes or --idle-timeout (not extended by its rate: nothing it sends will be kept). */
+static int req_swallow_ok(const struct server *srv, const struct req *rq)
+{
+    uint64_t elapsed_ns = s3c_mono_ns() - rq->t_start_ns;
+    return rq->bytes_in <= REQ_SWALLOW_MAX &&
+           elapsed_ns <= (uint64_t)srv->cf->idle_timeout * 1000000ull;
+}
+
 static int req_body_too_slow(const struct server *srv, const struct req *rq)
 {
     uint64_t elapsed_ns = s3c_mono_ns() - rq->t_start_ns;
@@ -648,6 +663,14 @@ enum MHD_Result req_access(void *cls, struct MHD_Connection *conn, const char *u
                 rq->rc = rq->h->body(rq, upload_data, n);
         }
         *upload_data_size = 0;
+        if (rq->swallowing && !req_swallow_ok(srv, rq)) {
+            log_info("%s %s %s: refused, and its body goes on past %llu bytes or %llu ms: "
+                     "closing",
+                     rq->id, rq->method, rq->path ? rq->path : "-",
+                     (unsigned long long)REQ_SWALLOW_MAX,
+                     (unsigned long long)srv->cf->idle_timeout);
+            return MHD_NO;
+        }
         if (req_body_too_slow(srv, rq)) {
             log_info("%s %s %s: body slower than %d bytes/s (%llu bytes in %llu ms): closing",
                      rq->id, rq->method, rq->path ? rq->path : "-", REQ_BODY_MIN_RATE,

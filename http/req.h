@@ -84,6 +84,7 @@ struct req {
     char err_elem_value[128];
     int answered;                 /* a response has been queued */
     int must_close;               /* the answer says Connection: close (framing refused) */
+    int swallowing;               /* refused on its headers: the body is read and dropped */
     int phase;                    /* handler-private progress */
     int suspended;                /* connection suspended waiting for a job */
     struct park_entry park;       /* in the server's registry of requests (http/park.h) */
