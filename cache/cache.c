@@ -362,6 +362,12 @@ int cache_stage_reserve(struct cache *c, uint64_t *held, uint64_t total)
     return 0;
 }
 
+int cache_stage_fits(const struct cache *c, uint64_t total)
+{
+    CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);
+    return total > c->cap ? -S3E_ENTITY_TOO_LARGE : 0;
+}
+
 void cache_stage_release(struct cache *c, uint64_t *held)
 {
     CHECK_OBJ_NOTNULL(c, CACHE_MAGIC);

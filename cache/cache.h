@@ -150,6 +150,9 @@ int cache_stage_open(struct cache *c, int *fd, char path[4096]);
  * -S3E_SLOW_DOWN (nothing evictable: the rest is pinned, dirty, staged or being fetched; a
  * retry may fit). Blocking (eviction: index I/O). */
 int cache_stage_reserve(struct cache *c, uint64_t *held, uint64_t total);
+/* Whether a staged file of @total bytes could ever be held: 0, or -S3E_ENTITY_TOO_LARGE when
+ * it is more than the whole cache. Reserves nothing. */
+int cache_stage_fits(const struct cache *c, uint64_t total);
 /* Gives *@held back (*@held = 0). NULL or 0: nothing. */
 void cache_stage_release(struct cache *c, uint64_t *held);
 /* Gives back @bytes of staged bytes counted by cache_stage_force() (at most what is staged). */

@@ -27,6 +27,7 @@
 #include "sig/awschunk.h"
 #include "lib/checksum.h"
 #include "cache/cache.h"
+#include "cache/store.h"
 #include "lib/fileio.h"
 #include "objects/objects.h"
 #include "req.h"
@@ -53,6 +54,10 @@ struct upload {
     struct objects *obj;
     struct cache *cache;
     uint64_t pos;            /* file offset of the next byte not yet written or staged */
+    /* upload_target_fd(): the slot of another file this body writes, from @slot_off on; its
+     * bytes are given back (a hole punched) unless upload_keep() said they were recorded */
+    int in_slot, kept;
+    uint64_t slot_off;
     /* direct: the same file opened O_DIRECT, and the aligned buffer of bytes bound for @pos */
     int dfd;
     unsigned char *stage;
@@ -190,15 +195,20 @@ static int direct_finish(struct upload *up)
     return !rc && up->staged ? direct_flush(up, up->staged) : rc;
 }
 
-/* A body of unknown length reserves as its bytes arrive, what a declared one reserved before
- * its first byte (upload_admit): room in the cache and, in write-back, the dirty limit. A
- * step at a time, or just what is needed when a whole step does not fit. */
+/* A body reserves as its bytes arrive: room in the cache and, in write-back, the dirty limit
+ * (upload_admit() only checks that a declared length could fit). Never more than twice what
+ * has arrived, or a step: a client that declares 60 MiB and trickles holds what it sent, not
+ * what it promised, and a fast one reserves a few times per body. What it needs exactly when
+ * the larger reservation does not fit. */
 #define UPLOAD_RESERVE_STEP (1ull << 20)
 
 static int upload_reserve(struct upload *up, uint64_t need)
 {
-    uint64_t step = S3C_MIN((need + UPLOAD_RESERVE_STEP - 1) / UPLOAD_RESERVE_STEP *
-                            UPLOAD_RESERVE_STEP, up->max);
+    uint64_t step = (need + UPLOAD_RESERVE_STEP - 1) / UPLOAD_RESERVE_STEP * UPLOAD_RESERVE_STEP;
+    step = S3C_MIN(S3C_MAX(step, 2 * up->written), up->max);
+    if (up->declared != UINT64_MAX)
+        step = S3C_MIN(step, up->declared);
+    step = S3C_MAX(step, need);
     int rc = 0;
     if (need > up->admitted && objects_admit_more(up->obj, step, &up->admitted))
         rc = objects_admit_more(up->obj, need, &up->admitted);
@@ -215,11 +225,9 @@ static int upload_sink(void *cls, const void *data, size_t len)
         return -S3E_ENTITY_TOO_LARGE;
     if (up->declared != UINT64_MAX && up->written + len > up->declared)
         return -S3E_INVALID_REQUEST;
-    if (up->declared == UINT64_MAX) {
-        int rrc = upload_reserve(up, up->written + len);
-        if (rrc)
-            return rrc;
-    }
+    int rrc = upload_reserve(up, up->written + len);
+    if (rrc)
+        return rrc;
     cksum_update(up->ck, data, len);
     int rc;
     if (up->stage) {
@@ -365,6 +373,8 @@ int upload_target_fd(struct req *rq, int fd, uint64_t off)
 {
     rq->up->fd = fd;
     rq->up->pos = off;
+    rq->up->in_slot = 1;
+    rq->up->slot_off = off;
     direct_start(rq);
     return 0;
 }
@@ -379,29 +389,38 @@ int upload_admit(struct req *rq)
     struct upload *up = rq->up;
     if (!up)
         return -S3E_INTERNAL;
-    /* an unknown length (chunked without x-amz-decoded-content-length) reserves as its bytes
-     * arrive (upload_sink) */
+    /* Refused now if it could not fit now (the dirty limit) or ever (the cache); nothing is
+     * held until its bytes arrive (upload_reserve()). */
     if (up->declared == UINT64_MAX)
         return 0;
-    int rc = objects_admit(up->obj, up->declared, &up->admitted);
-    if (!rc)
-        rc = cache_stage_reserve(up->cache, &up->space, up->declared);
-    if (rc) { /* refused: nothing stays reserved while the client's body is swallowed */
-        objects_unadmit(up->obj, up->admitted);
-        up->admitted = 0;
-    }
+    uint64_t probe = 0;
+    int rc = cache_stage_fits(up->cache, up->declared);
+    if (!rc && !(rc = objects_admit(up->obj, up->declared, &probe)))
+        objects_unadmit(up->obj, probe);
     return rc;
 }
 
+/* A body written into a slot of another file that will not be recorded: the bytes it wrote
+ * there are given back to the file system. They were counted only in the body's own
+ * reservation, which ends with it: kept, they would fill the disk uncounted (issue 45 item 5,
+ * failed in-place UploadParts). The slot is still this body's (its fd holds the lock). */
+static void upload_slot_giveback(struct upload *up)
+{
+    if (up->in_slot && !up->kept && up->fd >= 0 && up->pos > up->slot_off)
+        store_punch(up->fd, up->slot_off, up->pos - up->slot_off);
+    up->in_slot = 0;
+}
+
 /* A write failed: the body will not be stored, so it lets go at once of what it holds (the
- * staged file, the room and the dirty limit it reserved), not once the client has sent the
- * rest of it. upload_free() does what is left. */
+ * staged file or the bytes written into a slot, the room and the dirty limit it reserved),
+ * not once the client has sent the rest of it. upload_free() does what is left. */
 static void upload_drop(struct upload *up)
 {
     up->failed = 1;
     if (up->dfd >= 0)
         close(up->dfd);
     up->dfd = -1;
+    upload_slot_giveback(up);
     if (up->path[0]) { /* a file of its own (not a slot of an upload's data file) */
         if (up->fd >= 0)
             close(up->fd);
@@ -494,15 +513,23 @@ void upload_release_path(struct req *rq)
         rq->up->path[0] = '\0';
 }
 
+void upload_keep(struct req *rq)
+{
+    if (rq->up)
+        rq->up->kept = 1;
+}
+
 void upload_free(struct req *rq)
 {
     struct upload *up = rq->up;
     if (!up)
         return;
-    if (up->fd >= 0)
-        close(up->fd);
     if (up->dfd >= 0)
         close(up->dfd);
+    up->dfd = -1;
+    upload_slot_giveback(up);
+    if (up->fd >= 0)
+        close(up->fd);
     stage_put(up->stage);
     if (up->path[0])
         unlink(up->path);

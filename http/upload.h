@@ -38,14 +38,18 @@ const char *upload_path(struct req *rq);
 uint64_t *upload_space(struct req *rq);
 /* Hands the staged path over (the caller must adopt or unlink it). */
 void upload_release_path(struct req *rq);
+/* The bytes written into upload_target_fd()'s slot were recorded (the part is the upload's
+ * now): upload_free() leaves them. Without it, a body that wrote into a slot gives those bytes
+ * back (a hole punched) when it is dropped or freed. */
+void upload_keep(struct req *rq);
 void upload_free(struct req *rq);
-/* Reserves the declared body size: room in the cache for its file (both modes) and what the
- * object layer admits (write-back: the dirty limit), returned by upload_free(). A body of
- * unknown length reserves the same way as its bytes arrive, and a write past either limit
- * fails like this. 0, -S3E_SLOW_DOWN (no room now: retry) or -S3E_ENTITY_TOO_LARGE (more
- * than the whole cache, or than the dirty limit); on failure nothing stays reserved. After
- * upload_begin() or upload_prepare(). A failed upload_write() drops the body at once: the
- * staged file is removed and every reservation given back. */
+/* Checks that a declared body size could be held: room in the cache for its file (both
+ * modes: not more than the whole cache) and what the object layer admits (write-back: the
+ * dirty limit, with what others hold now). Nothing is reserved here: every body reserves as
+ * its bytes arrive, returned by upload_free(), and a write past either limit fails like this.
+ * 0, -S3E_SLOW_DOWN (no room now: retry) or -S3E_ENTITY_TOO_LARGE (more than the whole cache,
+ * or than the dirty limit). After upload_begin() or upload_prepare(). A failed upload_write()
+ * drops the body at once: the staged file is removed and every reservation given back. */
 int upload_admit(struct req *rq);
 /* Request headers -> the stored metadata fields (content-type etc, x-amz-meta-*). */
 int upload_meta_from_headers(struct req *rq, struct be_meta *m);

@@ -172,6 +172,8 @@ static void mp_part_job(struct req *rq)
                                 &s->part, &taken);
     if (taken)
         upload_release_path(rq);
+    if (!rq->rc && s->inplace)
+        upload_keep(rq); /* the slot's bytes are the part */
 }
 
 static int h_mp_part_end(struct req *rq)
