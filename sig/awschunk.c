@@ -1,7 +1,7 @@
 /*
  * awschunk.c: incremental aws-chunked decoder (sig/awschunk.h). Owns the
- * frame parser, the per-chunk SHA-256 and chunk/trailer signature checks, the
- * one-chunk buffer of the signed modes and the parsed trailer; it does not
+ * frame parser, the per-chunk SHA-256 and chunk/trailer signature checks and
+ * the parsed trailer (it holds no payload: bytes go out as they come); it does not
  * undo HTTP chunked framing nor check the payload checksums (the caller does).
  *   HDR -> DATA -> DATA_CR -> DATA_LF -> HDR ... HDR(size 0) -> [END_CRLF | TRAILER] -> DONE
  * Any error is sticky (FAILED): later feeds return it again.
@@ -58,8 +58,6 @@ struct awschunk {
     uint64_t remaining;   /* payload bytes left in the current chunk */
     char chunk_sig[65];   /* as announced in the frame header */
     EVP_MD_CTX *md;       /* SHA-256 of the current chunk */
-    uint8_t *data;        /* signed modes: the chunk until its signature checks */
-    size_t data_len, data_cap;
 
     struct trailer trailers[AWSCHUNK_MAX_TRAILERS];
     size_t n_trailers;
@@ -111,7 +109,6 @@ void awschunk_free(struct awschunk *c)
         return;
     EVP_MD_CTX_free(c->md);
     EVP_MD_CTX_free(c->trailer_md);
-    free(c->data);
     OPENSSL_cleanse(c->key, sizeof(c->key));
     free(c);
 }
@@ -153,25 +150,16 @@ static int check_sig(struct awschunk *c, const char *algo, const char *rest, con
     return 0;
 }
 
-/* The current chunk is complete: check its signature (signed modes) and emit it. */
-static int chunk_done(struct awschunk *c, awschunk_out_f *out, void *cls)
+/* The current chunk is complete (its bytes went out as they came): check its signature
+ * (signed modes). */
+static int chunk_done(struct awschunk *c)
 {
     if (!c->signed_chunks)
         return 0;
     char rest[200], h[65];
     hex_digest(c->md, h);
     snprintf(rest, sizeof(rest), AWSCHUNK_EMPTY_SHA "\n%s", h);
-    int rc = check_sig(c, "AWS4-HMAC-SHA256-PAYLOAD", rest, c->chunk_sig);
-    if (rc)
-        return rc;
-    if (c->data_len) {
-        rc = out(cls, c->data, c->data_len);
-        if (rc)
-            return rc;
-        c->decoded += c->data_len;
-    }
-    c->data_len = 0;
-    return 0;
+    return check_sig(c, "AWS4-HMAC-SHA256-PAYLOAD", rest, c->chunk_sig);
 }
 
 /* Parses the collected chunk header line (without its CRLF). */
@@ -206,14 +194,6 @@ static int parse_header(struct awschunk *c, awschunk_out_f *out, void *cls)
             return -S3E_INVALID_REQUEST;
         if (!EVP_DigestInit_ex(c->md, EVP_sha256(), NULL))
             return -ENOMEM;
-        if (size > c->data_cap) {
-            uint8_t *d = realloc(c->data, size);
-            if (!d)
-                return -ENOMEM;
-            c->data = d;
-            c->data_cap = size;
-        }
-        c->data_len = 0;
     }
     c->remaining = size;
     if (size) {
@@ -221,7 +201,7 @@ static int parse_header(struct awschunk *c, awschunk_out_f *out, void *cls)
         return 0;
     }
     /* the final frame: signed too */
-    int rc = chunk_done(c, out, cls);
+    int rc = chunk_done(c);
     if (rc)
         return rc;
     c->st = c->mode == AWSCHUNK_SIGNED ? ST_END_CRLF : ST_TRAILER;
@@ -343,20 +323,16 @@ int awschunk_feed(struct awschunk *c, const void *in, size_t len, awschunk_out_f
         }
         case ST_DATA: {
             size_t k = len < c->remaining ? len : (size_t)c->remaining;
-            if (c->signed_chunks) {
+            if (c->signed_chunks)
                 EVP_DigestUpdate(c->md, p, k);
-                memcpy(c->data + c->data_len, p, k);
-                c->data_len += k;
-            } else {
-                if ((rc = out(cls, p, k)))
-                    return fail(c, rc);
-                c->decoded += k;
-            }
+            if ((rc = out(cls, p, k)))
+                return fail(c, rc);
+            c->decoded += k;
             p += k;
             len -= k;
             c->remaining -= k;
             if (!c->remaining) {
-                if ((rc = chunk_done(c, out, cls)))
+                if ((rc = chunk_done(c)))
                     return fail(c, rc);
                 c->st = ST_DATA_CR;
             }

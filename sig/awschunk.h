@@ -35,8 +35,11 @@ void awschunk_free(struct awschunk *c);
 /* Decodes @len bytes; calls @out for payload bytes (any non-zero return stops and is returned).
  * Returns 0 or -S3E_INCOMPLETE_BODY / -S3E_INVALID_REQUEST (malformed frame, chunk over 16 MiB,
  * bytes after the end) / -S3E_SIGNATURE_DOES_NOT_MATCH (a chunk or trailer signature).
- * A chunk's payload is emitted only after its signature has been checked (signed modes buffer
- * one chunk, at most 16 MiB; unsigned mode streams). */
+ * Payload bytes are emitted as they arrive, and a chunk's signature is checked at its end: a
+ * mismatch fails the decode (sticky), after that chunk's bytes went out. The caller keeps what
+ * it was given out of use (staged, not stored or forwarded) until awschunk_finish() returns 0,
+ * and drops it on any error. No payload is held here, so no chunk costs memory (a decoder that
+ * buffered each chunk until its signature checked held up to 16 MiB per connection). */
 int awschunk_feed(struct awschunk *c, const void *in, size_t len, awschunk_out_f *out, void *cls);
 /* At the end of the body: 0 if the final frame (and trailer) was complete, else
  * -S3E_INCOMPLETE_BODY. */
