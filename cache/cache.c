@@ -98,6 +98,11 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     snprintf(p, sizeof(p), "%s/index", c->dir);
     if ((rc = index_open(p, &c->ix, em)))
         goto fail;
+    /* a new data.mdb and lock.mdb are names in index/: durable once it is synced */
+    if ((rc = store_sync_dir(p))) {
+        errmsg_set(em, "cache: fsync %s: %s", p, strerror(-rc));
+        goto fail;
+    }
     struct index_totals t;
     if ((rc = index_totals(c->ix, &t))) {
         errmsg_set(em, "cache: reading index totals: %s", s3c_strerror(rc));

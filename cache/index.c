@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "index.h"
+#include "store.h"
 #include "lib/log.h"
 
 #define INDEX_MAP_SIZE (64ULL << 30)
@@ -453,8 +454,7 @@ int index_open(const char *dir, struct index **out, struct errmsg *em)
     pthread_mutex_init(&ix->gmu, NULL);
     pthread_cond_init(&ix->gcv, NULL);
     ix->gtail = &ix->gqueue;
-    if (mkdir(dir, 0755) && errno != EEXIST) {
-        rc = -errno;
+    if ((rc = store_mkdir(dir))) {
         errmsg_set(em, "index: mkdir %s: %s", dir, strerror(-rc));
         goto fail;
     }

@@ -16,24 +16,44 @@
 
 #include "store.h"
 
-static int mkdir_one(const char *p)
+static void dir_of(const char *path, char *out)
 {
-    if (mkdir(p, 0755) == 0 || errno == EEXIST)
-        return 0;
-    return -errno;
+    snprintf(out, STORE_PATH_MAX, "%s", path);
+    char *s = strrchr(out, '/');
+    if (s)
+        *s = 0;
+}
+
+int store_sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+int store_mkdir(const char *p)
+{
+    char parent[STORE_PATH_MAX];
+    if (mkdir(p, 0755))
+        return errno == EEXIST ? 0 : -errno;
+    dir_of(p, parent);
+    return store_sync_dir(parent[0] ? parent : "/");
 }
 
 int store_init(const char *dir)
 {
     char p[STORE_PATH_MAX];
-    int rc = mkdir_one(dir);
+    int rc = store_mkdir(dir);
     if (rc)
         return rc;
     snprintf(p, sizeof(p), "%s/data", dir);
-    if ((rc = mkdir_one(p)))
+    if ((rc = store_mkdir(p)))
         return rc;
     snprintf(p, sizeof(p), "%s/tmp", dir);
-    if ((rc = mkdir_one(p)))
+    if ((rc = store_mkdir(p)))
         return rc;
     DIR *d = opendir(p);
     if (!d)
@@ -62,25 +82,7 @@ void store_data_path(const char *dir, const void *name_key, size_t klen, uint64_
              (unsigned long long)version);
 }
 
-static void dir_of(const char *path, char *out)
-{
-    snprintf(out, STORE_PATH_MAX, "%s", path);
-    char *s = strrchr(out, '/');
-    if (s)
-        *s = 0;
-}
-
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int rc = fsync(fd) ? -errno : 0;
-    close(fd);
-    return rc;
-}
-
-/* Creates the two fan-out levels above @path. */
+/* Creates the two fan-out levels above @path, each durable in its parent. */
 static int make_parents(const char *path)
 {
     char d[STORE_PATH_MAX], dd[STORE_PATH_MAX];
@@ -88,10 +90,10 @@ static int make_parents(const char *path)
     if (access(d, F_OK) == 0)
         return 0;
     dir_of(d, dd);
-    int rc = mkdir_one(dd);
+    int rc = store_mkdir(dd);
     if (rc)
         return rc;
-    return mkdir_one(d);
+    return store_mkdir(d);
 }
 
 int store_open(const char *path, int create, int *fd)
@@ -111,7 +113,7 @@ int store_open(const char *path, int create, int *fd)
         return -errno;
     char d[STORE_PATH_MAX];
     dir_of(path, d);
-    fsync_dir(d);
+    store_sync_dir(d);
     *fd = f;
     return 0;
 }
@@ -135,7 +137,7 @@ int store_rename(const char *from, const char *to)
         return -errno;
     char d[STORE_PATH_MAX];
     dir_of(to, d);
-    return fsync_dir(d);
+    return store_sync_dir(d);
 }
 
 uint64_t store_new_version(void)

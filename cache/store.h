@@ -12,7 +12,12 @@
 
 #define STORE_PATH_MAX 4096
 
-/* Creates data/ and tmp/ under @dir and empties tmp/ (orphans of a previous run). */
+/* Creates @p (one level) and, when it was created, fsyncs its parent: a directory's entry is
+ * durable only then. 0 (also when it existed) or -errno. */
+int store_mkdir(const char *p);
+/* fsync() of the directory @dir: the names created, renamed or removed in it become durable. */
+int store_sync_dir(const char *dir);
+/* Creates data/ and tmp/ under @dir, durably, and empties tmp/ (orphans of a previous run). */
 int store_init(const char *dir);
 /* The data file path of (@name_key, @version). */
 void store_data_path(const char *dir, const void *name_key, size_t klen, uint64_t version,
