@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -21,10 +22,10 @@
 
 #define STREAM_BLOCK (256 * 1024)
 
-_Static_assert((int)REQ_OK == (int)MHD_YES && (int)REQ_CLOSE == (int)MHD_NO, "REQ_OK/REQ_CLOSE are MHD's values");
+_Static_assert((int)REQ_OK == (int)MHD_YES && (int)REQ_CLOSE == (int)MHD_NO,
+               "REQ_OK/REQ_CLOSE are MHD's values");
 
-static void respond_object_headers(struct req *rq, struct MHD_Response *r,
-                                   const struct be_meta *m);
+static void respond_object_headers(struct req *rq, struct MHD_Response *r, const struct be_meta *m);
 
 /* Whether @rq asked "Expect: 100-continue" and is answered before a byte of its body came: an
  * early error, or a body of length 0 (for which libmicrohttpd 1.0.1, unlike 0.9.75, sends no
@@ -59,8 +60,10 @@ static int respond_queue(struct req *rq, int status, struct MHD_Response *r)
 
 void respond_xml_start(struct buf *b, const char *root)
 {
-    buf_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<%s xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">",
-               root);
+    buf_printf(
+        b,
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<%s xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">",
+        root);
 }
 
 /* The S3 error document of @rc; @extra (NULL: none) is more XML after <Message>, and
@@ -112,9 +115,10 @@ static int respond_error_doc(struct req *rq, int rc, const char *message, const 
         body = NULL;
         len = 0;
     }
-    struct MHD_Response *r =
-        is_head ? MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT)
-                : MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r = is_head
+                                 ? MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT)
+                                 : MHD_create_response_from_buffer(len, body,
+                                                                   MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(body);
         return REQ_CLOSE;
@@ -191,8 +195,8 @@ int respond_xml_headers(struct req *rq, int status, struct buf *xml, const char 
 
 int respond_text(struct req *rq, int status, const char *ctype, const char *body, size_t len)
 {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body,
+                                                             MHD_RESPMEM_MUST_COPY);
     if (!r)
         return REQ_CLOSE;
     if (ctype)
@@ -244,14 +248,13 @@ static void add_if(struct MHD_Response *r, const char *name, const char *value)
         MHD_add_response_header(r, name, value);
 }
 
-static const char *override(struct req *rq, const char *param, const char *stored)
+static const char * override(struct req *rq, const char *param, const char *stored)
 {
     const char *v = req_query(rq, param);
     return v && *v ? v : stored;
 }
 
-static void respond_object_headers(struct req *rq, struct MHD_Response *r,
-                                   const struct be_meta *m)
+static void respond_object_headers(struct req *rq, struct MHD_Response *r, const struct be_meta *m)
 {
     char etag[BE_ETAG_MAX + 2], date[32];
     snprintf(etag, sizeof(etag), "\"%s\"", m->etag);
@@ -304,7 +307,7 @@ struct stream {
     struct req *rq;
     uint64_t off; /* object offset of response byte 0 */
     uint64_t len;
-    int fd;       /* >= 0: a file read with pread (rate-limited hits, the backend's file), else
+    int fd; /* >= 0: a file read with pread (rate-limited hits, the backend's file), else
                    * the fill */
 };
 
@@ -365,14 +368,25 @@ int respond_object(struct req *rq, const struct be_meta *m, int fd, int status, 
     return respond_object_at(rq, m, fd, status, off, len, 0);
 }
 
-int respond_object_at(struct req *rq, const struct be_meta *m, int fd, int status,
-                      uint64_t off, uint64_t len, uint64_t base)
+int respond_object_at(struct req *rq, const struct be_meta *m, int fd, int status, uint64_t off,
+                      uint64_t len, uint64_t base)
 {
     struct MHD_Response *r;
     int is_head = !strcmp(rq->method, "HEAD");
     /* sendfile for cache files. Not for a backend's file (from_source): another tool may
      * truncate it while it is sent, and libmicrohttpd's sendfile then stalls the connection
      * until the idle timeout, where pread ends the response at once. */
+    struct stat fst;
+    if (fd >= 0 && !is_head && !rq->rlb && !rq->from_source &&
+        (fstat(fd, &fst) || (uint64_t)fst.st_size < base + off + len)) {
+        /* A cache file shorter than its index says (lost in a power cut by a file system that
+         * had not synced it, or cut by hand): sendfile would stall as above; the stream ends
+         * the answer where the bytes end, and says so in the log. */
+        log_err("%s: %s/%s: the cache file holds %lld of the %llu bytes its index says", rq->id,
+                rq->bucket, rq->key, (long long)fst.st_size,
+                (unsigned long long)(base + off + len));
+        rq->from_source = 1;
+    }
     if (fd >= 0 && !is_head && !rq->rlb && !rq->from_source) {
         r = MHD_create_response_from_fd_at_offset64(len, fd, base + off);
         if (!r) {
@@ -450,8 +464,8 @@ static ssize_t gen_read(void *cls, uint64_t pos, char *buf, size_t max)
         return n;
     if (n == 0)
         return 0; /* the producer suspended the connection; it is resumed when bytes wait */
-    log_warn("%s: generated body failed at byte %llu of %llu: %s", rq->id,
-             (unsigned long long)pos, (unsigned long long)g->len, s3c_strerror((int)n));
+    log_warn("%s: generated body failed at byte %llu of %llu: %s", rq->id, (unsigned long long)pos,
+             (unsigned long long)g->len, s3c_strerror((int)n));
     return MHD_CONTENT_READER_END_WITH_ERROR; /* short body: the client sees an error */
 }
 
@@ -474,8 +488,8 @@ int respond_generated(struct req *rq, int status, const char *ctype, uint64_t le
     g->len = len;
     g->read = read;
     g->cls = cls;
-    struct MHD_Response *r =
-        MHD_create_response_from_callback(len, STREAM_BLOCK, gen_read, g, gen_free);
+    struct MHD_Response *r = MHD_create_response_from_callback(len, STREAM_BLOCK, gen_read, g,
+                                                               gen_free);
     if (!r) {
         free(g);
         return respond_error(rq, -ENOMEM);
@@ -535,12 +549,12 @@ static void relay_free(void *cls)
     free(rl);
 }
 
-int respond_relay(struct req *rq, int status, const struct respond_hdr *h, size_t n,
-                  uint64_t size, respond_relay_read_f *read, void (*free_fn)(void *), void *cls)
+int respond_relay(struct req *rq, int status, const struct respond_hdr *h, size_t n, uint64_t size,
+                  respond_relay_read_f *read, void (*free_fn)(void *), void *cls)
 {
-    static const char *const skip[] = {"Content-Length", "Transfer-Encoding", "Connection",
-                                       "Keep-Alive", "Date", "Server", "x-amz-request-id",
-                                       "x-amz-id-2"};
+    static const char *const skip[] =
+        {"Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Date",
+         "Server",         "x-amz-request-id",  "x-amz-id-2"};
     int is_head = !strcmp(rq->method, "HEAD");
     int bodyless = is_head || status == 204 || status == 304 || status < 200;
     struct MHD_Response *r;
