@@ -44,7 +44,8 @@ UNITHOBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(UNITHELP))
 DEB_BUILD := build-essential pkg-config libgnutls28-dev liblmdb-dev libcmocka-dev \
              libcurl4-openssl-dev libssl-dev zlib1g-dev libexpat1-dev libjansson-dev curl patch
 DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc clang-format \
-             netcat-openbsd openssl prometheus yamllint python3-yaml systemd python3-smart-open
+             netcat-openbsd openssl prometheus yamllint python3-yaml systemd python3-smart-open \
+             libfuse3-dev fuse3
 # examples/'s PyTorch loader (e2e 59): without its recommends (libtorch-dev, a compiler
 # toolchain): 164 packages, 632 MB on disk.
 DEB_TEST_NOREC := python3-torch
@@ -172,7 +173,7 @@ E2E_JOBS ?= $(shell echo $$(($(NPROC) + 2)))
 # bound failed in 2 of about 20 runs beside other unit binaries; UNIT_JOBS=3 runs them side by side
 UNIT_JOBS ?= 1
 test: deps-test
-	@$(MAKE) --no-print-directory -j$(NPROC) all unit-bins
+	@$(MAKE) --no-print-directory -j$(NPROC) all unit-bins $(LAZYFS)
 	@$(MAKE) --no-print-directory -j4 -O test-unit test-lint fuzz-replay test-image
 	@$(MAKE) --no-print-directory test-e2e
 
@@ -180,8 +181,16 @@ test: deps-test
 # every round). CI may call it; about twice make test's time.
 test-full: export E2E_FULL = 1
 test-full: test
+	@POWERCUT_CUTS=16 S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached python3 tests/e2e/79-power-cut.py --expect-fail
 
 unit-bins: $(UNITBINS)
+
+# The power-cut file system of e2e 79 (libfuse3-dev; without it e2e 79 is skipped)
+LAZYFS := $(if $(shell pkg-config --exists fuse3 2>/dev/null && echo y),$(BUILD)/lazyfs)
+$(BUILD)/lazyfs: tests/powercut/lazyfs.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $< \
+	  $$(pkg-config --cflags --libs fuse3)
 
 test-unit: $(UNITBINS)
 	@tests/run-unit.sh -j $(UNIT_JOBS) $(UNITBINS)
