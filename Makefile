@@ -43,7 +43,7 @@ UNITHOBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(UNITHELP))
 # Debian packages: build libraries, then the clients the end-to-end tests drive.
 DEB_BUILD := build-essential pkg-config libgnutls28-dev liblmdb-dev libcmocka-dev \
              libcurl4-openssl-dev libssl-dev zlib1g-dev libexpat1-dev libjansson-dev curl patch
-DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc clang-format \
+DEB_TEST  := awscli s3cmd rclone python3-boto3 curl nginx wrk lmdb-utils xxd procps psmisc clang-format fio \
              netcat-openbsd openssl prometheus yamllint python3-yaml systemd python3-smart-open \
              libfuse3-dev fuse3
 # examples/'s PyTorch loader (e2e 59): without its recommends (libtorch-dev, a compiler
@@ -210,6 +210,7 @@ bench: deps-test
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/run.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached INDEX_FILL_BIN=$(CURDIR)/$(BUILD)/index-fill bench/startup.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/checkpoint.sh
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/ckpt_ranks.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/shards.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached RTT_US=200 bench/shards.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/stall.sh
