@@ -50,6 +50,7 @@ struct ckey {
     struct cver *cur; /* the version new readers get; holds a ref */
     uint64_t gen;     /* bumped by every replace/invalidate/evict */
     int lookup_running;
+    int64_t lookup_started_ns;    /* CLOCK_REALTIME when the running lookup asked the backend */
     uint64_t lookup_seq;          /* last lookup started */
     uint64_t lookup_done;         /* last lookup finished */
     int lookup_err;               /* result of lookup_done when it left no version */

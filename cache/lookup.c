@@ -30,6 +30,10 @@ struct lookup_job {
     struct cache *c;
     struct ckey *ck;
     uint64_t gen, seq;
+    /* CLOCK_REALTIME before the backend was asked: what its answer is stamped validated at, so
+     * that a resync (cache_set_valid_after) arriving while the answer is on its way still
+     * leaves the version suspect (the answer may predate the write the resync stands for) */
+    int64_t started_ns;
     /* A lookup by GET (--cold-get): the ranged GET of the first block whose answer makes the
      * version (@got_meta) and then fills that block as the run @f (fill_adopt_locked()),
      * through a window or not (@windowed); @frc its start's error. */
@@ -67,7 +71,7 @@ static void lookup_finish_locked(struct cache *c, struct ckey *ck, uint64_t seq,
 /* Indexes a new version of @ck with metadata @m (no blocks yet). 0 and *@out (one ref), or
  * an error. No lock held. */
 static int version_create(struct cache *c, struct ckey *ck, const struct be_meta *m, uint32_t flags,
-                          struct cver **out)
+                          int64_t validated_ns, struct cver **out)
 {
     struct index_entry e;
     memset(&e, 0, sizeof(e));
@@ -75,7 +79,8 @@ static int version_create(struct cache *c, struct ckey *ck, const struct be_meta
     e.size = m->size;
     e.block_size = (uint32_t)c->block_size;
     e.flags = flags;
-    e.atime_ns = e.validated_ns = s3c_real_ns();
+    e.atime_ns = s3c_real_ns();
+    e.validated_ns = validated_ns;
     e.nblocks = (m->size + c->block_size - 1) / c->block_size;
     e.meta = *m;
     if (e.nblocks) {
@@ -139,13 +144,13 @@ static int version_create(struct cache *c, struct ckey *ck, const struct be_meta
  * without caching (a bypass) to the requests that wait for it, never written to the disk or
  * indexed. 0 and *@out (one ref), or -ENOMEM. No lock held. */
 static int version_unindexed(struct cache *c, struct ckey *ck, const struct be_meta *m,
-                             struct cver **out)
+                             int64_t validated_ns, struct cver **out)
 {
     pthread_mutex_lock(&c->mu);
     struct cver *v = cache_ver_new(ck, store_new_version(), m, (uint32_t)c->block_size);
     if (v) {
         v->unindexed = 1;
-        v->validated_ns = s3c_real_ns();
+        v->validated_ns = validated_ns;
         v->first_fetch_owned = 1;
     }
     pthread_mutex_unlock(&c->mu);
@@ -156,13 +161,13 @@ static int version_unindexed(struct cache *c, struct ckey *ck, const struct be_m
 /* A new version of @ck with metadata @m, in memory only (cache_ver_record() indexes it).
  * 0 and *@out (one ref), or -ENOMEM. No lock held. */
 static int version_unrecorded(struct cache *c, struct ckey *ck, const struct be_meta *m,
-                              struct cver **out)
+                              int64_t validated_ns, struct cver **out)
 {
     pthread_mutex_lock(&c->mu);
     struct cver *v = cache_ver_new(ck, store_new_version(), m, (uint32_t)c->block_size);
     if (v) {
         v->unrecorded = 1;
-        v->validated_ns = s3c_real_ns();
+        v->validated_ns = validated_ns;
         v->first_fetch_owned = 1;
     }
     pthread_mutex_unlock(&c->mu);
@@ -184,7 +189,9 @@ static void lookup_settle(struct lookup_job *j, int rc, const struct be_meta *m)
 
     pthread_mutex_lock(&c->mu);
     c->st.revalidations += ck->cur ? 1 : 0;
-    if (c->closing || ck->gen != j->gen) {
+    if (c->closing || ck->gen != j->gen || ck->lookup_seq != j->seq) {
+        /* closing, invalidated, or overtaken by a lookup started later (after a resync): the
+         * later answer is the one that counts */
         err = c->closing ? CACHE_ERR_CLOSING : 0; /* 0: waiters retry */
         goto finish;
     }
@@ -203,7 +210,8 @@ static void lookup_settle(struct lookup_job *j, int rc, const struct be_meta *m)
         goto finish;
     }
     if (cur && meta_same(&cur->meta, m)) {
-        cur->validated_ns = s3c_real_ns();
+        if (j->started_ns > cur->validated_ns)
+            cur->validated_ns = j->started_ns;
         evict_touch_locked(c, cur, cur->validated_ns);
         same = 1;
         goto finish;
@@ -223,16 +231,16 @@ static void lookup_settle(struct lookup_job *j, int rc, const struct be_meta *m)
     if (!cur && !flags && missource_defer_record(c, m->size)) {
         /* its first GET is sent from the backend's file: the record is written when the
          * fill needs it (cache_ver_record), not before that GET's first byte */
-        rc = version_unrecorded(c, ck, m, &nv);
+        rc = version_unrecorded(c, ck, m, j->started_ns, &nv);
     } else {
-        rc = version_create(c, ck, m, flags, &nv);
+        rc = version_create(c, ck, m, flags, j->started_ns, &nv);
     }
     if (rc && rc != -ENOMEM) {
         /* the object is there, the index cannot hold it (LMDB map full, an index or disk
          * error): read it from the backend, uncached, rather than fail the read */
         log_warn("cache: indexing \"%s/%s\": %s: served uncached", ck->bucket, ck->key,
                  s3c_strerror(rc));
-        rc = version_unindexed(c, ck, m, &nv);
+        rc = version_unindexed(c, ck, m, j->started_ns, &nv);
     }
     pthread_mutex_lock(&c->mu);
     if (rc) {
@@ -240,8 +248,8 @@ static void lookup_settle(struct lookup_job *j, int rc, const struct be_meta *m)
         err = rc;
         goto finish;
     }
-    if (ck->gen != gen || ck->cur || c->closing) {
-        /* replaced or invalidated meanwhile: ours is not the version to serve */
+    if (ck->gen != gen || ck->cur || c->closing || ck->lookup_seq != j->seq) {
+        /* replaced, invalidated or overtaken meanwhile: ours is not the version to serve */
         drop_version = nv->version;
         nv->dropped = 1;
         cache_ver_put_locked(c, nv);
@@ -326,6 +334,7 @@ static int lookup_start_locked(struct cache *c, struct ckey *ck, int by_get, str
     j->nowin = wq != NULL; /* only a plan's prefetch names its threads */
     j->gen = ck->gen;
     j->seq = ck->lookup_seq + 1;
+    j->started_ns = s3c_real_ns();
     ck->refs++;
     int rc = cache_submit_to(c, wq ? wq : c->wq, WORKQ_HIGH, lookup_run, j);
     if (rc) {
@@ -335,6 +344,7 @@ static int lookup_start_locked(struct cache *c, struct ckey *ck, int by_get, str
     }
     ck->lookup_seq = j->seq;
     ck->lookup_running = 1;
+    ck->lookup_started_ns = j->started_ns;
     return 0;
 }
 
@@ -425,7 +435,9 @@ int cache_obj_meta(struct cache_obj *o, struct cache_waiter *w, const struct be_
         rc = CACHE_ERR_CLOSING;
         goto out;
     }
-    if (ck->lookup_running) {
+    /* a lookup that asked the backend before the last resync may bring an answer older than
+     * the write the resync stands for: this request starts its own (the later answer wins) */
+    if (ck->lookup_running && ck->lookup_started_ns >= c->valid_after_ns) {
         if (o->how != CACHE_MISS)
             o->how = CACHE_COALESCED;
     } else {

@@ -118,6 +118,13 @@ static int fake_head(struct backend *be, const char *bucket, const char *key,
     struct fake_obj *o = find(fb, bucket, key);
     if (o)
         *out = o->meta;
+    while (fb->hold_head) { /* the answer is on its way: what it says is already fixed */
+        fb->held++;
+        pthread_cond_broadcast(&fb->cv);
+        while (fb->hold_head)
+            pthread_cond_wait(&fb->cv, &fb->mu);
+        fb->held--;
+    }
     pthread_mutex_unlock(&fb->mu);
     return o ? 0 : -S3E_NO_SUCH_KEY;
 }
@@ -274,6 +281,14 @@ void fake_be_hold(struct fake_be *fb, int on)
 {
     pthread_mutex_lock(&fb->mu);
     fb->hold = on;
+    pthread_cond_broadcast(&fb->cv);
+    pthread_mutex_unlock(&fb->mu);
+}
+
+void fake_be_hold_heads(struct fake_be *fb, int on)
+{
+    pthread_mutex_lock(&fb->mu);
+    fb->hold_head = on;
     pthread_cond_broadcast(&fb->cv);
     pthread_mutex_unlock(&fb->mu);
 }

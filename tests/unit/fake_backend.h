@@ -33,6 +33,7 @@ struct fake_be {
     uint64_t short_after;  /* a get stops after this many bytes and returns 0 (0 = off) */
     unsigned meta_delay_ms;/* sleep before on_meta / answering head */
     int hold;              /* gets wait (after on_meta, before bytes) until released */
+    int hold_head;         /* heads wait (their answer taken, not yet returned) until released */
     unsigned held;         /* gets currently waiting */
     size_t chunk;          /* on_data chunk size (default 64 KiB) */
     /* fake_be_new_full(): writes, listings and multipart (fake_backend.c's second half) */
@@ -57,6 +58,8 @@ unsigned char fake_byte(uint64_t seed, uint64_t i);
 void fake_be_hold(struct fake_be *fb, int on);
 /* Waits until at least @n gets are held; 0 or -ETIMEDOUT after 5 s. */
 int fake_be_wait_held(struct fake_be *fb, unsigned n);
+/* HEADs take their answer, then wait (counted as held) until released. */
+void fake_be_hold_heads(struct fake_be *fb, int on);
 unsigned fake_be_gets(struct fake_be *fb);
 unsigned fake_be_heads(struct fake_be *fb);
 

@@ -1039,6 +1039,74 @@ static void test_cache_revalidate_changed(void **state)
     assert_int_equal(stats(e).objects, 0);
 }
 
+struct meta_arg {
+    struct env *e;
+    const char *key;
+    uint64_t size;
+};
+
+static void *meta_main(void *p)
+{
+    struct meta_arg *a = p;
+    struct cache_obj *o;
+    struct twaiter tw;
+    const struct be_meta *m;
+    enum cache_outcome how;
+    tw_init(&tw);
+    assert_int_equal(cache_obj_get(a->e->c, "bkt", a->key, &o), 0);
+    assert_int_equal(meta_wait(o, &tw, &m, &how), 0);
+    a->size = m->size;
+    cache_obj_release(o);
+    tw_destroy(&tw);
+    return NULL;
+}
+
+/* A resync (cache_set_valid_after) while a revalidation's answer is on its way: the answer
+ * was taken before the write the resync stands for, so it must not make the old version fresh,
+ * and a read that comes after the resync does not join it. Many rounds, each racing for real:
+ * the answer is fixed first, the write and the resync land, then the answer returns. */
+static void test_cache_resync_during_revalidation(void **state)
+{
+    struct env *e = *state;
+    unsigned char buf[64];
+    enum cache_outcome how;
+    uint64_t size = 0;
+    for (int round = 0; round < 40; round++) {
+        char key[16];
+        snprintf(key, sizeof(key), "rs%d", round);
+        fake_be_put(e->fb, "bkt", key, "version-one", 11);
+        assert_int_equal(read_range(e->c, "bkt", key, 0, UINT64_MAX, buf, &how, NULL), 0);
+        cache_set_valid_after(e->c, s3c_real_ns()); /* a first resync: the next read asks */
+        fake_be_hold_heads(e->fb, 1);
+        pthread_t th, th2;
+        struct meta_arg a = {e, key, 0}, late = {e, key, 0};
+        pthread_create(&th, NULL, meta_main, &a);
+        assert_int_equal(fake_be_wait_held(e->fb, 1), 0); /* its answer says version one */
+        fake_be_put(e->fb, "bkt", key, "version-two!", 12);
+        cache_set_valid_after(e->c, s3c_real_ns());
+        int with_late = round % 2;
+        if (with_late) { /* after the resync: its own lookup, held too */
+            pthread_create(&th2, NULL, meta_main, &late);
+            assert_int_equal(fake_be_wait_held(e->fb, 2), 0);
+        }
+        fake_be_hold_heads(e->fb, 0);
+        pthread_join(th, NULL);
+        assert_true(a.size == 11 || a.size == 12);
+        if (with_late) {
+            pthread_join(th2, NULL);
+            assert_int_equal(late.size, 12);
+        }
+        assert_int_equal(read_range(e->c, "bkt", key, 0, UINT64_MAX, buf, &how, &size), 0);
+        assert_int_equal(size, 12);
+        assert_memory_equal(buf, "version-two!", 12);
+    }
+}
+
+static int setup_never(void **state)
+{
+    return setup_with(state, 64u << 20, 0, -1);
+}
+
 static int setup_always(void **state)
 {
     return setup_with(state, 64u << 20, 0, 0);
@@ -1689,6 +1757,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cache_short_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_fail_midblock_loop, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_cache_revalidate_changed, setup_reval, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_resync_during_revalidation, setup_never,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_cache_stale_if_error, setup_always, teardown),
         cmocka_unit_test_setup_teardown(test_cache_adopt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_invalidate, setup, teardown),
