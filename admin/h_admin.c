@@ -57,6 +57,13 @@ static int admin_cluster_figures(struct server *srv, int prometheus, struct buf 
                 "owner could not be reached.\n"
                 "# TYPE s3cached_cluster_proxy_fallbacks_total counter\n"
                 "s3cached_cluster_proxy_fallbacks_total %llu\n"
+                "# HELP s3cached_cluster_proxy_limited_total Of those, reads served here because "
+                "the proxied reads were at their limit (in all or for their client).\n"
+                "# TYPE s3cached_cluster_proxy_limited_total counter\n"
+                "s3cached_cluster_proxy_limited_total %llu\n"
+                "# HELP s3cached_cluster_proxy_streams Proxied reads open now.\n"
+                "# TYPE s3cached_cluster_proxy_streams gauge\n"
+                "s3cached_cluster_proxy_streams %llu\n"
                 "# HELP s3cached_cluster_invalidations_sent_total Write notices sent to other "
                 "gateways.\n# TYPE s3cached_cluster_invalidations_sent_total counter\n"
                 "s3cached_cluster_invalidations_sent_total %llu\n"
@@ -71,6 +78,7 @@ static int admin_cluster_figures(struct server *srv, int prometheus, struct buf 
                 "s3cached_cluster_resyncs_total %llu\n",
                 (unsigned long long)pc.members, (unsigned long long)pc.generation,
                 (unsigned long long)pc.proxied, (unsigned long long)pc.proxy_fallbacks,
+                (unsigned long long)pc.proxy_limited, (unsigned long long)pc.proxy_streams,
                 (unsigned long long)pc.invalidations_sent,
                 (unsigned long long)pc.invalidations_failed,
                 (unsigned long long)pc.peers_behind, (unsigned long long)pc.resyncs);
@@ -84,11 +92,14 @@ static int admin_cluster_figures(struct server *srv, int prometheus, struct buf 
     if (!rc)
         rc = buf_printf(b, ", \"members\": %llu, \"self_listed\": %s, \"ring_generation\": %llu, "
                            "\"proxied\": %llu, \"proxy_fallbacks\": %llu, "
+                           "\"proxy_limited\": %llu, \"proxy_streams\": %llu, "
                            "\"invalidations_sent\": %llu, \"invalidations_failed\": %llu, "
                            "\"peers_behind\": %llu, \"resyncs\": %llu}}\n",
                         (unsigned long long)pc.members, pc.self_index >= 0 ? "true" : "false",
                         (unsigned long long)pc.generation, (unsigned long long)pc.proxied,
                         (unsigned long long)pc.proxy_fallbacks,
+                        (unsigned long long)pc.proxy_limited,
+                        (unsigned long long)pc.proxy_streams,
                         (unsigned long long)pc.invalidations_sent,
                         (unsigned long long)pc.invalidations_failed,
                         (unsigned long long)pc.peers_behind, (unsigned long long)pc.resyncs);

@@ -103,7 +103,9 @@ static int proxy_start(struct req *rq, struct proxy_state *ps)
     snprintf(path, pl, "/%s/%s", rq->bucket, rq->key);
     struct peer_req r = {.host = ps->owner, .method = rq->method, .path = path, .query = q,
                          .n_query = nq, .headers = h, .n_headers = nh, .request_id = rq->id};
-    int rc = peer_stream_start(peer_client(rq->srv->peer), &r, &ps->x);
+    char client[sizeof(rq->access_key) + sizeof(rq->addr) + 2];
+    snprintf(client, sizeof(client), "%s %s", rq->access_key, rq->addr);
+    int rc = peer_stream_start(peer_stream_client(rq->srv->peer), &r, client, &ps->x);
     free(path);
     return rc;
 }
@@ -111,8 +113,12 @@ static int proxy_start(struct req *rq, struct proxy_state *ps)
 /* Serves @rq here: the owner could not be reached. */
 static int proxy_fallback(struct req *rq, struct proxy_state *ps, int rc)
 {
-    log_info("%s %s /%s/%s: owner %s unreachable (%s): serving it here", rq->id, rq->method,
-             rq->bucket, rq->key, ps->owner, s3c_strerror(rc));
+    if (rc == -EBUSY)
+        log_debug("%s %s /%s/%s: proxied reads at their limit: serving it here", rq->id,
+                  rq->method, rq->bucket, rq->key);
+    else
+        log_info("%s %s /%s/%s: owner %s unreachable (%s): serving it here", rq->id,
+                 rq->method, rq->bucket, rq->key, ps->owner, s3c_strerror(rc));
     peer_count_proxy(rq->srv->peer, 1);
     rq->h = rq->srv->handlers[rq->op];
     rq->phase = 0;

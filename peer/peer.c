@@ -23,12 +23,18 @@
 #define PEER_MAGIC 0x9ee9c7a5u
 #define PEER_OWED_FILE "peer-resync-owed" /* in --cache-dir: the gateways owed a resync */
 #define PEER_NOTICE_BODY_MAX (32u << 20) /* a DeleteObjects' 1,000 keys of 1 KiB, escaped */
+/* Proxied reads open at once (each holds a connection to the owner and a 1 MiB buffer): in
+ * all, and per client (access key and address); one more is served here instead */
+#define PEER_PROXY_STREAMS 64
+#define PEER_PROXY_STREAMS_CLIENT 16
 
 struct peer {
     unsigned magic;
     const struct conf *cf;
     struct peers *members;
-    struct peer_http *http;
+    struct peer_http *http;    /* calls: notices, resyncs, flushes, stats, warm-ups */
+    struct peer_http *streams; /* proxied reads: their own thread and connections, so that
+                                * no call ever waits behind a client's read */
     char self[RING_NAME_MAX];
     int64_t timeout_ms;
     struct peer_resync *resync;
@@ -103,6 +109,13 @@ int peer_open(const struct conf *cf, struct peer **out, struct errmsg *em)
         peer_close(p);
         return rc;
     }
+    ho.max_streams = PEER_PROXY_STREAMS;
+    ho.max_streams_client = PEER_PROXY_STREAMS_CLIENT;
+    if ((rc = peer_http_new(&ho, &p->streams))) {
+        errmsg_set(em, "cannot start the peer client: %s", strerror(-rc));
+        peer_close(p);
+        return rc;
+    }
     char owed[4096];
     snprintf(owed, sizeof(owed), "%s/%s", cf->cache_dir ? cf->cache_dir : ".", PEER_OWED_FILE);
     if ((rc = peer_resync_new(p, owed, &p->resync))) {
@@ -128,6 +141,7 @@ void peer_close(struct peer *p)
     CHECK_OBJ_NOTNULL(p, PEER_MAGIC);
     peer_resync_stop(p->resync); /* no resync starts any more */
     peer_http_free(p->http);     /* the calls in flight end: their callbacks run */
+    peer_http_free(p->streams);
     peer_resync_free(p->resync);
     peers_free(p->members);
     p->magic = 0;
@@ -142,6 +156,11 @@ const char *peer_self(const struct peer *p)
 struct peer_http *peer_client(struct peer *p)
 {
     return p->http;
+}
+
+struct peer_http *peer_stream_client(struct peer *p)
+{
+    return p->streams;
 }
 
 int64_t peer_timeout_ms(const struct peer *p)
@@ -577,6 +596,9 @@ void peer_get_counters(struct peer *p, struct peer_counters *out)
     memset(out, 0, sizeof(*out));
     out->proxied = atomic_load(&p->proxied);
     out->proxy_fallbacks = atomic_load(&p->fallbacks);
+    unsigned open = 0;
+    peer_http_stream_stats(p->streams, &open, &out->proxy_limited);
+    out->proxy_streams = open;
     out->invalidations_sent = atomic_load(&p->inval_sent);
     out->invalidations_failed = atomic_load(&p->inval_failed);
     struct peer_resync_stats rs;

@@ -36,7 +36,8 @@ int peer_open(const struct conf *cf, struct peer **out, struct errmsg *em);
 void peer_close(struct peer *p);
 
 const char *peer_self(const struct peer *p);
-struct peer_http *peer_client(struct peer *p);
+struct peer_http *peer_client(struct peer *p);        /* calls (notices, resyncs, ...) */
+struct peer_http *peer_stream_client(struct peer *p); /* proxied reads, apart from calls */
 int64_t peer_timeout_ms(const struct peer *p); /* --peer-timeout */
 
 /* The owner of the request-target @raw_path (the path as sent, before any '?', which is what
@@ -91,7 +92,10 @@ void peer_fanout_free(struct peer_fanout *f);
 
 struct peer_counters {
     uint64_t proxied;             /* GET/HEAD answered by their owner through this gateway */
-    uint64_t proxy_fallbacks;     /* ... served here because the owner could not be reached */
+    uint64_t proxy_fallbacks;     /* ... served here because the owner could not be reached,
+                                   * or the proxied reads' limits were reached */
+    uint64_t proxy_limited;       /* of those, served here because of the limits */
+    uint64_t proxy_streams;       /* proxied reads open now */
     uint64_t invalidations_sent;  /* notices of writes and invalidations to other gateways */
     uint64_t invalidations_failed; /* ... not confirmed (not sent to a gateway owed a resync) */
     uint64_t peers_behind;        /* gateways that missed a notice, owed a resync now */

@@ -27,6 +27,7 @@
 #define PEER_STREAM_RING (1u << 20) /* body bytes a stream holds before its transfer pauses */
 #define PEER_HDR_MAX 200            /* header lines kept of one answer */
 #define PEER_HDR_BYTES (64u << 10)
+#define PEER_HOST_CONNS 64L         /* connections kept to one peer (curl's host limit) */
 
 struct peer_xfer {
     unsigned magic;
@@ -38,6 +39,12 @@ struct peer_xfer {
     size_t body_len;
     atomic_uint refs;  /* the thread's (until done) + the users' */
     struct peer_xfer *next;  /* ph->incoming, or ph->active (thread only) */
+    uint64_t deadline_ns;    /* s3c_mono_ns() by which a call fails, queued or not; 0: none */
+    /* a stream admitted under peer_http_opts' limits: on ph->streams (ph->mu) until its last
+     * user releases it */
+    struct peer_xfer *snext;
+    char *s_host, *s_client;
+    int s_counted;
 
     pthread_mutex_t mu;      /* everything below */
     unsigned users;          /* references held by callers (streams) */
@@ -69,6 +76,10 @@ struct peer_http {
     struct peer_xfer *incoming;
     int stop;
     struct peer_xfer *active;    /* thread only */
+    struct peer_xfer *streams;   /* admitted streams (ph->mu) */
+    unsigned n_streams;
+    unsigned max_streams, max_streams_client;
+    uint64_t streams_refused;
     char *self, *secret, *region;
     char *ca_file;               /* NULL: the system's store */
     int tls;                     /* https:// and a verified certificate */
@@ -99,6 +110,8 @@ static void px_free(struct peer_xfer *x)
     free(x->rh);
     buf_free(&x->body_in);
     free(x->ring);
+    free(x->s_host);
+    free(x->s_client);
     pthread_mutex_destroy(&x->mu);
     x->magic = 0;
     free(x);
@@ -129,6 +142,20 @@ static void px_arm_locked(struct peer_xfer *x, struct peer_waiter *w)
     w->suspend(w->cls);
 }
 
+/* Takes @x off the admitted streams (its last user released it: its ring goes with it). */
+static void ph_stream_uncount(struct peer_http *ph, struct peer_xfer *x)
+{
+    pthread_mutex_lock(&ph->mu);
+    for (struct peer_xfer **pp = &ph->streams; *pp; pp = &(*pp)->snext)
+        if (*pp == x) {
+            *pp = x->snext;
+            ph->n_streams--;
+            break;
+        }
+    x->s_counted = 0;
+    pthread_mutex_unlock(&ph->mu);
+}
+
 void peer_xfer_ref(struct peer_xfer *x)
 {
     CHECK_OBJ_NOTNULL(x, PX_MAGIC);
@@ -145,12 +172,18 @@ void peer_xfer_release(struct peer_xfer *x)
     CHECK_OBJ_NOTNULL(x, PX_MAGIC);
     struct peer_http *ph = x->ph;
     int cancel = 0;
+    int last = 0;
     pthread_mutex_lock(&x->mu);
-    if (x->users && --x->users == 0 && !x->done) {
-        x->cancel = 1;
-        cancel = 1;
+    if (x->users && --x->users == 0) {
+        last = 1;
+        if (!x->done) {
+            x->cancel = 1;
+            cancel = 1;
+        }
     }
     pthread_mutex_unlock(&x->mu);
+    if (last && x->s_counted)
+        ph_stream_uncount(ph, x);
     if (cancel)
         curl_multi_wakeup(ph->multi);
     px_unref(x);
@@ -306,8 +339,19 @@ static void *ph_thread(void *arg)
             x->next = ph->active;
             ph->active = x;
         }
+        uint64_t now = s3c_mono_ns(), next_deadline = 0;
         for (struct peer_xfer **pp = &ph->active; *pp;) {
             struct peer_xfer *x = *pp;
+            if (x->deadline_ns && !stop) {
+                if (x->deadline_ns <= now) { /* curl's own timeout may not count the queue */
+                    *pp = x->next;
+                    curl_multi_remove_handle(ph->multi, x->easy);
+                    px_finish(x, -ETIMEDOUT);
+                    continue;
+                }
+                if (!next_deadline || x->deadline_ns < next_deadline)
+                    next_deadline = x->deadline_ns;
+            }
             pthread_mutex_lock(&x->mu);
             int cancel = x->cancel || stop;
             int unpause = !cancel && x->want_unpause && x->paused;
@@ -344,7 +388,12 @@ static void *ph_thread(void *arg)
             curl_multi_remove_handle(ph->multi, x->easy);
             px_finish(x, px_curl_rc(cc));
         }
-        curl_multi_poll(ph->multi, NULL, 0, 1000, NULL);
+        int wait_ms = 1000;
+        if (next_deadline) {
+            uint64_t left = next_deadline > now ? (next_deadline - now) / 1000000 + 1 : 1;
+            wait_ms = (int)S3C_MIN(left, (uint64_t)wait_ms);
+        }
+        curl_multi_poll(ph->multi, NULL, 0, wait_ms, NULL);
     }
     return NULL;
 }
@@ -529,6 +578,8 @@ int peer_call_start(struct peer_http *ph, const struct peer_req *r, peer_done_f 
         return rc;
     x->done_cb = done;
     x->done_cls = cls;
+    if (r->timeout_ms > 0)
+        x->deadline_ns = s3c_mono_ns() + (uint64_t)r->timeout_ms * 1000000u;
     px_queue(ph, x);
     return 0;
 }
@@ -589,13 +640,45 @@ void peer_call_many(struct peer_http *ph, const struct peer_req *r, size_t n,
     free(ones);
 }
 
-int peer_stream_start(struct peer_http *ph, const struct peer_req *r, struct peer_xfer **out)
+/* Admits @x (host @host, client @client) under the limits, or -EBUSY. */
+static int ph_stream_admit(struct peer_http *ph, struct peer_xfer *x, const char *host,
+                           const char *client)
+{
+    if (!(x->s_host = strdup(host)) || !(x->s_client = strdup(client ? client : "")))
+        return -ENOMEM;
+    int rc = 0;
+    unsigned same_host = 0, same_client = 0;
+    pthread_mutex_lock(&ph->mu);
+    for (struct peer_xfer *o = ph->streams; o; o = o->snext) {
+        same_host += !strcmp(o->s_host, x->s_host);
+        same_client += !strcmp(o->s_client, x->s_client);
+    }
+    if (ph->n_streams >= ph->max_streams || same_host >= (unsigned)PEER_HOST_CONNS ||
+        (ph->max_streams_client && same_client >= ph->max_streams_client)) {
+        ph->streams_refused++;
+        rc = -EBUSY;
+    } else {
+        x->snext = ph->streams;
+        ph->streams = x;
+        ph->n_streams++;
+        x->s_counted = 1;
+    }
+    pthread_mutex_unlock(&ph->mu);
+    return rc;
+}
+
+int peer_stream_start(struct peer_http *ph, const struct peer_req *r, const char *client,
+                      struct peer_xfer **out)
 {
     struct peer_xfer *x;
     CHECK_OBJ_NOTNULL(ph, PH_MAGIC);
     int rc = px_new(ph, r, 1, &x);
     if (rc)
         return rc;
+    if ((rc = ph_stream_admit(ph, x, r->host, client))) {
+        px_free(x);
+        return rc;
+    }
     atomic_fetch_add(&x->refs, 1); /* the caller's */
     x->users = 1;
     px_queue(ph, x);
@@ -669,6 +752,14 @@ void peer_stream_cancel_wait(struct peer_xfer *x, struct peer_waiter *w)
     pthread_mutex_unlock(&x->mu);
 }
 
+void peer_http_stream_stats(struct peer_http *ph, unsigned *open, uint64_t *refused)
+{
+    pthread_mutex_lock(&ph->mu);
+    *open = ph->n_streams;
+    *refused = ph->streams_refused;
+    pthread_mutex_unlock(&ph->mu);
+}
+
 int peer_xfer_rc(const struct peer_xfer *x)
 {
     return x->rc;
@@ -724,10 +815,12 @@ int peer_http_new(const struct peer_http_opts *o, struct peer_http **out)
     int ca_ok = !o->ca_file || !*o->ca_file || (ph->ca_file = strdup(o->ca_file));
     ph->connect_ms = o->connect_ms > 0 ? o->connect_ms : 5000;
     ph->stall_ms = o->stall_ms > 0 ? o->stall_ms : 30000;
+    ph->max_streams = o->max_streams ? o->max_streams : (unsigned)PEER_HOST_CONNS;
+    ph->max_streams_client = o->max_streams_client;
     ph->multi = curl_multi_init();
     int rc = ph->self && ph->secret && ph->region && ph->multi && ca_ok ? 0 : -ENOMEM;
     if (!rc)
-        curl_multi_setopt(ph->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 64L);
+        curl_multi_setopt(ph->multi, CURLMOPT_MAX_HOST_CONNECTIONS, PEER_HOST_CONNS);
     if (!rc && (rc = -pthread_create(&ph->thr, NULL, ph_thread, ph)) == 0)
         ph->started = 1;
     if (rc) {

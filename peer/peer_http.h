@@ -66,6 +66,10 @@ struct peer_http_opts {
     int64_t stall_ms;        /* a transfer receiving nothing this long fails */
     int tls;                 /* call https://HOST: the peer's certificate must verify for HOST */
     const char *ca_file;     /* PEM CA bundle to verify it with; NULL or "": the system's */
+    /* streams open at once (each holds a 1 MiB buffer and a connection): in all (0: 64, the
+     * connections kept to one peer, so that no stream ever queues for a connection), and per
+     * client tag (0: no limit). peer_stream_start() refuses one more with -EBUSY. */
+    unsigned max_streams, max_streams_client;
 };
 
 /* Starts the transfer thread. @o's strings are copied. 0 or -errno. */
@@ -79,8 +83,9 @@ void peer_http_free(struct peer_http *ph);
 typedef void peer_done_f(void *cls, struct peer_xfer *x);
 
 /* Starts a call: @done(@cls, x) runs once it ended (even when it could not start: then from
- * this call's thread, before it returns). Returns 0 or -errno (then @done has not run and
- * will not). */
+ * this call's thread, before it returns). A call with @r->timeout_ms fails with -ETIMEDOUT
+ * that long after this call, however long it waited for a connection. Returns 0 or -errno
+ * (then @done has not run and will not). */
 int peer_call_start(struct peer_http *ph, const struct peer_req *r, peer_done_f *done,
                     void *cls);
 
@@ -94,8 +99,14 @@ struct peer_result {
 void peer_call_many(struct peer_http *ph, const struct peer_req *r, size_t n,
                     struct peer_result *out);
 
-/* Starts a stream. 0 and a reference in *@out (release with peer_xfer_release), or -errno. */
-int peer_stream_start(struct peer_http *ph, const struct peer_req *r, struct peer_xfer **out);
+/* Starts a stream for the client @client (a tag: the streams of one tag are limited together,
+ * peer_http_opts). 0 and a reference in *@out (release with peer_xfer_release); -EBUSY when
+ * the limits are reached (serve the request another way); or -errno. A stream counts against
+ * the limits until its last user released it. */
+int peer_stream_start(struct peer_http *ph, const struct peer_req *r, const char *client,
+                      struct peer_xfer **out);
+/* Streams open now, and those refused by the limits since the start. */
+void peer_http_stream_stats(struct peer_http *ph, unsigned *open, uint64_t *refused);
 /* 0 once the answer's status and headers are in; -EAGAIN after @w->suspend() (call again once
  * resumed); or the transport error when no answer came (nothing was received: the caller may
  * do the request another way). */
