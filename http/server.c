@@ -318,14 +318,14 @@ static int server_open(struct server *srv, struct errmsg *em)
 static void server_release(struct server *srv)
 {
     cwarm_free(srv->cwarm);
-    peer_close(srv->peer);
     park_free(srv->park);
     if (srv->stats)
         stats_free(srv->stats);
     jobs_free(srv->jobs); /* after the stats ticker that ticks it */
     rl_free(srv->rl);
     fair_free(srv->fair);
-    objects_free(srv->obj);
+    objects_free(srv->obj); /* its drainers may tell the peers of drains: before peer_close */
+    peer_close(srv->peer);
     planner_free(srv->planner);
     warm_free(srv->warm);
     auth_free(srv->auth);

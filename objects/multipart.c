@@ -15,14 +15,14 @@
 int multipart_create(struct objects *o, const char *bucket, const char *key,
                      const struct be_meta *meta, char upload_id[BE_UPLOAD_ID_MAX])
 {
-    return o->write->mp_create(o, bucket, key, meta, upload_id);
+    return objects_write_for(o, bucket, key)->mp_create(o, bucket, key, meta, upload_id);
 }
 
 int multipart_part_target(struct objects *o, const char *bucket, const char *key,
                           const char *upload_id, unsigned number, uint64_t size, int *fd,
                           uint64_t *off)
 {
-    return o->write->mp_part_target(o, bucket, key, upload_id, number, size, fd, off);
+    return objects_write_for(o, bucket, key)->mp_part_target(o, bucket, key, upload_id, number, size, fd, off);
 }
 
 int multipart_put_part(struct objects *o, const char *bucket, const char *key,
@@ -30,7 +30,7 @@ int multipart_put_part(struct objects *o, const char *bucket, const char *key,
                        uint64_t *space, const struct be_part *part, int *staged_taken)
 {
     *staged_taken = 0;
-    return o->write->mp_put_part(o, bucket, key, upload_id, fd, staged, inplace, space, part,
+    return objects_write_for(o, bucket, key)->mp_put_part(o, bucket, key, upload_id, fd, staged, inplace, space, part,
                                  staged_taken);
 }
 
@@ -39,7 +39,7 @@ int multipart_copy_part(struct objects *o, const char *bucket, const char *key,
                         const char *src_key, int has_range, uint64_t src_off, uint64_t src_len,
                         const struct cond_hdrs *cond, struct be_part *out)
 {
-    return o->write->mp_copy_part(o, bucket, key, upload_id, number, src_bucket, src_key,
+    return objects_write_for(o, bucket, key)->mp_copy_part(o, bucket, key, upload_id, number, src_bucket, src_key,
                                   has_range, src_off, src_len, cond, out);
 }
 
@@ -47,20 +47,20 @@ int multipart_complete(struct objects *o, const char *bucket, const char *key,
                        const char *upload_id, const struct be_part *parts, size_t n,
                        struct be_meta *out)
 {
-    return o->write->mp_complete(o, bucket, key, upload_id, parts, n, out);
+    return objects_write_for(o, bucket, key)->mp_complete(o, bucket, key, upload_id, parts, n, out);
 }
 
 int multipart_abort(struct objects *o, const char *bucket, const char *key,
                     const char *upload_id)
 {
-    return o->write->mp_abort(o, bucket, key, upload_id);
+    return objects_write_for(o, bucket, key)->mp_abort(o, bucket, key, upload_id);
 }
 
 int multipart_list_parts(struct objects *o, const char *bucket, const char *key,
                          const char *upload_id, unsigned marker, unsigned max,
                          struct be_part **out, size_t *n, int *truncated)
 {
-    return o->write->mp_list_parts(o, bucket, key, upload_id, marker, max, out, n, truncated);
+    return objects_write_for(o, bucket, key)->mp_list_parts(o, bucket, key, upload_id, marker, max, out, n, truncated);
 }
 
 void multipart_uploads_free(struct multipart_uploads *u)

@@ -19,14 +19,14 @@ int object_put(struct objects *o, const char *bucket, const char *key, int fd,
     *staged_taken = 0;
     if (fsync(fd) != 0)
         return -errno;
-    return o->write->put(o, bucket, key, fd, staged, space, meta, staged_taken);
+    return objects_write_for(o, bucket, key)->put(o, bucket, key, fd, staged, space, meta, staged_taken);
 }
 
 int object_copy(struct objects *o, const char *src_bucket, const char *src_key,
                 const char *bucket, const char *key, const struct be_meta *replace,
                 const struct cond_hdrs *cond, struct be_meta *out)
 {
-    return o->write->copy(o, src_bucket, src_key, bucket, key, replace, cond, out);
+    return objects_write_for(o, bucket, key)->copy(o, src_bucket, src_key, bucket, key, replace, cond, out);
 }
 
 int object_delete(struct objects *o, const char *bucket, const char *key)

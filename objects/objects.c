@@ -68,9 +68,25 @@ void objects_flush_abort(struct objects *o)
         drain_flush_abort(o->dr);
 }
 
+/* After a drain (drain_on_cleaned): the other gateways forget what they may have taken from
+ * the backend before it (a read served while the owner could not be reached). */
+static void objects_drained(void *cls, const char *bucket, const char *key)
+{
+    objects_changed(cls, bucket, key, 0);
+}
+
 void objects_set_peer_ops(struct objects *o, const struct objects_peer_ops *ops)
 {
     o->peer = *ops;
+    drain_on_cleaned(o->dr, ops->notify ? objects_drained : NULL, o);
+}
+
+const struct objects_write_ops *objects_write_for(const struct objects *o, const char *bucket,
+                                                  const char *key)
+{
+    if (o->write == &write_back_ops && !objects_keep(o, bucket, key))
+        return &write_through_ops;
+    return o->write;
 }
 
 int objects_keep(const struct objects *o, const char *bucket, const char *key)

@@ -2,8 +2,10 @@
  * write_priv.h: the write mode as an implementation of one interface. objects_new() picks
  * write_through_ops (write_through.c: the backend first, then the cache) or write_back_ops
  * (write_back.c: durable in the cache, drained later) from --write-mode, once; object.c,
- * multipart.c and objects.c call through o->write and never ask which one it is. Every op has
- * the contract of the public function that calls it (object.h, multipart.h, objects.h).
+ * multipart.c and objects.c call through o->write, or objects_write_for() for a write of one
+ * key (cluster mode writes another gateway's keys through), and never ask which one it is.
+ * Every op has the contract of the public function that calls it (object.h, multipart.h,
+ * objects.h).
  */
 #ifndef S3C_OBJECTS_WRITE_PRIV_H
 #define S3C_OBJECTS_WRITE_PRIV_H
@@ -59,6 +61,13 @@ struct objects_write_ops {
 
 extern const struct objects_write_ops write_through_ops; /* write_through.c */
 extern const struct objects_write_ops write_back_ops;    /* write_back.c */
+
+/* The write mode for a write of (@bucket, @key): --write-mode's, except that in cluster mode
+ * write-back keeps only the keys this gateway owns and writes another gateway's through. Reads
+ * of a key go to its owner: a dirty copy here would leave the owner fetching the backend's
+ * older object until the drain (objects.c). */
+const struct objects_write_ops *objects_write_for(const struct objects *o, const char *bucket,
+                                                  const char *key);
 
 /* A copy source's x-amz-copy-source-if-* conditions @cond, judged as for a GET (so that an
  * if-modified-since is judged at all), a "not modified" being a failed precondition here:

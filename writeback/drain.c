@@ -87,6 +87,9 @@ struct drain {
     uint64_t uploaded_objects, uploaded_bytes, errors, cancelled;
     int64_t rate_t0_ms;
     uint64_t rate_b0, rate_bps;
+    drain_cleaned_f *cleaned; /* drain_on_cleaned() (mu) */
+    void *cleaned_cls;
+    unsigned cleaned_busy; /* its calls in flight (mu; done_cv when one ends) */
 };
 
 static int64_t now_ms(void)
@@ -242,6 +245,25 @@ static int upload_one(struct drain *dr, const char *bucket, const char *key, uin
     return 0;
 }
 
+/* Runs the drain_on_cleaned() hook for (@bucket, @key), counted so that the hook can be
+ * replaced (or removed at close) only once no call of it is in flight. */
+static void drain_tell_cleaned(struct drain *dr, const char *bucket, const char *key)
+{
+    pthread_mutex_lock(&dr->mu);
+    drain_cleaned_f *fn = dr->cleaned;
+    void *cls = dr->cleaned_cls;
+    if (fn)
+        dr->cleaned_busy++;
+    pthread_mutex_unlock(&dr->mu);
+    if (!fn)
+        return;
+    fn(cls, bucket, key);
+    pthread_mutex_lock(&dr->mu);
+    dr->cleaned_busy--;
+    pthread_cond_broadcast(&dr->done_cv);
+    pthread_mutex_unlock(&dr->mu);
+}
+
 static void *drainer(void *arg)
 {
     struct drain *dr = arg;
@@ -270,6 +292,7 @@ static void *drainer(void *arg)
             int crc = cache_journal_clean(dr->c, bucket, key, version, etag, mtime);
             if (crc != 0 && crc != -ESTALE)
                 log_err("drain: \"%s/%s\": marking clean: %s", bucket, key, s3c_strerror(crc));
+            drain_tell_cleaned(dr, bucket, key);
         }
 
         pthread_mutex_lock(&dr->mu);
@@ -454,6 +477,7 @@ int drain_close(struct drain *dr)
     for (unsigned i = 0; i < dr->nthreads; i++) {
         if (pthread_timedjoin_np(dr->threads[i], NULL, &until)) {
             log_warn("drain: uploads still in flight at exit: they start over at the next start");
+            drain_on_cleaned(dr, NULL, NULL); /* what the hook uses may go after this */
             return -EBUSY; /* threads still use the cache: it must stay allocated */
         }
     }
@@ -543,6 +567,16 @@ int drain_grow(struct drain *dr, uint64_t *held, uint64_t total)
     if (!rc)
         *held = total;
     return rc;
+}
+
+void drain_on_cleaned(struct drain *dr, drain_cleaned_f *fn, void *cls)
+{
+    pthread_mutex_lock(&dr->mu);
+    dr->cleaned = fn;
+    dr->cleaned_cls = cls;
+    while (dr->cleaned_busy) /* a call of the old hook may still use what it was given */
+        pthread_cond_wait(&dr->done_cv, &dr->mu);
+    pthread_mutex_unlock(&dr->mu);
 }
 
 void drain_hold(struct drain *dr, uint64_t bytes)

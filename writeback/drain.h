@@ -34,6 +34,14 @@ int drain_open(const struct conf *cf, struct cache *c, struct backend *be, struc
  * allocated (cache_close() leaves the cache to the exiting process). NULL: 0. */
 int drain_close(struct drain *dr);
 
+/* Runs @fn(@cls, bucket, key) on a drainer thread after each object the backend confirmed and
+ * the journal marked clean, before a flush waiting for it is answered (cluster mode: the
+ * other gateways forget a copy they may have taken from the backend before the drain, with a
+ * write notice bounded by --peer-timeout). One hook; NULL removes it. Returns once no call of
+ * the previous hook is in flight; drain_close() removes it when it leaves drainers running. */
+typedef void drain_cleaned_f(void *cls, const char *bucket, const char *key);
+void drain_on_cleaned(struct drain *dr, drain_cleaned_f *fn, void *cls);
+
 /* Reserves @bytes of the dirty limit for a write in progress: 0, -S3E_SLOW_DOWN (limit
  * reached: the client backs off and retries), -S3E_ENTITY_TOO_LARGE (more than the limit).
  * drain_unadmit() returns the reservation when the write ended either way. */
