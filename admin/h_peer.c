@@ -78,7 +78,12 @@ static void notice_job(struct req *rq)
             s->forgotten += n;
             continue;
         }
-        if (cache_invalidate(srv->cache, b, k) == 0)
+        /* a change already on the backend is newer than a dirty copy here (one taken while
+         * this gateway owned the key): that copy goes too, its drain cancelled, so it never
+         * overwrites the newer object; other changes leave dirty copies alone */
+        const struct json *st = json_get(c, "stored");
+        if ((st && st->b ? cache_forget(srv->cache, b, k) : cache_invalidate(srv->cache, b, k)) ==
+            0)
             s->forgotten++;
         /* the writer kept no copy: the owner fetches the new version back */
         if (w && w->b && srv->warm && !peer_route_key(srv->peer, b, k, owner))
@@ -96,16 +101,17 @@ static int notice_check(const struct json *d, const struct json **changes, char 
         return -S3E_INVALID_ARGUMENT;
     }
     for (size_t i = 0; i < ch->n; i++) {
-        const struct json *c = &ch->items[i], *w = json_get(c, "warm");
+        const struct json *c = &ch->items[i], *w = json_get(c, "warm"), *st = json_get(c, "stored");
         const char *b = c->type == JSON_OBJ ? json_get_str(c, "bucket") : NULL;
         char *k = NULL;
         int bad = !b || backend_check_bucket_name(b) || change_key(c, &k) ||
-                  (w && w->type != JSON_BOOL);
+                  (w && w->type != JSON_BOOL) || (st && st->type != JSON_BOOL);
         free(k);
         if (bad) {
             snprintf(msg, cap,
                      "change %zu: want a valid \"bucket\", an optional valid \"key\" "
-                     "(or \"key_hex\": its bytes in hex) and an optional boolean \"warm\"",
+                     "(or \"key_hex\": its bytes in hex) and optional booleans \"warm\" and "
+                     "\"stored\"",
                      i);
             return -S3E_INVALID_ARGUMENT;
         }

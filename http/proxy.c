@@ -140,8 +140,18 @@ static int h_proxy_end(struct req *rq)
     /* an owner that missed a notice and has not answered a resync since is not waited for */
     if (!ps->x && peer_behind(rq->srv->peer, ps->owner))
         return proxy_fallback(rq, ps, -ETIMEDOUT);
-    if (!ps->x && (rc = proxy_start(rq, ps)))
-        return rc == -S3E_INVALID_ARGUMENT ? respond_error(rq, rc) : proxy_fallback(rq, ps, rc);
+    if (!ps->x && (rc = proxy_start(rq, ps))) {
+        if (rc == -S3E_INVALID_ARGUMENT)
+            return respond_error(rq, rc);
+        /* over the proxied reads' limits: in write-back mode the owner may hold a version the
+         * backend has not got yet, so this gateway cannot answer for it: the client backs off */
+        if (rc == -EBUSY && rq->srv->cf->write_mode == CONF_WRITE_BACK)
+            return respond_error_msg(rq, -S3E_SLOW_DOWN,
+                                     "Too many reads of this client are waiting on the "
+                                     "gateway that owns their keys; read what was sent, then "
+                                     "retry");
+        return proxy_fallback(rq, ps, rc);
+    }
     rc = peer_stream_headers(ps->x, &rq->pwaiter);
     if (rc == -EAGAIN)
         return REQ_OK; /* suspended until the owner answers */

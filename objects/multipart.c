@@ -10,7 +10,20 @@
 #include "lib/arr.h"
 #include "multipart.h"
 #include "objects.h"
+#include "wb_mpu.h"
 #include "write_priv.h"
+
+/* The write mode of upload @upload_id of (@bucket, @key): the one it was created in. An upload
+ * staged here stays here (in cluster mode the ring may have moved the key meanwhile), any
+ * other is the key's write mode now (objects_write_for(): the backend's uploads, or a repeat
+ * of a Complete that ended here). */
+static const struct objects_write_ops *upload_ops(const struct objects *o, const char *bucket,
+                                                  const char *key, const char *upload_id)
+{
+    if (o->write == &write_back_ops && wb_mpu_here(o, upload_id))
+        return &write_back_ops;
+    return objects_write_for(o, bucket, key);
+}
 
 int multipart_create(struct objects *o, const char *bucket, const char *key,
                      const struct be_meta *meta, char upload_id[BE_UPLOAD_ID_MAX])
@@ -22,7 +35,8 @@ int multipart_part_target(struct objects *o, const char *bucket, const char *key
                           const char *upload_id, unsigned number, uint64_t size, int *fd,
                           uint64_t *off)
 {
-    return objects_write_for(o, bucket, key)->mp_part_target(o, bucket, key, upload_id, number, size, fd, off);
+    return upload_ops(o, bucket, key, upload_id)
+        ->mp_part_target(o, bucket, key, upload_id, number, size, fd, off);
 }
 
 int multipart_put_part(struct objects *o, const char *bucket, const char *key,
@@ -30,8 +44,8 @@ int multipart_put_part(struct objects *o, const char *bucket, const char *key,
                        uint64_t *space, const struct be_part *part, int *staged_taken)
 {
     *staged_taken = 0;
-    return objects_write_for(o, bucket, key)->mp_put_part(o, bucket, key, upload_id, fd, staged, inplace, space, part,
-                                 staged_taken);
+    return upload_ops(o, bucket, key, upload_id)
+        ->mp_put_part(o, bucket, key, upload_id, fd, staged, inplace, space, part, staged_taken);
 }
 
 int multipart_copy_part(struct objects *o, const char *bucket, const char *key,
@@ -39,28 +53,31 @@ int multipart_copy_part(struct objects *o, const char *bucket, const char *key,
                         const char *src_key, int has_range, uint64_t src_off, uint64_t src_len,
                         const struct cond_hdrs *cond, struct be_part *out)
 {
-    return objects_write_for(o, bucket, key)->mp_copy_part(o, bucket, key, upload_id, number, src_bucket, src_key,
-                                  has_range, src_off, src_len, cond, out);
+    return upload_ops(o, bucket, key, upload_id)
+        ->mp_copy_part(o, bucket, key, upload_id, number, src_bucket, src_key, has_range,
+                       src_off, src_len, cond, out);
 }
 
 int multipart_complete(struct objects *o, const char *bucket, const char *key,
                        const char *upload_id, const struct be_part *parts, size_t n,
                        struct be_meta *out)
 {
-    return objects_write_for(o, bucket, key)->mp_complete(o, bucket, key, upload_id, parts, n, out);
+    return upload_ops(o, bucket, key, upload_id)
+        ->mp_complete(o, bucket, key, upload_id, parts, n, out);
 }
 
 int multipart_abort(struct objects *o, const char *bucket, const char *key,
                     const char *upload_id)
 {
-    return objects_write_for(o, bucket, key)->mp_abort(o, bucket, key, upload_id);
+    return upload_ops(o, bucket, key, upload_id)->mp_abort(o, bucket, key, upload_id);
 }
 
 int multipart_list_parts(struct objects *o, const char *bucket, const char *key,
                          const char *upload_id, unsigned marker, unsigned max,
                          struct be_part **out, size_t *n, int *truncated)
 {
-    return objects_write_for(o, bucket, key)->mp_list_parts(o, bucket, key, upload_id, marker, max, out, n, truncated);
+    return upload_ops(o, bucket, key, upload_id)
+        ->mp_list_parts(o, bucket, key, upload_id, marker, max, out, n, truncated);
 }
 
 void multipart_uploads_free(struct multipart_uploads *u)

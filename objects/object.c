@@ -19,14 +19,16 @@ int object_put(struct objects *o, const char *bucket, const char *key, int fd,
     *staged_taken = 0;
     if (fsync(fd) != 0)
         return -errno;
-    return objects_write_for(o, bucket, key)->put(o, bucket, key, fd, staged, space, meta, staged_taken);
+    return objects_write_for(o, bucket, key)
+        ->put(o, bucket, key, fd, staged, space, meta, staged_taken);
 }
 
 int object_copy(struct objects *o, const char *src_bucket, const char *src_key,
                 const char *bucket, const char *key, const struct be_meta *replace,
                 const struct cond_hdrs *cond, struct be_meta *out)
 {
-    return objects_write_for(o, bucket, key)->copy(o, src_bucket, src_key, bucket, key, replace, cond, out);
+    return objects_write_for(o, bucket, key)
+        ->copy(o, src_bucket, src_key, bucket, key, replace, cond, out);
 }
 
 int object_delete(struct objects *o, const char *bucket, const char *key)
@@ -41,7 +43,7 @@ int object_delete(struct objects *o, const char *bucket, const char *key)
         cache_invalidate(o->cache, bucket, key); /* a dirty copy stays: it was not deleted */
     drain_write_end(o->dr, bucket, key);
     if (!rc)
-        objects_changed(o, bucket, key, 0);
+        objects_changed(o, bucket, key, OBJECTS_CH_STORED);
     return rc;
 }
 

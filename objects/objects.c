@@ -130,7 +130,7 @@ static void objects_tell_wait(const struct objects *o, const struct objects_chan
 
 /* Appends a copy of the change to @nt. 0 or -ENOMEM (@nt unchanged). */
 static int objects_notice_add(struct objects_notice *nt, const char *bucket, const char *key,
-                              int rewarm)
+                              int how)
 {
     if (nt->n == nt->cap) {
         size_t cap = nt->cap ? 2 * nt->cap : 8;
@@ -143,7 +143,8 @@ static int objects_notice_add(struct objects_notice *nt, const char *bucket, con
     struct objects_change *c = &nt->ch[nt->n];
     c->bucket = strdup(bucket);
     c->key = key ? strdup(key) : NULL;
-    c->rewarm = rewarm;
+    c->rewarm = !!(how & OBJECTS_CH_REWARM);
+    c->stored = !!(how & OBJECTS_CH_STORED);
     if (!c->bucket || (key && !c->key)) {
         free(c->bucket);
         free(c->key);
@@ -153,14 +154,15 @@ static int objects_notice_add(struct objects_notice *nt, const char *bucket, con
     return 0;
 }
 
-void objects_changed(const struct objects *o, const char *bucket, const char *key, int rewarm)
+void objects_changed(const struct objects *o, const char *bucket, const char *key, int how)
 {
     if (!o->peer.notify)
         return;
-    if (objects_cur && !objects_notice_add(objects_cur, bucket, key, rewarm))
+    if (objects_cur && !objects_notice_add(objects_cur, bucket, key, how))
         return;
     /* no notice is open (or it cannot grow): this one is told now, and waited for */
-    struct objects_change one = {(char *)bucket, (char *)key, rewarm};
+    struct objects_change one = {(char *)bucket, (char *)key, !!(how & OBJECTS_CH_REWARM),
+                                 !!(how & OBJECTS_CH_STORED)};
     objects_tell_wait(o, &one, 1);
 }
 

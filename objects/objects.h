@@ -22,11 +22,15 @@ struct warm;
 
 /* One change the other gateways must hear of: (@bucket, @key) written or deleted (@key NULL:
  * the bucket deleted); @rewarm: the key's owner fetches the new version back (the gateway
- * that wrote it did not keep it). */
+ * that wrote it did not keep it); @stored: the change is on the backend (a write-through
+ * write, a delete), newer than any dirty copy another gateway may hold, which it drops;
+ * without it (a write-back write, a drain) the others drop only clean copies. */
 struct objects_change {
     char *bucket, *key;
-    int rewarm;
+    int rewarm, stored;
 };
+#define OBJECTS_CH_REWARM 1 /* objects_changed() @how: the change's rewarm */
+#define OBJECTS_CH_STORED 2 /* ... and its stored */
 
 /* The changes one request made, told to the cluster in one notice once it is done (a
  * DeleteObjects of 1,000 keys is one notice to each gateway, not 1,000 waits). */
@@ -94,7 +98,7 @@ int objects_keep(const struct objects *o, const char *bucket, const char *key);
 /* The write path's notice of a change (nothing outside cluster mode): collected into this
  * thread's notice between objects_notice_begin() and _end(), else told at once, the caller
  * waiting (bounded by the peer timeout) before its client is answered. */
-void objects_changed(const struct objects *o, const char *bucket, const char *key, int rewarm);
+void objects_changed(const struct objects *o, const char *bucket, const char *key, int how);
 /* Whether a large body staged for a write may be written around the page cache: the write
  * does not read it back at once (write-back: the drainer uploads it later), where write-through
  * sends it to the backend right away, from memory. Non-blocking. */

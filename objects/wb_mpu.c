@@ -59,6 +59,13 @@ static int upload_dir(const struct objects *o, const char *id, char out[4096])
     return 0;
 }
 
+int wb_mpu_here(const struct objects *o, const char *upload_id)
+{
+    char dir[4096];
+    struct stat st;
+    return upload_dir(o, upload_id, dir) == 0 && stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static int fsync_path(const char *p, int dir)
 {
     int fd = open(p, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);

@@ -32,6 +32,8 @@ int wb_mpu_part_done_inplace(struct objects *o, const char *bucket, const char *
 int wb_mpu_list_parts(struct objects *o, const char *bucket, const char *key,
                       const char *upload_id, unsigned marker, unsigned max,
                       struct be_part **out, size_t *n, int *truncated);
+/* 1 when @upload_id is an upload staged here (its directory exists), else 0. */
+int wb_mpu_here(const struct objects *o, const char *upload_id);
 int wb_mpu_list_uploads(struct objects *o, const char *bucket, const char *prefix,
                         const char *key_marker, const char *id_marker, unsigned max,
                         struct be_upload **out, size_t *n, int *truncated);

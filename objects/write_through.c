@@ -61,7 +61,7 @@ static int write_through_put(struct objects *o, const char *bucket, const char *
         cache_forget(o->cache, bucket, key); /* cluster mode: the owner caches it */
     }
     drain_write_end(o->dr, bucket, key);
-    objects_changed(o, bucket, key, !keep);
+    objects_changed(o, bucket, key, OBJECTS_CH_STORED | (keep ? 0 : OBJECTS_CH_REWARM));
     return 0;
 }
 
@@ -82,7 +82,7 @@ static int write_through_made(struct objects *o, const char *bucket, const char 
     if (rc)
         return rc;
     int keep = objects_keep(o, bucket, key);
-    objects_changed(o, bucket, key, !keep && size);
+    objects_changed(o, bucket, key, OBJECTS_CH_STORED | (!keep && size ? OBJECTS_CH_REWARM : 0));
     if (size && o->warm && keep)
         (void)warm_object(o->warm, bucket, key);
     return 0;

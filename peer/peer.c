@@ -372,9 +372,9 @@ static void peer_notice_one(void *cls, struct peer_xfer *x)
     peer_notice_put(nt);
 }
 
-/* {"changes":[{"bucket":B,"key":K,"key_hex":H,"warm":true},{"bucket":B},...]} into @b. A key
- * is any bytes but NUL, JSON strings are UTF-8: "key_hex" carries it whole (the receiver reads
- * it; "key" is for people, and for an older peer). */
+/* {"changes":[{"bucket":B,"key":K,"key_hex":H,"warm":true,"stored":true},{"bucket":B},...]}
+ * into @b. A key is any bytes but NUL, JSON strings are UTF-8: "key_hex" carries it whole (the
+ * receiver reads it; "key" is for people, and for an older peer). */
 static int peer_notice_body(struct buf *b, const struct objects_change *ch, size_t n)
 {
     int rc = buf_puts(b, "{\"changes\":[");
@@ -385,6 +385,8 @@ static int peer_notice_body(struct buf *b, const struct objects_change *ch, size
                  buf_puts(b, ",\"key_hex\":") || buf_json_hex(b, ch[i].key);
         if (!rc && ch[i].key && ch[i].rewarm)
             rc = buf_puts(b, ",\"warm\":true");
+        if (!rc && ch[i].key && ch[i].stored)
+            rc = buf_puts(b, ",\"stored\":true");
         if (!rc)
             rc = buf_puts(b, "}");
     }

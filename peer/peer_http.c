@@ -845,6 +845,10 @@ void peer_http_free(struct peer_http *ph)
     }
     if (ph->multi)
         curl_multi_cleanup(ph->multi);
+    /* streams still referenced outlive @ph: their release must not reach back into it */
+    for (struct peer_xfer *x = ph->streams; x; x = x->snext)
+        x->s_counted = 0;
+    ph->streams = NULL;
     pthread_mutex_destroy(&ph->mu);
     free(ph->self);
     if (ph->secret)

@@ -406,7 +406,7 @@ struct fake_cluster {
     int notices;
     size_t changes;
     char keys[8][32];
-    int rewarm[8];
+    int rewarm[8], stored[8];
 };
 
 static int fake_keep(void *cls, const char *bucket, const char *key)
@@ -424,6 +424,7 @@ static int fake_notify(void *cls, const struct objects_change *ch, size_t n,
             snprintf(fc->keys[fc->changes], sizeof(fc->keys[0]), "%s/%s", ch[i].bucket,
                      ch[i].key ? ch[i].key : "*");
             fc->rewarm[fc->changes] = ch[i].rewarm;
+            fc->stored[fc->changes] = ch[i].stored;
         }
     done(done_cls);
     return 1;
@@ -463,6 +464,9 @@ static void test_object_notice_batched(void **state)
     assert_string_equal(fc.keys[2], "bkt/b");
     assert_string_equal(fc.keys[3], "bkt/not-mine");
     assert_int_equal(fc.rewarm[3], 1); /* not kept here: its owner fetches it back */
+    /* each change is on the backend (write-through, deletes): older dirty copies elsewhere go */
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(fc.stored[i], 1);
     /* an empty notice is not sent */
     objects_notice_begin(&nt);
     objects_notice_end(&nt);
