@@ -13,14 +13,19 @@ docs recommend for immutable data sets), --peer-timeout 2s.
     (source address 127.0.0.2), that are never read. Meanwhile another client's proxied read
     through A answers at once with the right bytes, a PUT through A (its write notice to B) is
     answered within about one --peer-timeout, A holds at most 16 proxied reads for that
-    client (the rest are served by A itself: `proxy_limited`), and A's memory stays bounded.
+    client (the rest are counted in `proxy_limited` and, write-back, answered 503 SlowDown
+    rather than from the backend), and A's memory stays bounded.
     Before the fix: the 64 reads took every connection to B, the other read waited 20 s and
     the notice queued behind them.
   - write-back in a cluster (item 4): objects cached on their owners, then overwritten through
     each gateway (PUT, and a multipart upload through the gateway that does not own the key):
     every read through both gateways gets the new bytes at once; after POST /_/flush (200) the
-    origin holds the new bytes and the reads still get them. Before the fix: the owner served
-    the backend's old object while the new one was dirty on the gateway that took the write.
+    origin holds the new bytes and the reads still get them, and A told B of each object it
+    drained. Before the fix: the owner served the backend's old object while the new one was
+    dirty on the gateway that took the write.
+  - a key dirty on its owner B (B's drain held in the relay), then written through A: the
+    newer write is read through both gateways and is what the origin holds after B's flush
+    (B dropped its older dirty copy and cancelled its drain).
 """
 import json
 import os
@@ -271,6 +276,20 @@ def stalled_readers():
                          "proxied reads of 1 MiB each, the rest within --fill-memory)"
                          % (grown, STALLERS))
         E.eq("B is not counted behind (it was told of the PUT)", cluster(A)["peers_behind"], 0)
+        # write-back: B may hold a version the backend has not got, so A does not answer a
+        # read over the limits from the backend: 503 SlowDown (the last ones opened)
+        socks[-1].settimeout(20)
+        head = b""
+        try:
+            while b"\r\n\r\n" not in head and len(head) < 65536:
+                chunk = socks[-1].recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+        except OSError:
+            pass
+        E.eq("a read over the limits (write-back): status line", head.split(b"\r\n")[0][:12],
+             b"HTTP/1.1 503")
     finally:
         for s in socks:
             s.close()
@@ -307,6 +326,7 @@ def write_back_cluster():
         for n, g in GW.items():
             read_ok("%s cached, read through %s" % (k, n), g, k, old[k])
     clients = {"A": A.boto3(read_timeout=60), "B": B.boto3(read_timeout=60)}
+    sent_before = cluster(A)["invalidations_sent"]
     for name, keys in (("A", wa), ("B", wb)):
         for k in keys:
             clients[name].put_object(Bucket=BKT, Key=k, Body=new[k])
@@ -329,6 +349,12 @@ def write_back_cluster():
                     % (k, "A" if own[k] == NAME_A else "B", n), g, k, new[k])
     st, body = admin(A, "POST", "/_/flush")
     E.eq("POST /_/flush through A: status (%s)" % body[:200], st, 200)
+    # A's writes were one notice each (8 PUTs, 1 CompleteMultipartUpload); each of the 4 it
+    # kept dirty (its own keys) is told again once drained, before the flush answers
+    drained_notices = cluster(A)["invalidations_sent"] - sent_before - (len(wa) + 1)
+    if drained_notices < 4:
+        raise E.Fail("A told B of %d drains (want >= 4: every object it drained)"
+                     % drained_notices)
     for k in wa + wb + [mk]:
         E.same_bytes("%s on the origin after the flush" % k, origin_bytes(k), new[k])
         for n, g in GW.items():
@@ -337,6 +363,33 @@ def write_back_cluster():
 
 t.check("write-back in a cluster: every read through every gateway gets the new bytes, "
         "before and after the drain", write_back_cluster)
+
+
+def dirty_then_written_elsewhere():
+    # B owns k and holds it dirty (its drain's answer held in the relay); then k is written
+    # through A, which does not own it: written through to the origin, B told. B's older
+    # dirty copy must go (and its drain with it), or B serves it and may upload it over the
+    # newer object.
+    for i, k in enumerate(b_keys[70:73]):
+        v_b, v_a = b"written through B %d " % i * 300, b"then through A %d " % i * 200
+        relay_b.hold_after(0)
+        try:
+            B.boto3(read_timeout=60).put_object(Bucket=BKT, Key=k, Body=v_b)
+            A.boto3(read_timeout=60).put_object(Bucket=BKT, Key=k, Body=v_a)
+        finally:
+            relay_b.release()
+        for n, g in GW.items():
+            read_ok("round %d: %s, dirty on B then written through A, read through %s"
+                    % (i, k, n), g, k, v_a)
+        st, body = admin(B, "POST", "/_/flush")
+        E.eq("round %d: POST /_/flush through B: status" % i, st, 200)
+        E.same_bytes("round %d: %s on the origin after the flush" % (i, k), origin_bytes(k), v_a)
+        for n, g in GW.items():
+            read_ok("round %d: %s after the flush, through %s" % (i, k, n), g, k, v_a)
+
+
+t.check("a dirty copy on the owner, then a write of the key through the other gateway: the "
+        "newer write wins everywhere", dirty_then_written_elsewhere)
 
 for g in (A, B):
     g.stop()
