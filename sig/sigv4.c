@@ -61,8 +61,9 @@ int sigv4_hmac_hex(const uint8_t key[32], const void *msg, size_t len, char out[
     return rc;
 }
 
-int sigv4_signing_key(const char *secret, const char *yyyymmdd, const char *region,
-                      const char *service, uint8_t out[32])
+/* The derivation of a signing key: four HMACs. */
+static int signing_key_derive(const char *secret, const char *yyyymmdd, const char *region,
+                              const char *service, uint8_t out[32])
 {
     size_t sl = strlen(secret);
     char *k = malloc(sl + 5);
@@ -86,6 +87,46 @@ int sigv4_signing_key(const char *secret, const char *yyyymmdd, const char *regi
         memset(out, 0, 32);
     OPENSSL_cleanse(a, sizeof(a));
     OPENSSL_cleanse(b, sizeof(b));
+    return rc;
+}
+
+/* Signing keys derived on this thread, by (secret, date, region, service): a key is the same
+ * for every request of its day and scope, so the four HMACs are done once a day per key and
+ * thread rather than per request. Keyed by the secret itself, so a secret changed by a reload
+ * never finds the old key. Per thread: no lock on the request path. */
+#define SIGNING_KEYS 8
+struct signing_key_slot {
+    char secret[SIGV4_SECRET_CACHE_MAX];
+    char date[9], region[64], service[16];
+    uint8_t key[32];
+};
+static __thread struct signing_key_slot signing_keys[SIGNING_KEYS];
+static __thread unsigned signing_keys_next;
+
+int sigv4_signing_key(const char *secret, const char *yyyymmdd, const char *region,
+                      const char *service, uint8_t out[32])
+{
+    int cacheable = strlen(secret) < sizeof(signing_keys[0].secret) && strlen(yyyymmdd) == 8 &&
+                    strlen(region) < sizeof(signing_keys[0].region) &&
+                    strlen(service) < sizeof(signing_keys[0].service);
+    for (unsigned i = 0; cacheable && i < SIGNING_KEYS; i++) {
+        const struct signing_key_slot *s = &signing_keys[i];
+        if (s->date[0] && !strcmp(s->date, yyyymmdd) && !strcmp(s->region, region) &&
+            !strcmp(s->service, service) && !strcmp(s->secret, secret)) {
+            memcpy(out, s->key, 32);
+            return 0;
+        }
+    }
+    int rc = signing_key_derive(secret, yyyymmdd, region, service, out);
+    if (!rc && cacheable) {
+        struct signing_key_slot *s = &signing_keys[signing_keys_next++ % SIGNING_KEYS];
+        OPENSSL_cleanse(s, sizeof(*s));
+        snprintf(s->secret, sizeof(s->secret), "%s", secret); /* lengths checked above */
+        snprintf(s->date, sizeof(s->date), "%s", yyyymmdd);
+        snprintf(s->region, sizeof(s->region), "%s", region);
+        snprintf(s->service, sizeof(s->service), "%s", service);
+        memcpy(s->key, out, 32);
+    }
     return rc;
 }
 

@@ -93,6 +93,10 @@ int sigv4_sign(const struct sigv4_input *in, const char *access_key, const char 
 
 /* Building blocks, exposed for the chunk decoder, the signer and the unit tests. Each returns
  * 0, or -ENOMEM when OpenSSL cannot allocate (then @out is zeroed / the empty string). */
+/* The signing key of @secret for a day and scope: derived once per thread and (secret, day,
+ * region, service), from a small per-thread cache after that (secrets shorter than
+ * SIGV4_SECRET_CACHE_MAX; longer ones are derived every time). 0 or -ENOMEM/-EIO. */
+#define SIGV4_SECRET_CACHE_MAX 128
 int sigv4_signing_key(const char *secret, const char *yyyymmdd, const char *region,
                       const char *service, uint8_t out[32]);
 int sigv4_hmac_hex(const uint8_t key[32], const void *msg, size_t len, char out[65]);

@@ -141,6 +141,41 @@ static const struct suite_case suite[] = {
      "d3875051da38690788ef43de4db0d8f280229d82040bfac253562e56c3f20e0b"},
 };
 
+/* The per-thread signing-key cache gives what the derivation gives, and never an old key for
+ * a secret that changed (a credentials reload), another day or another scope. AWS's documented
+ * example key (SigV4 "derive signing key" example, 20150830/us-east-1/iam). */
+static void test_sigv4_signing_key_cache(void **state)
+{
+    UNUSED(state);
+    static const char want[] = "c4afb1cc5771d871763a393e44b703571b55cc28424d1a5e86da6ed3c154a4b9";
+    uint8_t k1[32], k2[32];
+    char hex[65];
+    for (int round = 0; round < 3; round++) { /* derived, then cached: the same bytes */
+        assert_int_equal(sigv4_signing_key(SUITE_SK, "20150830", "us-east-1", "iam", k1), 0);
+        for (int i = 0; i < 32; i++)
+            snprintf(hex + 2 * i, 3, "%02x", k1[i]);
+        assert_string_equal(hex, want);
+    }
+    char other[64];
+    snprintf(other, sizeof(other), "%s", SUITE_SK);
+    other[0] ^= 1; /* the secret changed: another key, not the cached one */
+    assert_int_equal(sigv4_signing_key(other, "20150830", "us-east-1", "iam", k2), 0);
+    assert_memory_not_equal(k1, k2, 32);
+    assert_int_equal(sigv4_signing_key(SUITE_SK, "20150831", "us-east-1", "iam", k2), 0);
+    assert_memory_not_equal(k1, k2, 32);
+    assert_int_equal(sigv4_signing_key(SUITE_SK, "20150830", "us-west-2", "iam", k2), 0);
+    assert_memory_not_equal(k1, k2, 32);
+    assert_int_equal(sigv4_signing_key(SUITE_SK, "20150830", "us-east-1", "s3", k2), 0);
+    assert_memory_not_equal(k1, k2, 32);
+    for (int i = 0; i < 20; i++) { /* more scopes than slots: still right after eviction */
+        char region[16];
+        snprintf(region, sizeof(region), "r-%d", i);
+        assert_int_equal(sigv4_signing_key(SUITE_SK, "20150830", region, "iam", k2), 0);
+    }
+    assert_int_equal(sigv4_signing_key(SUITE_SK, "20150830", "us-east-1", "iam", k2), 0);
+    assert_memory_equal(k1, k2, 32);
+}
+
 static void test_sigv4_suite_building_blocks(void **state)
 {
     UNUSED(state);
@@ -984,6 +1019,7 @@ static void test_sigv4_hash_helpers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sigv4_signing_key_cache),
         cmocka_unit_test(test_sigv4_suite_building_blocks),
         cmocka_unit_test(test_sigv4_suite_sign),
         cmocka_unit_test(test_sigv4_suite_verify),
