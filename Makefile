@@ -208,6 +208,7 @@ test-asan: deps-test
 bench: deps-test
 	@$(MAKE) --no-print-directory all $(BUILD)/index-fill $(BUILD)/throttle $(BUILD)/delayline
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/run.sh
+	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/hits.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached INDEX_FILL_BIN=$(CURDIR)/$(BUILD)/index-fill bench/startup.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/checkpoint.sh
 	@S3CACHED_BIN=$(CURDIR)/$(BUILD)/s3cached bench/ckpt_ranks.sh
