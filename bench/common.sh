@@ -3,11 +3,25 @@
 #   field LABEL KEY  KEY's value on the line LABEL of $RESULTS ("LABEL<TAB>k=v k=v ..."; a
 #                    trailing % dropped)
 #   ratio A B        A / B to two decimals, n/a when either is missing or B is 0
+#   shared_bench NAME the reference scripts (../shared/bench beside the repo, or
+#                    $SHARED_BENCH) in SB, their lib.sh sourced; where they are missing, says
+#                    so as NAME and exits 0 (a skip: nothing to compare against)
 
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 field() {
     awk -F'\t' -v l="$1" -v k="$2" '$1 == l { n = split($2, f, " "); for (i = 1; i <= n; i++) { split(f[i], kv, "="); if (kv[1] == k) v = kv[2] } } END { sub(/%$/, "", v); print v }' "$RESULTS"
+}
+
+shared_bench() {
+    local repo
+    repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    SB=$(cd "${SHARED_BENCH:-$repo/../shared/bench}" 2>/dev/null && pwd) || SB=
+    if [[ -z $SB || ! -x $SB/http-large || ! -x $SB/http-small ]]; then
+        echo "$1: reference scripts not found at ${SHARED_BENCH:-$repo/../shared/bench}; nothing to compare against. Skipping."
+        exit 0
+    fi
+    . "$SB/lib.sh"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }

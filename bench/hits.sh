@@ -15,12 +15,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-SB=$(cd "$repo/../shared/bench" 2>/dev/null && pwd) || SB=
-if [[ -z $SB || ! -x $SB/http-large ]]; then
-    echo "bench: reference scripts not found at $repo/../shared/bench; skipping"
-    exit 0
-fi
-. "$SB/lib.sh"
+shared_bench bench/hits.sh
 BIN=${S3CACHED_BIN:-$repo/build/s3cached}
 BIN_B=${S3CACHED_BIN_B:-}
 for t in nginx wrk curl python3; do
@@ -73,7 +68,8 @@ result() {
     printf '%-26s %s\n' "$label" "${line#RESULT }" >&2
     echo "${line#RESULT }"
 }
-field() { sed -nE "s/.*(^| )$1=([0-9.]+).*/\2/p" <<<"$2"; }
+# kv KEY LINE: KEY's value in a RESULT line
+kv() { sed -nE "s/.*(^| )$1=([0-9.]+).*/\2/p" <<<"$2"; }
 
 echo "== dataset ($STORE/$BUCKET): 16 x 64 MiB, 2000 x 112 KiB"
 DIR=$STORE/$BUCKET/large N=16 SIZE=64M "$SB/make-dataset" >/dev/null
@@ -137,22 +133,21 @@ for ((r = 1; r <= ROUNDS; r++)); do
             drop
             line=$(result "large-c$c-$n" http-large BASE_URL="${URL[$n]}/large" LIST="$LARGE" \
                 CONCURRENCY=$c TOOL=curl SERVER_PID="${PID[$n]}")
-            R[large-c$c-$n-$r]=$(field GBps "$line")
+            R[large-c$c-$n-$r]=$(kv GBps "$line")
         done
     done
     for n in nginx "${names[@]}"; do
         line=$(result "small-c64-$n" http-small BASE_URL="${URL[$n]}/small" LIST="$SMALL" \
             CONNECTIONS=64 SERVER_PID="${PID[$n]}")
-        R[small-$n-$r]=$(field rps "$line")
+        R[small-$n-$r]=$(kv rps "$line")
     done
     line=$(result "small-c64-signed" http-small BASE_URL="${URL[signed]}/small" \
         LIST="$SIGNED_LIST" CONNECTIONS=64 SERVER_PID="${PID[signed]}")
-    R[small-signed-$r]=$(field rps "$line")
+    R[small-signed-$r]=$(kv rps "$line")
 done
 
 echo "== summary (ratios = s3cached / nginx, same round; median of $ROUNDS)"
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "") printf "%.2f", a / b; else print "-" }'; }
-median() { tr ' ' '\n' | grep -v '^-*$' | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
+median() { tr ' ' '\n' | grep -v '^n/a$' | grep . | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
 row() { # LABEL KEY SERVER
     local rs=() r
     for ((r = 1; r <= ROUNDS; r++)); do rs+=("$(ratio "${R[$2-$3-$r]:-}" "${R[$2-nginx-$r]:-}")"); done

@@ -15,12 +15,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-SB=$(cd "$repo/../shared/bench" 2>/dev/null && pwd) || SB=
-if [[ -z $SB || ! -x $SB/http-large ]]; then
-    echo "bench: reference scripts not found at $repo/../shared/bench; nothing to compare against. Skipping."
-    exit 0
-fi
-. "$SB/lib.sh"
+shared_bench bench
 BIN=${S3CACHED_BIN:-$repo/build/s3cached}
 [[ -x $BIN ]] || { echo "bench: no executable at $BIN (run make)"; exit 1; }
 for t in nginx wrk curl; do

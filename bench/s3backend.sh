@@ -22,12 +22,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-SB=$(cd "$repo/../shared/bench" 2>/dev/null && pwd) || SB=
-if [[ -z $SB || ! -x $SB/http-large ]]; then
-    echo "s3backend: reference scripts not found at $repo/../shared/bench. Skipping."
-    exit 0
-fi
-. "$SB/lib.sh"
+shared_bench s3backend
 BIN=${S3CACHED_BIN:-$repo/build/s3cached}
 [[ -x $BIN ]] || { echo "s3backend: no executable at $BIN (run make)"; exit 1; }
 for t in nginx curl; do

@@ -24,12 +24,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-SB=$(cd "${SHARED_BENCH:-$repo/../shared/bench}" 2>/dev/null && pwd) || SB=
-if [[ -z $SB || ! -x $SB/http-small ]]; then
-    echo "bench/shards.sh: reference scripts not found at $repo/../shared/bench. Skipping."
-    exit 0
-fi
-. "$SB/lib.sh"
+shared_bench bench/shards.sh
 BIN=${S3CACHED_BIN:-$repo/build/s3cached}
 [[ -x $BIN ]] || { echo "bench/shards.sh: no executable at $BIN (run make)"; exit 1; }
 for t in nginx wrk curl; do
