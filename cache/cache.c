@@ -83,6 +83,7 @@ int cache_open(const struct conf *cf, struct backend *be, struct workq *wq, stru
     pthread_mutex_init(&c->evict_mu, NULL);
     pthread_mutex_init(&c->record_mu, NULL);
     pthread_cond_init(&c->jobs_cv, NULL);
+    pthread_cond_init(&c->index_cv, NULL);
     pthread_cond_init(&c->journal_cv, NULL);
     if ((rc = policy_new(cf->keep_prefix, cf->lru_prefix, cf->keep_auto, cf->keep_idle,
                          s3c_real_ns(), &c->pol, em))) {
@@ -140,6 +141,7 @@ fail:
     pthread_mutex_destroy(&c->evict_mu);
     pthread_mutex_destroy(&c->record_mu);
     pthread_cond_destroy(&c->jobs_cv);
+    pthread_cond_destroy(&c->index_cv);
     pthread_cond_destroy(&c->journal_cv);
     free(c->touch);
     free(c);
@@ -219,6 +221,7 @@ void cache_close(struct cache *c)
     pthread_mutex_destroy(&c->evict_mu);
     pthread_mutex_destroy(&c->record_mu);
     pthread_cond_destroy(&c->jobs_cv);
+    pthread_cond_destroy(&c->index_cv);
     pthread_cond_destroy(&c->journal_cv);
     free(c->touch);
     c->magic = 0;
@@ -450,6 +453,9 @@ static int adopt(struct cache *c, const char *bucket, const char *key, const cha
     struct ckey *ck = cache_key_get_locked(c, bucket, key, &k);
     if (ck) {
         cache_key_load_locked(c, ck);
+        while (ck->indexing) /* a lookup writing its record: ours goes after it */
+            pthread_cond_wait(&c->index_cv, &c->mu);
+        ck->indexing = 1;
         ck->gen++; /* lookups in flight must not install what they found */
     }
     pthread_mutex_unlock(&c->mu);
@@ -519,6 +525,9 @@ static int adopt(struct cache *c, const char *bucket, const char *key, const cha
         ck->cur = v;
     }
     ck->loaded = v != NULL;
+    ck->gen++; /* a lookup that began before this version was in place found no version */
+    ck->indexing = 0;
+    pthread_cond_broadcast(&c->index_cv);
     pthread_mutex_unlock(&c->mu);
     if (dirty)
         journal_note(c, bucket, key, e.version, e.size);
@@ -538,6 +547,10 @@ out:
     index_entry_clear(&e);
     free(name);
     pthread_mutex_lock(&c->mu);
+    if (ck->indexing) { /* ended early (no room, no memory, an index error) */
+        ck->indexing = 0;
+        pthread_cond_broadcast(&c->index_cv);
+    }
     cache_key_put_locked(c, ck);
     pthread_mutex_unlock(&c->mu);
     cache_unlinks_run(c);

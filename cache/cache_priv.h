@@ -50,6 +50,10 @@ struct ckey {
     struct cver *cur; /* the version new readers get; holds a ref */
     uint64_t gen;     /* bumped by every replace/invalidate/evict */
     int lookup_running;
+    /* a new version's record is being written to the index (adopt() or a lookup's
+     * version_create()): the other waits (c->index_cv), so that neither's index_put()
+     * replaces the record the other just wrote and unlinks its data file */
+    int indexing;
     int64_t lookup_started_ns;    /* CLOCK_REALTIME when the running lookup asked the backend */
     uint64_t lookup_seq;          /* last lookup started */
     uint64_t lookup_done;         /* last lookup finished */
@@ -223,6 +227,7 @@ struct cache {
 
     pthread_mutex_t mu;
     pthread_cond_t jobs_cv;
+    pthread_cond_t index_cv; /* a key's indexing ended (ckey.indexing) */
     unsigned njobs;
     int closing;
     struct ckey *keys[CACHE_KEY_BUCKETS];

@@ -68,10 +68,12 @@ static void lookup_finish_locked(struct cache *c, struct ckey *ck, uint64_t seq,
     cache_wake_locked(&ck->waiters);
 }
 
-/* Indexes a new version of @ck with metadata @m (no blocks yet). 0 and *@out (one ref), or
- * an error. No lock held. */
+/* Indexes a new version of @ck with metadata @m (no blocks yet), unless @ck changed since
+ * generation @gen (an upload adopted meanwhile: -ESTALE, nothing written). Its record is
+ * written in @ck's indexing turn, never beside an adopt()'s. 0 and *@out (one ref), or an
+ * error. No lock held. */
 static int version_create(struct cache *c, struct ckey *ck, const struct be_meta *m, uint32_t flags,
-                          int64_t validated_ns, struct cver **out)
+                          int64_t validated_ns, uint64_t gen, struct cver **out)
 {
     struct index_entry e;
     memset(&e, 0, sizeof(e));
@@ -89,11 +91,20 @@ static int version_create(struct cache *c, struct ckey *ck, const struct be_meta
             return -ENOMEM;
     }
     pthread_mutex_lock(&c->mu);
+    /* an adopt() of this key writes its record: wait for it, then ours is not wanted */
+    while (ck->indexing)
+        pthread_cond_wait(&c->index_cv, &c->mu);
+    if (ck->gen != gen || ck->cur) {
+        pthread_mutex_unlock(&c->mu);
+        index_entry_clear(&e);
+        return -ESTALE;
+    }
     struct cver *v = cache_ver_new(ck, e.version, m, e.block_size);
     if (v) {
         v->validated_ns = e.validated_ns;
         v->flags = flags;
         v->first_fetch_owned = 1;
+        ck->indexing = 1;
     }
     pthread_mutex_unlock(&c->mu);
     if (!v) {
@@ -121,6 +132,8 @@ static int version_create(struct cache *c, struct ckey *ck, const struct be_meta
     free(name);
     index_entry_clear(&e);
     pthread_mutex_lock(&c->mu);
+    ck->indexing = 0;
+    pthread_cond_broadcast(&c->index_cv);
     if (rc) {
         v->dropped = 1;
         cache_ver_put_locked(c, v);
@@ -233,7 +246,12 @@ static void lookup_settle(struct lookup_job *j, int rc, const struct be_meta *m)
          * fill needs it (cache_ver_record), not before that GET's first byte */
         rc = version_unrecorded(c, ck, m, j->started_ns, &nv);
     } else {
-        rc = version_create(c, ck, m, flags, j->started_ns, &nv);
+        rc = version_create(c, ck, m, flags, j->started_ns, gen, &nv);
+    }
+    if (rc == -ESTALE) { /* replaced meanwhile (an upload adopted): waiters look again */
+        pthread_mutex_lock(&c->mu);
+        err = c->closing ? CACHE_ERR_CLOSING : 0;
+        goto finish;
     }
     if (rc && rc != -ENOMEM) {
         /* the object is there, the index cannot hold it (LMDB map full, an index or disk
