@@ -43,7 +43,7 @@ struct peer_xfer {
     /* a stream admitted under peer_http_opts' limits: on ph->streams (ph->mu) until its last
      * user releases it */
     struct peer_xfer *snext;
-    char *s_host, *s_client;
+    char *s_client;
     int s_counted;
 
     pthread_mutex_t mu;      /* everything below */
@@ -110,7 +110,6 @@ static void px_free(struct peer_xfer *x)
     free(x->rh);
     buf_free(&x->body_in);
     free(x->ring);
-    free(x->s_host);
     free(x->s_client);
     pthread_mutex_destroy(&x->mu);
     x->magic = 0;
@@ -640,20 +639,18 @@ void peer_call_many(struct peer_http *ph, const struct peer_req *r, size_t n,
     free(ones);
 }
 
-/* Admits @x (host @host, client @client) under the limits, or -EBUSY. */
-static int ph_stream_admit(struct peer_http *ph, struct peer_xfer *x, const char *host,
-                           const char *client)
+/* Admits @x (client tag @client) under the limits, or -EBUSY. */
+static int ph_stream_admit(struct peer_http *ph, struct peer_xfer *x, const char *client)
 {
-    if (!(x->s_host = strdup(host)) || !(x->s_client = strdup(client ? client : "")))
+    if (!(x->s_client = strdup(client ? client : "")))
         return -ENOMEM;
     int rc = 0;
-    unsigned same_host = 0, same_client = 0;
+    unsigned same_client = 0;
     pthread_mutex_lock(&ph->mu);
-    for (struct peer_xfer *o = ph->streams; o; o = o->snext) {
-        same_host += !strcmp(o->s_host, x->s_host);
+    for (struct peer_xfer *o = ph->streams; ph->max_streams_client && o; o = o->snext)
         same_client += !strcmp(o->s_client, x->s_client);
-    }
-    if (ph->n_streams >= ph->max_streams || same_host >= (unsigned)PEER_HOST_CONNS ||
+    /* max_streams <= the connections kept to one peer: no stream waits for a connection */
+    if (ph->n_streams >= ph->max_streams ||
         (ph->max_streams_client && same_client >= ph->max_streams_client)) {
         ph->streams_refused++;
         rc = -EBUSY;
@@ -675,7 +672,7 @@ int peer_stream_start(struct peer_http *ph, const struct peer_req *r, const char
     int rc = px_new(ph, r, 1, &x);
     if (rc)
         return rc;
-    if ((rc = ph_stream_admit(ph, x, r->host, client))) {
+    if ((rc = ph_stream_admit(ph, x, client))) {
         px_free(x);
         return rc;
     }
@@ -815,7 +812,9 @@ int peer_http_new(const struct peer_http_opts *o, struct peer_http **out)
     int ca_ok = !o->ca_file || !*o->ca_file || (ph->ca_file = strdup(o->ca_file));
     ph->connect_ms = o->connect_ms > 0 ? o->connect_ms : 5000;
     ph->stall_ms = o->stall_ms > 0 ? o->stall_ms : 30000;
-    ph->max_streams = o->max_streams ? o->max_streams : (unsigned)PEER_HOST_CONNS;
+    ph->max_streams = o->max_streams && o->max_streams < (unsigned)PEER_HOST_CONNS
+                          ? o->max_streams
+                          : (unsigned)PEER_HOST_CONNS;
     ph->max_streams_client = o->max_streams_client;
     ph->multi = curl_multi_init();
     int rc = ph->self && ph->secret && ph->region && ph->multi && ca_ok ? 0 : -ENOMEM;
