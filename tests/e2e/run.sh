@@ -75,7 +75,7 @@ start_file() {
     esac
     # Signal the test (TERM) at the limit so its own cleanup stops its servers; KILL 15 s later.
     LOG="$work/$name.log" RC="$work/$name.rc" \
-        setsid bash -c 'cd "$1" && shift && timeout -k 15 "$@" >"$LOG" 2>&1 </dev/null; echo $? >"$RC"' \
+        setsid bash -c 'cd "$1" && shift && timeout -k 15 "$@" >"$LOG" 2>&1 </dev/null; echo $? >"$RC"; times >"$RC.cpu"' \
         _ "$here" "$per_file_timeout" "${cmd[@]}" &
     pid_of[$name]=$!
     name_of_pid[$!]=$name
@@ -86,8 +86,11 @@ total_pass=0 total_fail=0 total_skip=0
 summary=()
 # finish_file NAME: prints NAME's output and tally, adds it to the totals.
 finish_file() {
-    local name=$1 rc line p=0 n=0 k=0 secs extra=
+    local name=$1 rc line p=0 n=0 k=0 secs cpu extra=
     secs=$(($(date +%s) - t0_of[$name]))
+    # CPU seconds of the file and what it waited for (its servers, its clients): bash's times
+    cpu=$(sed -n 2p "$work/$name.rc.cpu" 2>/dev/null | awk '{ n = 0; for (i = 1; i <= 2; i++) {
+        split($i, a, "m"); n += a[1] * 60 + a[2] } printf "%.0f", n }')
     rc=$(cat "$work/$name.rc" 2>/dev/null || echo 255)
     echo "=== $name"
     cat "$work/$name.log"
@@ -112,7 +115,7 @@ finish_file() {
     total_skip=$((total_skip + k))
     [[ $k -gt 0 ]] && extra=", $k skipped"
     is_solo "$name" && extra="$extra, solo"
-    summary+=("$(printf '%-26s %s passed, %s failed%s (%ss)' "$name:" "$p" "$n" "$extra" "$secs")")
+    summary+=("$(printf '%-26s %s passed, %s failed%s (%ss, %s cpu-s)' "$name:" "$p" "$n" "$extra" "$secs" "${cpu:-?}")")
 }
 
 # wait_one: waits for any running file to end and finishes it.
