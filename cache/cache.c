@@ -189,6 +189,8 @@ void cache_close(struct cache *c)
     c->plans = NULL;
     workq_free(c->wwq); /* every run ended: only the writer's last jobs may be finishing */
     c->wwq = NULL;
+    workq_free(c->ewq); /* and the enders' (after the writer's: they queue them) */
+    c->ewq = NULL;
     pthread_mutex_lock(&c->mu);
     while (c->idle_head) {
         struct ckey *ck = c->idle_head;

@@ -251,6 +251,7 @@ struct cache {
     pthread_cond_t win_cv;   /* runs waiting for room in their window */
     unsigned win_waiters;
     struct workq *wwq; /* the cache writer's threads */
+    struct workq *ewq; /* the threads that end the runs it finished (fillwin.c) */
 
     /* Ranged GETs ahead of readers (ahead.c): their threads (NULL: off), how many run, the
      * limit now (halved on SlowDown) and its ceiling, the most per object, and the backend's

@@ -38,9 +38,19 @@
 #include "lib/s3err.h"
 #include "lib/workq.h"
 
-#define FILLWIN_WRITERS 4      /* threads of the cache writer */
+/* threads of the cache writer: at nice 10 the writer's share of busy cores grows with its
+ * threads (4 before; bench/RESULTS.md, "the writer's pauses") */
+#define FILLWIN_WRITERS 16
+/* threads that end the runs the writer finished (fdatasync, index): an fdatasync waits for
+ * every dirty page of the data file, the other runs' too, and on a writer thread it held the
+ * writes of every run behind it (a third of a cold epoch's blocks dropped on two cores) */
+#define FILLWIN_ENDERS 8
 #define FILLWIN_WRITER_NICE 10 /* their scheduling priority: below the serving threads' */
 #define FILLWIN_WAIT_MS 100    /* a run waiting for room looks again at least this often */
+/* a run with no room waits this long for the writer before it drops a block the writer has
+ * not started: the writer's pauses (two busy cores, a journal commit) cost the readers a
+ * little pace, not the next epoch's hits; a disk slower than the link still drops */
+#define FILLWIN_PATIENCE_MS 100ull
 /* and after this long without any (a reader stopped reading), lets go of bytes not copied,
  * well before the backend's low-speed timeout (at most half of --backend-timeout) */
 #define FILLWIN_STALL_MS 10000
@@ -101,7 +111,11 @@ int fillwin_open(struct cache *c, struct errmsg *em)
                               c->block_size, 0, fillwin_stall_ms(c), fillwin_on_drop);
     if (!rc && window_pool_on(&c->pool))
         rc = workq_new(FILLWIN_WRITERS, &c->wwq);
+    if (!rc && window_pool_on(&c->pool))
+        rc = workq_new(FILLWIN_ENDERS, &c->ewq);
     if (rc) {
+        workq_free(c->wwq);
+        c->wwq = NULL;
         errmsg_set(em, "cache: the fills' windows: %s", s3c_strerror(rc));
         window_pool_fini(&c->pool);
         pthread_cond_destroy(&c->win_cv);
@@ -113,6 +127,8 @@ void fillwin_close(struct cache *c)
 {
     workq_free(c->wwq); /* every run ended: nothing is queued */
     c->wwq = NULL;
+    workq_free(c->ewq);
+    c->ewq = NULL;
     window_pool_fini(&c->pool);
     pthread_cond_destroy(&c->win_cv);
 }
@@ -205,7 +221,10 @@ int fillwin_on_data(void *cls, const void *buf, size_t len)
          * letting go of bytes not copied is then the only way on (the backend must not stall
          * into its low-speed timeout). */
         uint64_t now = s3c_mono_ns();
-        int stalled = wait_since && now - wait_since > c->pool.stall_ms * 1000000ull;
+        uint64_t waited = wait_since ? now - wait_since : 0;
+        int stalled = waited > c->pool.stall_ms * 1000000ull ? WINDOW_STALLED
+                      : wait_since && waited >= FILLWIN_PATIENCE_MS * 1000000 ? WINDOW_DROP
+                                                                                : WINDOW_PATIENT;
         if (window_room(&c->pool, f->win, now / 1000000, stalled, &mem, &room) == -EAGAIN) {
             /* Every slot holds bytes a reader has not copied yet, or the disk has not written:
              * the readers get what landed so far, and the run (its backend held back by TCP)
@@ -214,7 +233,8 @@ int fillwin_on_data(void *cls, const void *buf, size_t len)
                 wait_since = s3c_mono_ns();
             fillwin_wake_readers_locked(f, 1);
             struct timespec ts;
-            s3c_deadline(CLOCK_REALTIME, FILLWIN_WAIT_MS, &ts);
+            s3c_deadline(CLOCK_REALTIME,
+                         stalled == WINDOW_PATIENT ? FILLWIN_PATIENCE_MS : FILLWIN_WAIT_MS, &ts);
             c->win_waiters++;
             pthread_cond_timedwait(&c->win_cv, &c->mu, &ts);
             c->win_waiters--;
@@ -289,6 +309,13 @@ static int fillwin_write(int fd, const unsigned char *mem, uint64_t at, size_t l
     return 0;
 }
 
+/* A job of the enders: ends @arg's run, which the writer finished (fill_end_run()). */
+static void fillwin_end_job(void *arg)
+{
+    struct fetch *f = arg;
+    f->c->up.run_end(f, f->run_rc);
+}
+
 /* One job of the cache writer: writes one chunk of @arg's window, then queues itself again
  * (behind the other runs' jobs) while chunks are ready; the last job of a handed run ends it. */
 static void fillwin_write_job(void *arg)
@@ -319,8 +346,8 @@ static void fillwin_write_job(void *arg)
             int end = f->handed && window_settled(f->win);
             fillwin_wake_runs_locked(c);
             pthread_mutex_unlock(&c->mu);
-            if (end)
-                f->c->up.run_end(f, f->run_rc); /* fill_end_run() */
+            if (end && workq_submit(c->ewq, WORKQ_HIGH, fillwin_end_job, f))
+                fillwin_end_job(f); /* the server is stopping: here */
             return;
         }
         int fd, rc = cache_ver_fd_locked(c, v, 1, &fd);

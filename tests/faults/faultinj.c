@@ -26,6 +26,11 @@
  *   PATH, when given) first books its bytes on one clock shared by all threads and sleeps until
  *   they have passed at RATE bytes/s (K M G suffixes: powers of 1024), so all such writes
  *   together never go faster than RATE, whether they are O_DIRECT or fill the page cache.
+ * or make data flushes slow (a disk whose cache flushes take long, as under other writers'
+ * load):
+ *     lag:MS[:PATH]
+ *   every fdatasync (of a file whose path contains PATH, when given) first sleeps MS
+ *   milliseconds (fsync, which the cache calls on directories, is left alone).
  * $S3C_FAULT_LOG: every injected fault is appended there as one line "FUNC #K ERRNO PATH".
  * $S3C_FAULT_MDB_MAPSIZE: bytes; mdb_env_set_mapsize() is capped to it (a real LMDB map full).
  *
@@ -54,12 +59,12 @@
 enum fn {
     FN_OPEN, FN_WRITE, FN_PWRITE, FN_READ, FN_PREAD, FN_FSYNC, FN_FDATASYNC, FN_RENAME,
     FN_FALLOCATE, FN_COPY_FILE_RANGE, FN_SENDFILE, FN_FTRUNCATE, FN_UNLINK, FN_MKDIR,
-    FN_MALLOC, FN_CREATE, FN_HMAC, FN_SLOW, FN_COUNT
+    FN_MALLOC, FN_CREATE, FN_HMAC, FN_SLOW, FN_LAG, FN_COUNT
 };
 static const char *const fn_names[FN_COUNT] = {
     "open", "write", "pwrite", "read", "pread", "fsync", "fdatasync", "rename",
     "fallocate", "copy_file_range", "sendfile", "ftruncate", "unlink", "mkdir", "malloc",
-    "create", "hmac", "slow",
+    "create", "hmac", "slow", "lag",
 };
 
 static const struct { const char *name; int err; } errnos[] = {
@@ -179,6 +184,17 @@ static void parse_slow(struct rule *r, const char *rate, size_t lr, const char *
     atomic_store(&nrules, atomic_load(&nrules) + 1);
 }
 
+/* "lag:MS[:PATH]" into @r (the next free rule): a "slow" rule whose rate field holds MS. */
+static void parse_lag(struct rule *r, const char *ms, size_t lm, const char *path, size_t lp)
+{
+    unsigned long v;
+    if (parse_ulong(ms, lm, &v) || v == 0)
+        return;
+    parse_slow(r, ms, lm, path, lp); /* the same fields */
+    r->fn = FN_LAG;
+    r->rate = (double)v;
+}
+
 /* Parses one rule "FUNC:N:ERRNO[:COUNT[:PATH[:MAXLEN]]]" of @line (ending at ',' '\n' or NUL). */
 static void parse_rule(const char *line, char sep_rules)
 {
@@ -193,6 +209,10 @@ static void parse_rule(const char *line, char sep_rules)
     int idx = atomic_load(&nrules);
     if (f && n && l0 == 4 && !memcmp(f, "slow", 4) && idx < MAX_RULES) {
         parse_slow(&rules[idx], n, l1, e, l2); /* slow:RATE[:PATH]: fields 1 and 2 */
+        return;
+    }
+    if (f && n && l0 == 3 && !memcmp(f, "lag", 3) && idx < MAX_RULES) {
+        parse_lag(&rules[idx], n, l1, e, l2); /* lag:MS[:PATH] */
         return;
     }
     if (!f || !n || !e || idx >= MAX_RULES)
@@ -805,6 +825,40 @@ ssize_t copy_file_range(int in, off_t *ino, int out, off_t *outo, size_t n, unsi
 
 /* ---- durability and space -------------------------------------------------------------------- */
 
+/* A flush of @fd: under a lag rule matching its file, sleeps its milliseconds first. */
+static void lag_flush(int fd)
+{
+    if (in_shim || !(atomic_load(&fn_mask) & (1u << FN_LAG)))
+        return;
+    in_shim = 1;
+    char pbuf[PATH_CAP * 2];
+    const char *p = NULL;
+    int resolved = 0;
+    double ms = 0;
+    int n = atomic_load(&nrules);
+    for (int i = 0; i < n && ms == 0; i++) {
+        struct rule *r = &rules[i];
+        if (r->fn != FN_LAG)
+            continue;
+        if (r->path[0]) {
+            if (!resolved) {
+                p = fd_path(fd, pbuf, sizeof(pbuf));
+                resolved = 1;
+            }
+            if (!p || !strstr(p, r->path))
+                continue;
+        }
+        ms = r->rate;
+    }
+    if (ms > 0) {
+        uint64_t w = (uint64_t)ms * 1000000u;
+        struct timespec ts = { (time_t)(w / 1000000000u), (long)(w % 1000000000u) };
+        while (syscall(SYS_nanosleep, &ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+    in_shim = 0;
+}
+
 int fsync(int fd)
 {
     REAL(int, fsync, int);
@@ -817,6 +871,7 @@ int fsync(int fd)
 int fdatasync(int fd)
 {
     REAL(int, fdatasync, int);
+    lag_flush(fd);
     int e = should_fail(FN_FDATASYNC, NULL, fd);
     if (e)
         FAIL_WITH(e, -1);
