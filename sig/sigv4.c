@@ -165,20 +165,20 @@ nospc:
     return -ENOSPC;
 }
 
-/* Appends the AWS encoding of @s to @b. */
+/* Appends the AWS encoding of @s to @b: a run of up to 256 input bytes per append (a byte at a
+ * time was a tenth of a signed hit's user time). */
 static int buf_uri(struct buf *b, const char *s, int keep_slash)
 {
-    static const char hexu[] = "0123456789ABCDEF";
-    int rc = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p && !rc; p++) {
-        if (unreserved(*p) || (keep_slash && *p == '/')) {
-            rc = buf_append(b, p, 1);
-        } else {
-            char e[3] = {'%', hexu[*p >> 4], hexu[*p & 15]};
-            rc = buf_append(b, e, 3);
-        }
+    char tmp[3 * 256 + 1];
+    size_t len = strlen(s);
+    for (size_t i = 0; i < len; i += 256) {
+        size_t n = len - i < 256 ? len - i : 256;
+        int o = sigv4_uri_encode(s + i, n, keep_slash, tmp, sizeof(tmp));
+        int rc = o < 0 ? o : buf_append(b, tmp, (size_t)o);
+        if (rc)
+            return rc;
     }
-    return rc;
+    return 0;
 }
 
 /* ---- canonical request ------------------------------------------------------------------- */
@@ -194,15 +194,22 @@ static int qpair_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->value, y->value);
 }
 
+/* The AWS encoding of @s in one allocation of its own; NULL when it cannot be had or would be
+ * longer than a canonical request may be. */
 static char *uri_dup(const char *s)
 {
-    struct buf b;
-    buf_init(&b, SIGV4_CREQ_MAX);
-    if (buf_uri(&b, s ? s : "", 0) || buf_append(&b, "", 0)) {
-        buf_free(&b);
+    size_t len = s ? strlen(s) : 0;
+    if (len > SIGV4_CREQ_MAX)
+        return NULL;
+    char *out = malloc(3 * len + 1);
+    if (!out)
+        return NULL;
+    int o = sigv4_uri_encode(s ? s : "", len, 0, out, 3 * len + 1);
+    if (o < 0 || (size_t)o > SIGV4_CREQ_MAX) {
+        free(out);
         return NULL;
     }
-    return buf_take(&b);
+    return out;
 }
 
 static int append_query(struct buf *b, const struct sigv4_input *in, int skip_signature)
