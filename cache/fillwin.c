@@ -222,9 +222,11 @@ int fillwin_on_data(void *cls, const void *buf, size_t len)
          * into its low-speed timeout). */
         uint64_t now = s3c_mono_ns();
         uint64_t waited = wait_since ? now - wait_since : 0;
-        int stalled = waited > c->pool.stall_ms * 1000000ull ? WINDOW_STALLED
-                      : wait_since && waited >= FILLWIN_PATIENCE_MS * 1000000 ? WINDOW_DROP
-                                                                                : WINDOW_PATIENT;
+        int stalled = WINDOW_PATIENT; /* the writer may catch up: no drop yet */
+        if (waited > c->pool.stall_ms * 1000000ull)
+            stalled = WINDOW_STALLED;
+        else if (wait_since && waited >= FILLWIN_PATIENCE_MS * 1000000)
+            stalled = WINDOW_DROP;
         if (window_room(&c->pool, f->win, now / 1000000, stalled, &mem, &room) == -EAGAIN) {
             /* Every slot holds bytes a reader has not copied yet, or the disk has not written:
              * the readers get what landed so far, and the run (its backend held back by TCP)
