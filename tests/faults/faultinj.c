@@ -454,21 +454,17 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* A write of @len bytes to @fd: under a slow rule matching its file, books the bytes on the
- * shared clock and sleeps until they have passed (see the header). */
-static void slow_down(int fd, size_t len)
+/* The rate of the first rule of @fn (FN_SLOW, FN_LAG) whose path the file of @fd matches, or
+ * 0 when none does. */
+static double rule_rate(enum fn fn, int fd)
 {
-    if (in_shim || !(atomic_load(&fn_mask) & (1u << FN_SLOW)) || !len || len == SIZE_MAX)
-        return;
-    in_shim = 1;
     char pbuf[PATH_CAP * 2];
     const char *p = NULL;
     int resolved = 0;
-    double rate = 0;
     int n = atomic_load(&nrules);
-    for (int i = 0; i < n && rate == 0; i++) {
+    for (int i = 0; i < n; i++) {
         struct rule *r = &rules[i];
-        if (r->fn != FN_SLOW)
+        if (r->fn != fn)
             continue;
         if (r->path[0]) {
             if (!resolved) {
@@ -478,8 +474,19 @@ static void slow_down(int fd, size_t len)
             if (!p || !strstr(p, r->path))
                 continue;
         }
-        rate = r->rate;
+        return r->rate;
     }
+    return 0;
+}
+
+/* A write of @len bytes to @fd: under a slow rule matching its file, books the bytes on the
+ * shared clock and sleeps until they have passed (see the header). */
+static void slow_down(int fd, size_t len)
+{
+    if (in_shim || !(atomic_load(&fn_mask) & (1u << FN_SLOW)) || !len || len == SIZE_MAX)
+        return;
+    in_shim = 1;
+    double rate = rule_rate(FN_SLOW, fd);
     if (rate > 0) {
         /* A token bucket with a 10 ms burst: a sleep that overshoots (timer slack, a busy
          * machine) is made up by the next calls, so the rate holds for small writes too. */
@@ -831,25 +838,7 @@ static void lag_flush(int fd)
     if (in_shim || !(atomic_load(&fn_mask) & (1u << FN_LAG)))
         return;
     in_shim = 1;
-    char pbuf[PATH_CAP * 2];
-    const char *p = NULL;
-    int resolved = 0;
-    double ms = 0;
-    int n = atomic_load(&nrules);
-    for (int i = 0; i < n && ms == 0; i++) {
-        struct rule *r = &rules[i];
-        if (r->fn != FN_LAG)
-            continue;
-        if (r->path[0]) {
-            if (!resolved) {
-                p = fd_path(fd, pbuf, sizeof(pbuf));
-                resolved = 1;
-            }
-            if (!p || !strstr(p, r->path))
-                continue;
-        }
-        ms = r->rate;
-    }
+    double ms = rule_rate(FN_LAG, fd);
     if (ms > 0) {
         uint64_t w = (uint64_t)ms * 1000000u;
         struct timespec ts = { (time_t)(w / 1000000000u), (long)(w % 1000000000u) };
