@@ -38,19 +38,13 @@
 #include "lib/s3err.h"
 #include "lib/workq.h"
 
-/* threads of the cache writer: at nice 10 the writer's share of busy cores grows with its
- * threads (4 before; bench/RESULTS.md, "the writer's pauses") */
-#define FILLWIN_WRITERS 16
+#define FILLWIN_WRITERS 4      /* threads of the cache writer */
 /* threads that end the runs the writer finished (fdatasync, index): an fdatasync waits for
  * every dirty page of the data file, the other runs' too, and on a writer thread it held the
- * writes of every run behind it (a third of a cold epoch's blocks dropped on two cores) */
+ * writes of every other run behind it (e2e 61, slow flushes) */
 #define FILLWIN_ENDERS 8
 #define FILLWIN_WRITER_NICE 10 /* their scheduling priority: below the serving threads' */
 #define FILLWIN_WAIT_MS 100    /* a run waiting for room looks again at least this often */
-/* a run with no room waits this long for the writer before it drops a block the writer has
- * not started: the writer's pauses (two busy cores, a journal commit) cost the readers a
- * little pace, not the next epoch's hits; a disk slower than the link still drops */
-#define FILLWIN_PATIENCE_MS 100ull
 /* and after this long without any (a reader stopped reading), lets go of bytes not copied,
  * well before the backend's low-speed timeout (at most half of --backend-timeout) */
 #define FILLWIN_STALL_MS 10000
@@ -221,12 +215,7 @@ int fillwin_on_data(void *cls, const void *buf, size_t len)
          * letting go of bytes not copied is then the only way on (the backend must not stall
          * into its low-speed timeout). */
         uint64_t now = s3c_mono_ns();
-        uint64_t waited = wait_since ? now - wait_since : 0;
-        int stalled = WINDOW_PATIENT; /* the writer may catch up: no drop yet */
-        if (waited > c->pool.stall_ms * 1000000ull)
-            stalled = WINDOW_STALLED;
-        else if (wait_since && waited >= FILLWIN_PATIENCE_MS * 1000000)
-            stalled = WINDOW_DROP;
+        int stalled = wait_since && now - wait_since > c->pool.stall_ms * 1000000ull;
         if (window_room(&c->pool, f->win, now / 1000000, stalled, &mem, &room) == -EAGAIN) {
             /* Every slot holds bytes a reader has not copied yet, or the disk has not written:
              * the readers get what landed so far, and the run (its backend held back by TCP)
@@ -235,8 +224,7 @@ int fillwin_on_data(void *cls, const void *buf, size_t len)
                 wait_since = s3c_mono_ns();
             fillwin_wake_readers_locked(f, 1);
             struct timespec ts;
-            s3c_deadline(CLOCK_REALTIME,
-                         stalled == WINDOW_PATIENT ? FILLWIN_PATIENCE_MS : FILLWIN_WAIT_MS, &ts);
+            s3c_deadline(CLOCK_REALTIME, FILLWIN_WAIT_MS, &ts);
             c->win_waiters++;
             pthread_cond_timedwait(&c->win_cv, &c->mu, &ts);
             c->win_waiters--;

@@ -469,8 +469,6 @@ int window_room(struct window_pool *p, struct window *w, uint64_t now_ms, int st
          * copied, is not written: of a window holding more than the cap (it grew while fewer
          * runs landed bytes), else its own, else another window's. */
         int obi = -1, bi;
-        if (stalled == WINDOW_PATIENT)
-            return -EAGAIN; /* the writer may catch up: no drop yet */
         struct window *o = may_grow(p, w) ? most_consumed_unstarted(p, w, &obi) : NULL;
         if (o && o->held > window_pool_cap(p)) {
             drop_block(p, o, (unsigned)obi, 0);
@@ -494,7 +492,7 @@ int window_room(struct window_pool *p, struct window *w, uint64_t now_ms, int st
          * lets go of bytes its own reader has not copied (its newest block not started, else
          * a chunk of a block given up): that reader fetches them again, and the backend keeps
          * sending (its low-speed timeout). */
-        if (stalled != WINDOW_STALLED)
+        if (!stalled)
             return -EAGAIN;
         if ((bi = newest_unstarted(w)) >= 0) {
             drop_block(p, w, (unsigned)bi, 1);

@@ -84,17 +84,12 @@ void window_free(struct window_pool *p, struct window *w);
  *  - a run whose readers copied all it landed takes from a stale window (its readers copied
  *    nothing for the stall time): its newest block not started, a chunk of a block given up,
  *    else its newest block not written whole;
- *  - a run @stalled WINDOW_STALLED (no room for long: its own reader stopped reading) lets go
- *    of its own newest block not started, else a chunk of its own block given up;
- *  - a run @stalled WINDOW_PATIENT (it has waited less than the writer's patience) drops no
- *    block and takes nothing stale: -EAGAIN when no slot is free or releasable;
+ *  - a run @stalled (no room for long: its own reader stopped reading) lets go of its own newest
+ *    block not started, else a chunk of its own block given up;
  * those are counted in pool.forced, and their readers fetch the bytes again. A window no reader
  * reads yet (read-ahead) holds at most its cap (window_pool_cap) and, with the others like it,
  * half the pool.
  * The bytes copied into @mem outside the lock belong to no reader until window_landed(). */
-#define WINDOW_PATIENT (-1) /* @stalled: wait for the writer rather than drop */
-#define WINDOW_DROP 0       /* drop what the writer has not started */
-#define WINDOW_STALLED 1    /* and let go of bytes not copied */
 int window_room(struct window_pool *p, struct window *w, uint64_t now_ms, int stalled,
                 unsigned char **mem, size_t *room);
 /* @n bytes were copied into the room: readers may read them. */

@@ -279,8 +279,8 @@ static void test_window_sequence(void **state)
 
 /* The disk is behind: the run waits while its reader has not copied what the window holds
  * (a fill with no room waits instead of dropping); once the reader copied past a block the
- * writer has not started, and the run waited its patience (WINDOW_PATIENT until then), that
- * block is dropped from the cache write (never written) and the run goes on. Only a run stalled for long lets go of bytes not copied (counted as forced). */
+ * writer has not started, that block is dropped from the cache write (never written) and the
+ * run goes on. Only a run stalled for long lets go of bytes not copied (counted as forced). */
 static void test_window_drop_when_starved(void **state)
 {
     (void)state;
@@ -310,15 +310,9 @@ static void test_window_drop_when_starved(void **state)
         assert_true(window_at(w, x, &mem, &avail));
         assert_true(is_pat(mem, x, avail));
     }
-    /* the reader copied half of block 1: it (not started) is dropped, its copied chunk goes;
-     * but not while the run is still patient (the writer may catch up): it waits, and drops
-     * nothing, however often it asks */
+    /* the reader copied half of block 1: it (not started) is dropped, its copied chunk goes */
     assert_int_equal(window_read(&p, w, 5 * CH, now_ms), 1);
-    for (int i = 0; i < 5; i++)
-        assert_int_equal(land(&p, w, WINDOW_PATIENT, CH), -EAGAIN);
-    assert_int_equal(drops[2][1], 0);
-    assert_false(window_block_dropped(w, 1));
-    assert_int_equal(land(&p, w, WINDOW_DROP, CH), 0);
+    assert_int_equal(land(&p, w, 0, CH), 0);
     assert_int_equal(drops[2][1], 1);
     assert_int_equal(p.forced, 0);
     assert_true(window_block_dropped(w, 1));
