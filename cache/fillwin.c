@@ -38,7 +38,7 @@
 #include "lib/s3err.h"
 #include "lib/workq.h"
 
-#define FILLWIN_WRITERS 4      /* threads of the cache writer */
+#define FILLWIN_WRITERS 4 /* threads of the cache writer */
 /* threads that end the runs the writer finished (fdatasync, index): an fdatasync waits for
  * every dirty page of the data file, the other runs' too, and on a writer thread it held the
  * writes of every other run behind it (e2e 61, slow flushes) */
