@@ -502,10 +502,10 @@ def slow_flushes():
     """A disk whose flushes are slow (every fdatasync of a data file waits 3 s first), not
     its writes: a cold GET of 12 blocks, each fetched by a run of its own that ends with an
     fdatasync, is cached (at most one block dropped: beside the other test files, the writer's
-    threads at nice 10 can lose the two cores for longer than a run waits for them). The runs
+    threads at nice 10 can lose the two cores for a while). The runs
     end on threads of their own; before, the writer's threads ended them, the writes of every
     other run waited behind those fdatasyncs, the 32 MiB of window filled and blocks were
-    dropped (4 of 12 on 71d5949, idle or beside two busy loops)."""
+    dropped (3-4 of 12 on 71d5949, idle or beside two busy loops)."""
     shim4 = E.fault_shim(tmp)
     g = E.Server(t, auth=["--anonymous"],
                  extra=["--backend", "http://127.0.0.1:%d" % link, "--block-size", "8M",

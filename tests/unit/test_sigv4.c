@@ -999,6 +999,56 @@ static void test_sigv4_canonical_request_shapes(void **state)
     free(c);
 }
 
+/* A path and a query value longer than the encoder's runs of 256 bytes, with bytes to encode
+ * on both sides of each run's edge: the canonical request holds every byte's encoding, in
+ * order (the expectation is built here a byte at a time). */
+static void test_sigv4_canonical_request_long_values(void **state)
+{
+    UNUSED(state);
+    static const char hexu[] = "0123456789ABCDEF";
+    char path[800], val[700], want_path[2400], want_val[2100];
+    size_t wp = 0, wv = 0;
+    for (size_t i = 0; i + 1 < sizeof(path); i++) {
+        char ch = i % 7 == 3 ? ' ' : i % 11 == 5 ? '/' : (i % 255 == 254 ? '\xe9' : (char)('a' + i % 26));
+        path[i] = i == 0 ? '/' : ch;
+    }
+    path[sizeof(path) - 1] = '\0';
+    for (size_t i = 0; path[i]; i++) {
+        unsigned char ch = (unsigned char)path[i];
+        if (ch == '/' || (ch >= 'a' && ch <= 'z')) {
+            want_path[wp++] = (char)ch;
+        } else {
+            want_path[wp++] = '%';
+            want_path[wp++] = hexu[ch >> 4];
+            want_path[wp++] = hexu[ch & 15];
+        }
+    }
+    want_path[wp] = '\0';
+    for (size_t i = 0; i + 1 < sizeof(val); i++)
+        val[i] = i % 256 == 255 || i % 256 == 0 ? '/' : (char)('b' + i % 20);
+    val[sizeof(val) - 1] = '\0';
+    for (size_t i = 0; val[i]; i++) {
+        if (val[i] == '/') {
+            memcpy(want_val + wv, "%2F", 3);
+            wv += 3;
+        } else {
+            want_val[wv++] = val[i];
+        }
+    }
+    want_val[wv] = '\0';
+    const struct sigv4_kv q[] = {KV("v", val)};
+    static const struct sigv4_kv h[] = {KV("host", "h")};
+    struct sigv4_input in = {"GET", path, q, ARRAY_SIZE(q), h, ARRAY_SIZE(h), NULL, NULL};
+    char *c = sigv4_canonical_request(&in, "host", "UNSIGNED-PAYLOAD");
+    assert_non_null(c);
+    char *want = malloc(strlen(want_path) + strlen(want_val) + 64);
+    assert_non_null(want);
+    sprintf(want, "GET\n%s\nv=%s\nhost:h\n\nhost\nUNSIGNED-PAYLOAD", want_path, want_val);
+    assert_string_equal(c, want);
+    free(want);
+    free(c);
+}
+
 static void test_sigv4_hash_helpers(void **state)
 {
     UNUSED(state);
@@ -1040,6 +1090,7 @@ int main(void)
         cmocka_unit_test(test_sigv4_headers_not_signed),
         cmocka_unit_test(test_sigv4_uri_encode),
         cmocka_unit_test(test_sigv4_canonical_request_shapes),
+        cmocka_unit_test(test_sigv4_canonical_request_long_values),
         cmocka_unit_test(test_sigv4_hash_helpers),
     };
     (void)no_query;
