@@ -97,8 +97,9 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(UNITHOBJ) $(BUILD)/libs3c.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(TESTLIBS)
 
-# test_sigv2 makes OpenSSL's HMAC() fail on demand (the signature checks must fail closed)
-$(BUILD)/tests/test_sigv2: LDFLAGS += -Wl,--wrap=HMAC
+# test_sigv2 makes OpenSSL's HMAC() (SigV2) and EVP_MAC_init() (SigV4, lib/digest.c) fail on
+# demand (the signature checks must fail closed)
+$(BUILD)/tests/test_sigv2: LDFLAGS += -Wl,--wrap=HMAC,--wrap=EVP_MAC_init
 # test_upload sees every write upload.c makes (O_DIRECT ones must be whole pages) and refuses one
 $(BUILD)/tests/test_upload: LDFLAGS += -Wl,--wrap=fileio_pwrite_all
 
@@ -245,7 +246,7 @@ FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_SRCS    := sig/sigv4.c sig/sigv2.c sig/awschunk.c lib/checksum.c \
                 lib/range.c lib/xml.c lib/json.c lib/conf.c lib/buf.c \
                 lib/s3c.c lib/s3err.c lib/log.c ring/ring.c ring/peers.c \
-                lib/tar.c lib/tar_index.c lib/arr.c lib/hex.c
+                lib/tar.c lib/tar_index.c lib/arr.c lib/hex.c lib/digest.c
 FUZZ_LIBS    := -lcrypto -lcurl -lz -lexpat -ljansson -lpthread
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS  := -g -O1 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. -fno-omit-frame-pointer

@@ -2,7 +2,7 @@
  * sigv4.c: AWS Signature Version 4 (sig/sigv4.h). Builds the canonical
  * request the S3 way (path encoded once, never normalised), verifies the
  * Authorization header and presigned query forms, and signs upstream requests
- * with the same code. Pure: no I/O, no globals; OpenSSL for SHA-256/HMAC.
+ * with the same code. Pure: no I/O, no globals; SHA-256/HMAC through lib/digest.h.
  * It owns nothing past a call; the streaming decoder takes the key from
  * struct sigv4_result.
  */
@@ -16,10 +16,10 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "lib/buf.h"
 #include "lib/checksum.h"
+#include "lib/digest.h"
 #include "lib/hex.h"
 #include "lib/s3c.h"
 #include "lib/s3err.h"
@@ -35,20 +35,16 @@
 int sigv4_sha256_hex(const void *msg, size_t len, char out[65])
 {
     uint8_t d[32];
-    unsigned dl = 0;
     out[0] = '\0';
-    if (!EVP_Digest(msg, len, d, &dl, EVP_sha256(), NULL) || dl != 32)
-        return -ENOMEM; /* OpenSSL could not allocate its context */
-    hex_encode(d, 32, out);
-    return 0;
+    int rc = digest_sha256(msg, len, d); /* -ENOMEM: OpenSSL could not allocate its context */
+    if (!rc)
+        hex_encode(d, 32, out);
+    return rc;
 }
 
 static int hmac_raw(const void *key, size_t klen, const void *msg, size_t len, uint8_t out[32])
 {
-    unsigned ol = 0;
-    if (!HMAC(EVP_sha256(), key, (int)klen, msg, len, out, &ol) || ol != 32)
-        return -ENOMEM; /* OpenSSL could not allocate its context */
-    return 0;
+    return digest_hmac_sha256(key, klen, msg, len, out);
 }
 
 int sigv4_hmac_hex(const uint8_t key[32], const void *msg, size_t len, char out[65])

@@ -13,7 +13,8 @@
  *          rename (rename*), fallocate (fallocate*, posix_fallocate*), copy_file_range,
  *          sendfile (sendfile*), ftruncate, unlink (unlink*), mkdir (mkdir*),
  *          malloc (malloc, calloc, realloc: no PATH), hmac (OpenSSL's one-shot HMAC(), which
- *          SigV2 and SigV4 call: it returns NULL as when OpenSSL cannot allocate; no PATH)
+ *          SigV2 calls, and EVP_MAC_init(), which SigV4's lib/digest.c calls: they fail as
+ *          when OpenSSL cannot allocate; no PATH)
  *   N      the first matching call that fails: 1 = the next one after the rule was loaded
  *   ERRNO  a name (EIO, ENOSPC, ENOMEM, EDQUOT, ...) or a number
  *   COUNT  how many matching calls fail from N on; 0 = every one (default 1)
@@ -1001,6 +1002,16 @@ unsigned char *HMAC(const void *md, const void *key, int key_len, const unsigned
         FAIL_WITH(e ? e : ENOSYS, NULL);
     }
     return real_HMAC(md, key, key_len, d, n, out, out_len);
+}
+
+/* OpenSSL's EVP_MAC_init(): 0 is its failure. */
+int EVP_MAC_init(void *ctx, const unsigned char *key, size_t keylen, const void *params)
+{
+    REAL(int, EVP_MAC_init, void *, const unsigned char *, size_t, const void *);
+    int e = should_fail(FN_HMAC, NULL, -1);
+    if (e || !real_EVP_MAC_init)
+        FAIL_WITH(e ? e : ENOSYS, 0);
+    return real_EVP_MAC_init(ctx, key, keylen, params);
 }
 
 /* ---- LMDB ------------------------------------------------------------------------------------ */

@@ -1,9 +1,10 @@
 /*
  * test_sigv2.c: sigv2.c against the S3 documentation's Signature Version 2 example
  * (johnsmith/photos/puppy.jpg), and its refusals: an empty signature, a failing HMAC (this
- * binary is linked with -Wl,--wrap=HMAC, so OpenSSL's HMAC() can be made to fail on demand,
- * for SigV4 too), a presigned Expires more than 7 days ahead, a query parameter V2 does not
- * sign, and the bucket of a virtual-hosted resource.
+ * binary is linked with -Wl,--wrap=HMAC,--wrap=EVP_MAC_init, so OpenSSL's HMAC(), which SigV2
+ * calls, and EVP_MAC_init(), which SigV4's lib/digest.c calls, can be made to fail on demand),
+ * a presigned Expires more than 7 days ahead, a query parameter V2 does not sign, and the
+ * bucket of a virtual-hosted resource.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -49,6 +50,20 @@ unsigned char *__wrap_HMAC(const EVP_MD *md, const void *key, int key_len, const
         return NULL;
     }
     return __real_HMAC(md, key, key_len, d, n, out, out_len);
+}
+
+int __real_EVP_MAC_init(EVP_MAC_CTX *ctx, const unsigned char *key, size_t keylen,
+                        const OSSL_PARAM params[]);
+int __wrap_EVP_MAC_init(EVP_MAC_CTX *ctx, const unsigned char *key, size_t keylen,
+                        const OSSL_PARAM params[]);
+
+int __wrap_EVP_MAC_init(EVP_MAC_CTX *ctx, const unsigned char *key, size_t keylen,
+                        const OSSL_PARAM params[])
+{
+    hmac_calls++;
+    if (hmac_fail)
+        return 0;
+    return __real_EVP_MAC_init(ctx, key, keylen, params);
 }
 
 static const char *lookup(void *cls, const char *ak)
