@@ -52,6 +52,15 @@ void s3c_deadline(clockid_t clock, int64_t ms, struct timespec *ts)
     ts->tv_nsec = (long)(ns % 1000000000);
 }
 
+/* Digits by hand: the date goes on every object answer (Last-Modified), where two snprintf()
+ * calls cost more than the rest of the header. */
+static char *put_digits(char *p, unsigned v, int n)
+{
+    for (int i = n - 1; i >= 0; i--, v /= 10)
+        p[i] = (char)('0' + v % 10);
+    return p + n;
+}
+
 void s3c_http_date(int64_t t, char out[32])
 {
     static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
@@ -59,11 +68,34 @@ void s3c_http_date(int64_t t, char out[32])
                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
     struct tm tm;
     time_t tt = (time_t)t;
-    gmtime_r(&tt, &tm);
-    char tmp[96];
-    snprintf(tmp, sizeof(tmp), "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday],
-             tm.tm_mday, mons[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    snprintf(out, 32, "%.31s", tmp);
+    if (!gmtime_r(&tt, &tm))
+        memset(&tm, 0, sizeof(tm));
+    if (tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999) { /* years the format cannot hold */
+        char tmp[96];
+        snprintf(tmp, sizeof(tmp), "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday],
+                 tm.tm_mday, mons[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
+                 tm.tm_sec);
+        snprintf(out, 32, "%.31s", tmp);
+        return;
+    }
+    char *p = out; /* "Sun, 06 Nov 1994 08:49:37 GMT": 29 bytes and the NUL */
+    memcpy(p, days[tm.tm_wday], 3);
+    p += 3;
+    *p++ = ',';
+    *p++ = ' ';
+    p = put_digits(p, (unsigned)tm.tm_mday, 2);
+    *p++ = ' ';
+    memcpy(p, mons[tm.tm_mon], 3);
+    p += 3;
+    *p++ = ' ';
+    p = put_digits(p, (unsigned)(tm.tm_year + 1900), 4);
+    *p++ = ' ';
+    p = put_digits(p, (unsigned)tm.tm_hour, 2);
+    *p++ = ':';
+    p = put_digits(p, (unsigned)tm.tm_min, 2);
+    *p++ = ':';
+    p = put_digits(p, (unsigned)tm.tm_sec, 2);
+    memcpy(p, " GMT", 5);
 }
 
 void s3c_iso8601(int64_t t_ns, char out[32])
