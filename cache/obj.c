@@ -45,12 +45,17 @@ int cache_obj_cancel_wait(struct cache_obj *o, struct cache_waiter *w)
 {
     CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
     struct cache *c = o->c;
+    /* Without the lock when there is nothing to undo, as for every hit: only the owner arms
+     * @w and sets o->w_armed (in its own calls), so neither becomes set behind its back; a
+     * waker may clear w->armed meanwhile, which is the answer 0 the lock would give too. */
+    if (!__atomic_load_n(&w->armed, __ATOMIC_ACQUIRE) && o->w_armed != w)
+        return 0;
     pthread_mutex_lock(&c->mu);
     int was = w->armed;
     if (w->armed) {
         if (!cache_unlink_waiter(&o->k->waiters, w) && o->v)
             cache_unlink_waiter(&o->v->waiters, w);
-        w->armed = 0;
+        __atomic_store_n(&w->armed, 0, __ATOMIC_RELEASE);
     }
     if (o->w_armed == w)
         o->w_armed = NULL;
@@ -78,7 +83,7 @@ void cache_obj_release(struct cache_obj *o)
     if (w && w->armed) {
         if (!cache_unlink_waiter(&o->k->waiters, w) && o->v)
             cache_unlink_waiter(&o->v->waiters, w);
-        w->armed = 0;
+        __atomic_store_n(&w->armed, 0, __ATOMIC_RELEASE);
     }
     fillwin_detach_locked(o);
     if (o->v) {
@@ -130,13 +135,11 @@ void cache_obj_fetch_none(struct cache_obj *o)
     pthread_mutex_unlock(&o->c->mu);
 }
 
+/* No lock: o->how changes only in calls made on @o by its owner, the caller. */
 enum cache_outcome cache_obj_outcome(struct cache_obj *o)
 {
     CHECK_OBJ_NOTNULL(o, CACHE_OBJ_MAGIC);
-    pthread_mutex_lock(&o->c->mu);
-    enum cache_outcome how = o->how;
-    pthread_mutex_unlock(&o->c->mu);
-    return how;
+    return o->how;
 }
 
 /* ---- pins ------------------------------------------------------------------------------ */

@@ -51,7 +51,7 @@ void cache_arm_locked(struct cache_obj *h, struct cache_waiter **list, struct ca
     if (w->armed)
         return; /* already suspended on us: one suspend, one resume */
     w->suspend(w->cls);
-    w->armed = 1;
+    __atomic_store_n(&w->armed, 1, __ATOMIC_RELEASE); /* read unlocked: cache_obj_cancel_wait */
     w->next = *list;
     *list = w;
     h->w_armed = w;
@@ -65,7 +65,7 @@ void cache_wake_locked(struct cache_waiter **list)
         struct cache_waiter *n = w->next;
         w->next = NULL;
         if (w->armed) {
-            w->armed = 0;
+            __atomic_store_n(&w->armed, 0, __ATOMIC_RELEASE);
             w->resume(w->cls);
         }
         w = n;
