@@ -5,8 +5,8 @@
 # s3cached links it instead of bookworm's 0.9.75, which reads a bare LF as the end of a chunk
 # line and cannot be told not to (docs/security.md, "Request framing"); 1.0.1 refuses it at
 # MHD_OPTION_CLIENT_DISCIPLINE_LVL 1. The patches in build-aux/mhd-patches/ are applied in
-# order (each says what it fixes); DIR/VERSION names them, and the script does nothing when DIR
-# already holds this version with these patches.
+# order (each says what it fixes); DIR/VERSION names them (and a hash of their text), and the
+# script does nothing when DIR already holds this version with these patches.
 #
 # The tarball: $MHD_TARBALL if set, else DIR.tar.gz if present, else downloaded from the pool
 # of the Debian mirror apt is configured with (or $MHD_MIRROR), and checked against its
@@ -15,7 +15,8 @@ set -eu
 VERSION=1.0.1
 PATCHES=$(cd "$(dirname "$0")/mhd-patches" && ls *.patch 2>/dev/null | sort)
 PATCHDIR=$(cd "$(dirname "$0")/mhd-patches" && pwd)
-STAMP="$VERSION $(echo $PATCHES)"
+# the patches by name and content: an edited patch rebuilds the library
+STAMP="$VERSION $(echo $PATCHES) $(cd "$PATCHDIR" && cat $PATCHES </dev/null | sha256sum | cut -c1-12)"
 SHA256=a89e09fc9b4de34dde19f4fcb4faaa1ce10299b9908db1132bbfa1de47882b94
 DIR=${1:?usage: build-aux/mhd.sh DIR}
 

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -373,20 +372,11 @@ int respond_object_at(struct req *rq, const struct be_meta *m, int fd, int statu
 {
     struct MHD_Response *r;
     int is_head = !strcmp(rq->method, "HEAD");
-    /* sendfile for cache files. Not for a backend's file (from_source): another tool may
-     * truncate it while it is sent, and libmicrohttpd's sendfile then stalls the connection
-     * until the idle timeout, where pread ends the response at once. */
-    struct stat fst;
-    if (fd >= 0 && !is_head && !rq->rlb && !rq->from_source &&
-        (fstat(fd, &fst) || (uint64_t)fst.st_size < base + off + len)) {
-        /* A cache file shorter than its index says (lost in a power cut by a file system that
-         * had not synced it, or cut by hand): sendfile would stall as above; the stream ends
-         * the answer where the bytes end, and says so in the log. */
-        log_err("%s: %s/%s: the cache file holds %lld of the %llu bytes its index says", rq->id,
-                rq->bucket, rq->key, (long long)fst.st_size,
-                (unsigned long long)(base + off + len));
-        rq->from_source = 1;
-    }
+    /* sendfile for cache files. Not for a backend's file (from_source), which another tool
+     * may change while it is sent: pread reads what is there. A cache file shorter than its
+     * index says (cut by hand, or by a power cut on a file system that had not synced it)
+     * ends the answer where its bytes end, and libmicrohttpd logs it (patch 05): no fstat
+     * per answer. */
     if (fd >= 0 && !is_head && !rq->rlb && !rq->from_source) {
         r = MHD_create_response_from_fd_at_offset64(len, fd, base + off);
         if (!r) {
