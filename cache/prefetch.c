@@ -279,10 +279,11 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
     if (out_meta)
         *out_meta = *m;
 
-    if (m->size == 0) { /* nothing to fetch: the metadata is the whole object */
-        waited = mhow != CACHE_HIT;
+    /* A lookup that went to the backend fetched: for a plan's, a GET of the first block that
+     * may have brought the whole of a small object before the check below sees it whole. */
+    waited = mhow != CACHE_HIT;
+    if (m->size == 0) /* nothing to fetch: the metadata is the whole object */
         goto done;
-    }
     /* Already whole on the SSD: a hit (and it refreshes the entry's recency). Checked first so
      * that opening does not start the fetches itself: the loop below starts them, as its own. */
     pthread_mutex_lock(&c->mu);
@@ -298,8 +299,6 @@ static int prefetch(struct cache *c, const char *bucket, const char *key, int pi
             goto out;
     }
     waited = 1;
-    rc = 0;
-
     rc = prefetch_fill(c, o, &p, cancel, out_fd != NULL, plan);
     if (rc)
         goto out;
