@@ -190,44 +190,49 @@ static int qpair_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->value, y->value);
 }
 
-/* The AWS encoding of @s in one allocation of its own; NULL when it cannot be had or would be
- * longer than a canonical request may be. */
-static char *uri_dup(const char *s)
+/* Appends the AWS encoding of @s (NULL: "") at *@at in @arena, NUL-terminated, and returns
+ * where it starts; *@at moves past it. The arena holds 3 bytes per input byte and a NUL. */
+static char *arena_uri(char *arena, size_t *at, const char *s, size_t len)
 {
-    size_t len = s ? strlen(s) : 0;
-    if (len > SIGV4_CREQ_MAX)
-        return NULL;
-    char *out = malloc(3 * len + 1);
-    if (!out)
-        return NULL;
+    char *out = arena + *at;
     int o = sigv4_uri_encode(s ? s : "", len, 0, out, 3 * len + 1);
-    if (o < 0 || (size_t)o > SIGV4_CREQ_MAX) {
-        free(out);
-        return NULL;
-    }
+    S3C_ASSERT(o >= 0); /* room for the worst case was made */
+    *at += (size_t)o + 1;
     return out;
 }
 
+#define QUERY_STACK_PAIRS 16
+#define QUERY_STACK_BYTES 4096
+
+/* The canonical query: every pair encoded, sorted by name then value. The pairs and their
+ * encodings live on the stack for a usual query (a presigned URL's six pairs), else in two
+ * allocations, never one per name or value. */
 static int append_query(struct buf *b, const struct sigv4_input *in, int skip_signature)
 {
-    struct qpair *qs = NULL;
-    size_t n = 0;
+    struct qpair qstack[QUERY_STACK_PAIRS], *qs = qstack;
+    char astack[QUERY_STACK_BYTES], *arena = astack;
+    size_t n = 0, raw = 0, at = 0;
     int rc = 0;
-    if (in->n_query) {
-        qs = calloc(in->n_query, sizeof(*qs));
-        if (!qs)
-            return -ENOMEM;
+    for (size_t i = 0; i < in->n_query; i++) {
+        raw += strlen(in->query[i].name) + 2;
+        raw += in->query[i].value ? strlen(in->query[i].value) : 0;
+        if (raw > SIGV4_CREQ_MAX)
+            return -EMSGSIZE; /* longer than a canonical request may be */
+    }
+    size_t need = 3 * raw; /* each byte encoded as at most 3, a NUL after each string */
+    if (in->n_query > QUERY_STACK_PAIRS && !(qs = calloc(in->n_query, sizeof(*qs))))
+        return -ENOMEM;
+    if (need > sizeof(astack) && !(arena = malloc(need))) {
+        rc = -ENOMEM;
+        goto out;
     }
     for (size_t i = 0; i < in->n_query; i++) {
-        if (skip_signature && !strcmp(in->query[i].name, "X-Amz-Signature"))
+        const struct sigv4_kv *q = &in->query[i];
+        if (skip_signature && !strcmp(q->name, "X-Amz-Signature"))
             continue;
-        qs[n].name = uri_dup(in->query[i].name);
-        qs[n].value = uri_dup(in->query[i].value);
+        qs[n].name = arena_uri(arena, &at, q->name, strlen(q->name));
+        qs[n].value = arena_uri(arena, &at, q->value, q->value ? strlen(q->value) : 0);
         n++;
-        if (!qs[n - 1].name || !qs[n - 1].value) {
-            rc = -ENOMEM;
-            goto out;
-        }
     }
     if (n)
         qsort(qs, n, sizeof(*qs), qpair_cmp);
@@ -242,11 +247,10 @@ static int append_query(struct buf *b, const struct sigv4_input *in, int skip_si
             rc = buf_puts(b, qs[i].value);
     }
 out:
-    for (size_t i = 0; i < n; i++) {
-        free(qs[i].name);
-        free(qs[i].value);
-    }
-    free(qs);
+    if (qs != qstack)
+        free(qs);
+    if (arena != astack)
+        free(arena);
     return rc;
 }
 

@@ -1068,6 +1068,38 @@ static void test_sigv4_hash_helpers(void **state)
     assert_string_equal(hex, "c4afb1cc5771d871763a393e44b703571b55cc28424d1a5e86da6ed3c154a4b9");
 }
 
+/* The canonical query past what append_query() keeps on its stack (16 pairs, 4 KiB encoded):
+ * 20 pairs given in reverse order, 300-byte values to encode, one without a value. */
+static void test_sigv4_canonical_query_many_pairs(void **state)
+{
+    UNUSED(state);
+    char names[20][8], vals[20][301], want[20 * (8 + 900) + 64];
+    struct sigv4_kv q[20];
+    size_t w = 0;
+    for (int i = 0; i < 20; i++) {
+        snprintf(names[i], sizeof(names[i]), "k%02d", 19 - i);
+        for (int j = 0; j < 300; j++)
+            vals[i][j] = j % 10 == 9 ? '/' : (char)('a' + (i + j) % 26);
+        vals[i][300] = '\0';
+        q[i] = (struct sigv4_kv){names[i], i == 7 ? NULL : vals[i]};
+    }
+    for (int i = 19; i >= 0; i--) { /* sorted: k00 first, the last given */
+        w += (size_t)snprintf(want + w, sizeof(want) - w, "%s%s=", w ? "&" : "", names[i]);
+        for (int j = 0; i != 7 && j < 300; j++)
+            w += (size_t)snprintf(want + w, sizeof(want) - w, vals[i][j] == '/' ? "%%2F" : "%c",
+                                  vals[i][j]);
+    }
+    static const struct sigv4_kv h[] = {KV("host", "h")};
+    struct sigv4_input in = {"GET", "/b/k", q, 20, h, ARRAY_SIZE(h), NULL, NULL};
+    char *c = sigv4_canonical_request(&in, "host", "UNSIGNED-PAYLOAD");
+    assert_non_null(c);
+    const char *line = strchr(c, '\n') + 1; /* the method's line */
+    line = strchr(line, '\n') + 1;         /* the path's */
+    assert_int_equal(strcspn(line, "\n"), strlen(want));
+    assert_memory_equal(line, want, strlen(want));
+    free(c);
+}
+
 /* lib/digest.c, which SigV4 signs and verifies with: RFC 4231's HMAC-SHA256 vectors (a key
  * shorter than the block, and one longer, hashed first), one after another on the same
  * thread's reused contexts, and the same from several threads at once. */
@@ -1191,6 +1223,7 @@ int main(void)
         cmocka_unit_test(test_sigv4_uri_encode),
         cmocka_unit_test(test_sigv4_canonical_request_shapes),
         cmocka_unit_test(test_sigv4_canonical_request_long_values),
+        cmocka_unit_test(test_sigv4_canonical_query_many_pairs),
         cmocka_unit_test(test_sigv4_hash_helpers),
         cmocka_unit_test(test_sigv4_digest_vectors),
         cmocka_unit_test(test_http_date_format),
