@@ -207,9 +207,13 @@ def main():
             if not isinstance(f.get("saturated"), bool):
                 raise E.Fail("fair.saturated is not a boolean: %r" % f)
             E.eq("fair.capacity_bps (--max-bandwidth 120M)", f["capacity_bps"], CAP)
-        bad = [f for f in fair if f["active_clients"] != 2 or not f["saturated"]]
-        if bad:
-            raise E.Fail("two clients downloading flat out, yet /_/stats shows %r" % bad[0])
+        # the one-stream client is between two GETs for a moment each object: one sample may
+        # land there (seen once under ASan), never more, and the link stays saturated
+        bad = [f for f in fair if f["active_clients"] not in (1, 2) or not f["saturated"]]
+        gaps = [f for f in fair if f["active_clients"] == 1]
+        if bad or len(gaps) > 1:
+            raise E.Fail("two clients downloading flat out, yet /_/stats shows %r"
+                         % (bad or gaps)[0])
         lvl = median(levels)
         if not 0.45 <= lvl <= 0.65:
             raise E.Fail("fair.level_bps is %.2f of capacity (median); two greedy clients "
