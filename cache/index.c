@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <lmdb.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 
 #include "index.h"
 #include "store.h"
+#include "lib/digest.h"
 #include "lib/log.h"
 
 #define INDEX_MAP_SIZE (64ULL << 30)
@@ -85,17 +85,9 @@ void index_key_make(const char *bucket, const char *key, struct index_key *out)
         out->len = nl;
         return;
     }
-    unsigned char dg[EVP_MAX_MD_SIZE];
-    unsigned dl = 0;
-    EVP_MD_CTX *mc = EVP_MD_CTX_new();
-    memset(dg, 0, sizeof(dg));
-    if (mc && EVP_DigestInit_ex(mc, EVP_sha256(), NULL)) {
-        EVP_DigestUpdate(mc, bucket, bl);
-        EVP_DigestUpdate(mc, "/", 1);
-        EVP_DigestUpdate(mc, key, kl);
-        EVP_DigestFinal_ex(mc, dg, &dl);
-    }
-    EVP_MD_CTX_free(mc);
+    uint8_t dg[32];
+    struct iovec parts[3] = {{(void *)bucket, bl}, {(void *)"/", 1}, {(void *)key, kl}};
+    (void)digest_sha256v(parts, 3, dg); /* zeroed when OpenSSL fails, as before */
     /* plain prefix, then NUL (names never hold one), then the digest */
     size_t off = 0;
     size_t take = S3C_MIN(bl, (size_t)INDEX_KEY_PLAIN_MAX);

@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,8 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "lib/digest.h"
+#include "lib/hex.h"
 
 static void dir_of(const char *path, char *out)
 {
@@ -71,13 +72,10 @@ int store_init(const char *dir)
 void store_data_path(const char *dir, const void *name_key, size_t klen, uint64_t version,
                      char out[STORE_PATH_MAX])
 {
-    unsigned char dg[EVP_MAX_MD_SIZE];
-    unsigned dl = 0;
+    uint8_t dg[32];
     char hex[65];
-    memset(dg, 0, sizeof(dg));
-    EVP_Digest(name_key, klen, dg, &dl, EVP_sha256(), NULL);
-    for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", dg[i]);
+    (void)digest_sha256(name_key, klen, dg); /* zeroed when OpenSSL fails */
+    hex_encode(dg, 32, hex);
     snprintf(out, STORE_PATH_MAX, "%s/data/%.2s/%.2s/%s-%016llx", dir, hex, hex + 2, hex,
              (unsigned long long)version);
 }

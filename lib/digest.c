@@ -62,15 +62,23 @@ static struct digest_ctxs *ctxs_get(void)
     return NULL;
 }
 
-int digest_sha256(const void *msg, size_t len, uint8_t out[32])
+int digest_sha256v(const struct iovec *iov, int n, uint8_t out[32])
 {
     struct digest_ctxs *t = ctxs_get();
-    unsigned n = 0;
-    if (t && EVP_DigestInit_ex2(t->md, sha256_md, NULL) && EVP_DigestUpdate(t->md, msg, len) &&
-        EVP_DigestFinal_ex(t->md, out, &n) && n == 32)
+    unsigned got = 0;
+    int ok = t && EVP_DigestInit_ex2(t->md, sha256_md, NULL);
+    for (int i = 0; ok && i < n; i++)
+        ok = EVP_DigestUpdate(t->md, iov[i].iov_base, iov[i].iov_len);
+    if (ok && EVP_DigestFinal_ex(t->md, out, &got) && got == 32)
         return 0;
     memset(out, 0, 32);
     return -ENOMEM;
+}
+
+int digest_sha256(const void *msg, size_t len, uint8_t out[32])
+{
+    struct iovec v = {(void *)msg, len};
+    return digest_sha256v(&v, 1, out);
 }
 
 int digest_hmac_sha256(const void *key, size_t klen, const void *msg, size_t len, uint8_t out[32])

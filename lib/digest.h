@@ -11,10 +11,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /* SHA-256 of @msg[0..@len) into @out: 0, or -ENOMEM when OpenSSL could not set up (@out
  * zeroed). */
 int digest_sha256(const void *msg, size_t len, uint8_t out[32]);
+/* The same of the @n pieces of @iov, one after the other. */
+int digest_sha256v(const struct iovec *iov, int n, uint8_t out[32]);
 /* HMAC-SHA256 (RFC 2104) of @msg under @key[0..@klen) into @out: 0, or -ENOMEM as above. */
 int digest_hmac_sha256(const void *key, size_t klen, const void *msg, size_t len, uint8_t out[32]);
 

@@ -15,7 +15,6 @@
 #include <time.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "lib/buf.h"
 #include "lib/checksum.h"
@@ -42,16 +41,11 @@ int sigv4_sha256_hex(const void *msg, size_t len, char out[65])
     return rc;
 }
 
-static int hmac_raw(const void *key, size_t klen, const void *msg, size_t len, uint8_t out[32])
-{
-    return digest_hmac_sha256(key, klen, msg, len, out);
-}
-
 int sigv4_hmac_hex(const uint8_t key[32], const void *msg, size_t len, char out[65])
 {
     uint8_t d[32];
     out[0] = '\0';
-    int rc = hmac_raw(key, 32, msg, len, d);
+    int rc = digest_hmac_sha256(key, 32, msg, len, d);
     if (!rc)
         hex_encode(d, 32, out);
     return rc;
@@ -70,15 +64,15 @@ static int signing_key_derive(const char *secret, const char *yyyymmdd, const ch
         return -ENOMEM;
     memcpy(k, "AWS4", 4);
     memcpy(k + 4, secret, sl + 1);
-    rc = hmac_raw(k, sl + 4, yyyymmdd, strlen(yyyymmdd), a);
+    rc = digest_hmac_sha256(k, sl + 4, yyyymmdd, strlen(yyyymmdd), a);
     OPENSSL_cleanse(k, sl + 4);
     free(k);
     if (!rc)
-        rc = hmac_raw(a, 32, region, strlen(region), b);
+        rc = digest_hmac_sha256(a, 32, region, strlen(region), b);
     if (!rc)
-        rc = hmac_raw(b, 32, service, strlen(service), a);
+        rc = digest_hmac_sha256(b, 32, service, strlen(service), a);
     if (!rc)
-        rc = hmac_raw(a, 32, "aws4_request", 12, out);
+        rc = digest_hmac_sha256(a, 32, "aws4_request", 12, out);
     if (rc)
         memset(out, 0, 32);
     OPENSSL_cleanse(a, sizeof(a));

@@ -21,7 +21,7 @@ B = "plans"
 KiB = 1024
 N, SIZE = 200, 64 * KiB
 AHEAD = 1 << 20  # --plan-ahead: 16 objects
-TINY = 64  # 1 KiB objects: a cold lookup's GET brings all of one
+TINY = 256  # 1 KiB objects: a cold lookup's GET brings all of one
 
 
 def main():
@@ -240,6 +240,8 @@ def run(t, gw, sums, admin, other):
         j = E.wait_until(settled, timeout=20)
         if not j:
             raise E.Fail("the tiny plan did not settle: %r" % last)
+        print("       # %d of %d prefetched, %d cached already" % (j["prefetched"], TINY,
+                                                                 j["cached_already"]))
         E.eq("objects of a fresh prefix counted cached_already", j["cached_already"], 0)
         if j["prefetched"] < 1:
             raise E.Fail("nothing prefetched: %r" % j)

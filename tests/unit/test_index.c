@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "cache/index.h"
+#include "cache/store.h"
 
 /* ---- the fault: a failing meta page write ---------------------------------------------- */
 
@@ -359,6 +360,31 @@ static void test_index_files_are_private(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The on-disk names do not change with how they are hashed: a long name's index key (plain
+ * prefix, NUL, SHA-256 of "bucket/key") and a data file's path (SHA-256 of its name key, in
+ * hex), against digests computed with Python's hashlib. */
+static void test_index_names_on_disk(void **state)
+{
+    (void)state;
+    char key[601];
+    memset(key, 'k', 600);
+    key[600] = '\0';
+    struct index_key k;
+    index_key_make("bkt", key, &k);
+    assert_int_equal(k.len, INDEX_KEY_PLAIN_MAX + 1 + 32);
+    assert_memory_equal(k.b, "bkt/kkkk", 8);
+    assert_int_equal(k.b[INDEX_KEY_PLAIN_MAX], 0);
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", k.b[INDEX_KEY_PLAIN_MAX + 1 + i]);
+    assert_string_equal(hex, "a6fee5924785d5a5e94bb419215211806f0e423652c19a40c0bad47aeaa6433e");
+    char path[STORE_PATH_MAX];
+    store_data_path("/c", "bkt/short", 9, 0x1234, path);
+    assert_string_equal(path, "/c/data/74/ff/"
+                              "74ffbff265c298fd7c6064ebe8fa350f97e0648b4164884cf1401ee7b6f85e67-"
+                              "0000000000001234");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,6 +392,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_index_panic_under_concurrent_calls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_members_follow_the_version, setup, teardown),
         cmocka_unit_test(test_index_files_are_private),
+        cmocka_unit_test(test_index_names_on_disk),
     };
     return cmocka_run_group_tests_name("index", tests, NULL, NULL);
 }
